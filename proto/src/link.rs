@@ -1,0 +1,1289 @@
+//! One OAE link: bring-up to common knowledge, liveness counted in round
+//! trips, and S slots, each an alternating-bit channel carrying one reversible
+//! transfer at a time in each direction.
+//!
+//! The link is driven by [`crate::Node`]; it never reads a clock or touches a
+//! socket. Frames come in through `handle_frame`, go out through
+//! `poll_transmit`, and time passes through `handle_timeout`.
+
+use std::collections::VecDeque;
+
+use crate::config::{LinkConfig, Nanos};
+use crate::memory::{LockOwner, Memory, Undo};
+use crate::verb::{self, Output, Refusal, ReverseReason, Verb, VerbError};
+use crate::wire::{self, Context, Frame, Knowledge, MAX_FRAME, Malformed, Role, SLICE, Transition};
+use crate::{Event, LinkChange, Observer, VerbId};
+
+/// A verb waiting for, or occupying, a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Pending {
+    pub id: VerbId,
+    pub verb: Verb,
+    /// Attempts already made (each takes a fresh sequence number).
+    pub attempts: u32,
+    /// Transient refusals wait for this round before the next attempt.
+    pub not_before_round: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum SendPhase {
+    Idle,
+    /// REQUEST sent; the verb's fate is not known here yet.
+    AwaitEcho,
+    /// Echo verified, issuer told `Ok`; the target learns of the commit from
+    /// an explicit COMMIT or from the slot's next frame.
+    Committed,
+    /// REVERSE sent; waiting for the target to confirm every trace is gone.
+    Reversing(ReverseReason),
+}
+
+/// The initiator's half of a slot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SenderSlot {
+    seq: u16,
+    phase: SendPhase,
+    pending: Option<Pending>,
+    /// The transfer before `seq` was committed here; the target may not know
+    /// yet, so every frame for `seq` says so.
+    previous_committed: bool,
+    commit_sent: bool,
+    /// Context of the last frame sent on this slot, for checking reflections.
+    sent_context: [u8; SLICE],
+    sent_at: Nanos,
+    sent_round: u64,
+    queued: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum RecvState {
+    /// Nothing received on this slot in this incarnation.
+    Fresh,
+    Tentative,
+    Committed,
+    Reversed,
+    Refused,
+}
+
+/// The target's half of a slot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ReceiverSlot {
+    seq: u16,
+    state: RecvState,
+    undo: Undo,
+    /// The answer to `seq`, kept so a duplicate gets the same bytes back
+    /// without being applied again.
+    response: [u8; MAX_FRAME],
+    response_len: u16,
+    queued: bool,
+}
+
+/// Counters a link keeps; never reset while the process lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LinkStats {
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Malformed frames by [`Malformed`] reason, in [`Malformed::ALL`] order.
+    pub malformed: [u64; 10],
+    /// Well-formed frames from another incarnation of either end.
+    pub stale_epoch: u64,
+    /// Slot frames that answer nothing outstanding (late, duplicated).
+    pub stale_slot_frames: u64,
+    pub duplicate_requests: u64,
+    pub requests_sent: u64,
+    pub echoes_verified: u64,
+    pub echo_mismatches: u64,
+    pub echo_missing: u64,
+    /// Reversals confirmed by the target.
+    pub reversals: u64,
+    pub retries: u64,
+    pub refusals_received: u64,
+    pub commits_sent: u64,
+    pub transfers_applied: u64,
+    pub transfers_committed: u64,
+    pub transfers_reversed: u64,
+    pub refusals_sent: u64,
+    /// Requests that arrived with no credit left: the peer broke the protocol.
+    pub overruns: u64,
+    /// Frames that contradict what this end knows (never expected).
+    pub protocol_violations: u64,
+    pub ticks_sent: u64,
+    pub rtt_samples: u64,
+    pub unreachable_declared: u64,
+    pub peer_restarts: u64,
+    /// Tentative transfers of a dead initiator incarnation, committed.
+    pub presumed_commits: u64,
+    pub completions_ok: u64,
+    pub completions_err: u64,
+}
+
+/// A snapshot of a link for status displays and invariant checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkStatus {
+    pub up: bool,
+    pub unreachable: bool,
+    pub knowledge: Knowledge,
+    pub role: Role,
+    pub epoch: u32,
+    pub peer_epoch: u32,
+    pub peer_id: u64,
+    pub srtt: Nanos,
+    pub round: u64,
+    pub round_len: Nanos,
+    /// Slots in use towards the peer (min of both ends' counts).
+    pub active_slots: u16,
+    /// Credits the peer advertised, and how many this end holds.
+    pub peer_credits: u16,
+    pub credits_in_use: u16,
+    /// Tentative transfers held here for the peer, and the credits offered.
+    pub tentative: u16,
+    pub receive_credits: u16,
+    pub queued_verbs: usize,
+}
+
+/// Things the node shares with all its links while a link handles an input.
+pub(crate) struct Shared<'a, O> {
+    pub memory: &'a mut Memory,
+    pub events: &'a mut VecDeque<Event>,
+    pub observer: &'a mut O,
+    pub epoch: u32,
+    pub node_id: u64,
+}
+
+/// What became of a verb offered to a slot.
+enum Start {
+    /// Its REQUEST is in the buffer.
+    Sent(usize),
+    /// No slot or credit: it waits at the head of the queue.
+    NoSlot,
+    /// Completed with an error or parked for a later round.
+    Parked,
+}
+
+const HELLO_LEN: usize = 8 + 2 + 2 + 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Link {
+    index: u16,
+    cfg: LinkConfig,
+
+    up: bool,
+    unreachable: bool,
+    knowledge: Knowledge,
+    role: Role,
+    peer_epoch: u32,
+    peer_id: u64,
+    peer_slots: u16,
+    peer_credits: u16,
+    peer_max_class: u8,
+    hello_due: bool,
+    next_hello: Nanos,
+
+    srtt: Nanos,
+    round: u64,
+    round_started: Nanos,
+    peer_round_len: Nanos,
+    heard_this_round: bool,
+    sent_this_round: bool,
+    silent_rounds: u32,
+    tick_due: bool,
+    tick_no: u32,
+    tick_outstanding: Option<([u8; SLICE], Nanos)>,
+    tock_due: Option<[u8; SLICE]>,
+
+    senders: Vec<SenderSlot>,
+    idle: Vec<u16>,
+    commit_candidates: Vec<u16>,
+    credits_in_use: u16,
+    ready: VecDeque<Pending>,
+    backoff: VecDeque<Pending>,
+    sender_tx: VecDeque<u16>,
+
+    receivers: Vec<ReceiverSlot>,
+    receiver_tx: VecDeque<u16>,
+    tentative: u16,
+
+    stats: LinkStats,
+}
+
+impl Link {
+    pub fn new(index: u16, cfg: LinkConfig) -> Link {
+        let slots = usize::from(cfg.slots);
+        Link {
+            index,
+            cfg,
+            up: false,
+            unreachable: false,
+            knowledge: Knowledge::Nothing,
+            role: Role::Alice,
+            peer_epoch: 0,
+            peer_id: 0,
+            peer_slots: 0,
+            peer_credits: 0,
+            peer_max_class: 0,
+            hello_due: true,
+            next_hello: 0,
+            srtt: cfg.initial_rtt,
+            round: 0,
+            round_started: 0,
+            peer_round_len: 0,
+            heard_this_round: false,
+            sent_this_round: false,
+            silent_rounds: 0,
+            tick_due: false,
+            tick_no: 0,
+            tick_outstanding: None,
+            tock_due: None,
+            senders: vec![
+                SenderSlot {
+                    seq: 0,
+                    phase: SendPhase::Idle,
+                    pending: None,
+                    previous_committed: false,
+                    commit_sent: false,
+                    sent_context: [0; SLICE],
+                    sent_at: 0,
+                    sent_round: 0,
+                    queued: false,
+                };
+                slots
+            ],
+            idle: Vec::with_capacity(slots),
+            commit_candidates: Vec::with_capacity(2 * slots),
+            credits_in_use: 0,
+            ready: VecDeque::with_capacity(cfg.submit_queue),
+            backoff: VecDeque::with_capacity(cfg.submit_queue),
+            sender_tx: VecDeque::with_capacity(slots),
+            receivers: vec![
+                ReceiverSlot {
+                    seq: 0,
+                    state: RecvState::Fresh,
+                    undo: Undo::default(),
+                    response: [0; MAX_FRAME],
+                    response_len: 0,
+                    queued: false,
+                };
+                slots
+            ],
+            receiver_tx: VecDeque::with_capacity(slots),
+            tentative: 0,
+            stats: LinkStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &LinkStats {
+        &self.stats
+    }
+
+    pub fn status(&self, epoch: u32) -> LinkStatus {
+        LinkStatus {
+            up: self.up,
+            unreachable: self.unreachable,
+            knowledge: self.knowledge,
+            role: self.role,
+            epoch,
+            peer_epoch: self.peer_epoch,
+            peer_id: self.peer_id,
+            srtt: self.srtt,
+            round: self.round,
+            round_len: self.round_len(),
+            active_slots: self.active_slots(),
+            peer_credits: self.peer_credits,
+            credits_in_use: self.credits_in_use,
+            tentative: self.tentative,
+            receive_credits: self.cfg.receive_credits,
+            queued_verbs: self.ready.len() + self.backoff.len(),
+        }
+    }
+
+    pub fn max_class(&self) -> u8 {
+        self.cfg.max_class
+    }
+
+    fn active_slots(&self) -> u16 {
+        self.cfg.slots.min(self.peer_slots)
+    }
+
+    fn round_len(&self) -> Nanos {
+        let own = self
+            .srtt
+            .saturating_mul(u64::from(self.cfg.rtt_multiplier))
+            .max(self.cfg.min_round);
+        match self.role {
+            Role::Alice => own,
+            // Bob hears Alice's ticks once per Alice round at most; counting
+            // silence in shorter rounds would declare a live peer dead.
+            Role::Bob => own.max(self.peer_round_len),
+        }
+    }
+
+    // ----- submission -------------------------------------------------------
+
+    pub fn submit<O: Observer>(
+        &mut self,
+        p: Pending,
+        sh: &mut Shared<'_, O>,
+    ) -> Result<(), Pending> {
+        if self.unreachable {
+            self.complete(p, Err(VerbError::Unreachable), sh);
+            return Ok(());
+        }
+        if self.ready.len() + self.backoff.len() >= self.cfg.submit_queue {
+            return Err(p);
+        }
+        self.ready.push_back(p);
+        Ok(())
+    }
+
+    fn complete<O: Observer>(
+        &mut self,
+        p: Pending,
+        result: Result<Output, VerbError>,
+        sh: &mut Shared<'_, O>,
+    ) {
+        if result.is_ok() {
+            self.stats.completions_ok += 1;
+        } else {
+            self.stats.completions_err += 1;
+        }
+        sh.events.push_back(Event::Completed {
+            link: self.index,
+            id: p.id,
+            result,
+        });
+    }
+
+    // ----- time -------------------------------------------------------------
+
+    pub fn poll_timeout(&self) -> Nanos {
+        let round_end = self.round_started.saturating_add(self.round_len());
+        if self.up {
+            round_end
+        } else {
+            round_end.min(self.next_hello)
+        }
+    }
+
+    pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, sh: &mut Shared<'_, O>) {
+        if !self.up && now >= self.next_hello {
+            self.hello_due = true;
+            self.next_hello = now.saturating_add(self.cfg.hello_interval);
+        }
+        if now >= self.round_started.saturating_add(self.round_len()) {
+            // One round per call: a stalled caller must not count its own
+            // stall as many silent rounds of the peer.
+            self.round_started = now;
+            self.end_round(sh);
+        }
+    }
+
+    /// Everything that is counted in round trips happens here.
+    fn end_round<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+        let heard = core::mem::replace(&mut self.heard_this_round, false);
+        let sent = core::mem::replace(&mut self.sent_this_round, false);
+        self.round += 1;
+        if !self.up {
+            return;
+        }
+        self.silent_rounds = if heard { 0 } else { self.silent_rounds + 1 };
+        if self.silent_rounds >= self.cfg.unreachable_after_rounds {
+            self.declare_unreachable(sh);
+            return;
+        }
+        if self.role == Role::Alice && !sent {
+            self.tick_due = true;
+        }
+        let patience = u64::from(self.cfg.echo_patience_rounds);
+        for s in 0..self.active_slots() {
+            let slot = &mut self.senders[usize::from(s)];
+            if self.round < slot.sent_round + patience {
+                continue;
+            }
+            match slot.phase {
+                SendPhase::AwaitEcho => {
+                    slot.phase = SendPhase::Reversing(ReverseReason::EchoMissing);
+                    self.stats.echo_missing += 1;
+                    self.queue_sender(s);
+                }
+                SendPhase::Reversing(_) => self.queue_sender(s),
+                SendPhase::Committed if slot.commit_sent => self.queue_sender(s),
+                _ => {}
+            }
+        }
+        while let Some(p) = self.backoff.front() {
+            if p.not_before_round > self.round {
+                break;
+            }
+            let p = self.backoff.pop_front().expect("front exists");
+            self.ready.push_back(p);
+        }
+    }
+
+    fn declare_unreachable<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+        self.up = false;
+        self.unreachable = true;
+        self.knowledge = Knowledge::KnowYou;
+        self.stats.unreachable_declared += 1;
+        self.hello_due = true;
+        // Verbs never sent cannot have had an effect: fail them now rather
+        // than hold their issuers for a link that may not come back. Verbs in
+        // flight stay in doubt until the link or the peer's next incarnation
+        // resolves them.
+        while let Some(p) = self.ready.pop_front() {
+            self.complete(p, Err(VerbError::Unreachable), sh);
+        }
+        while let Some(p) = self.backoff.pop_front() {
+            self.complete(p, Err(VerbError::Unreachable), sh);
+        }
+        sh.events.push_back(Event::Link {
+            link: self.index,
+            change: LinkChange::Unreachable,
+        });
+    }
+
+    fn sample_rtt(&mut self, sent_at: Nanos, now: Nanos) {
+        let sample = now.saturating_sub(sent_at).max(1);
+        self.srtt = if self.stats.rtt_samples == 0 {
+            sample
+        } else {
+            (self.srtt * 7 + sample) / 8
+        };
+        self.stats.rtt_samples += 1;
+    }
+
+    // ----- receive ----------------------------------------------------------
+
+    pub fn handle_frame<O: Observer>(&mut self, bytes: &[u8], now: Nanos, sh: &mut Shared<'_, O>) {
+        self.stats.rx_frames += 1;
+        let frame = match Frame::parse(bytes) {
+            Ok(f) => f,
+            Err(m) => return self.count_malformed(m),
+        };
+        if frame.context.transition == Transition::Hello {
+            return self.handle_hello(&frame, sh);
+        }
+        if self.peer_epoch == 0
+            || frame.sender_epoch != self.peer_epoch
+            || frame.receiver_epoch != sh.epoch
+        {
+            self.stats.stale_epoch += 1;
+            return;
+        }
+        self.heard_this_round = true;
+        self.silent_rounds = 0;
+        if !self.up {
+            // Only an end that is up sends anything but HELLO, so this frame
+            // proves the peer knows that we know it.
+            self.go_up(sh);
+        }
+        let ctx = frame.context;
+        match ctx.transition {
+            Transition::Hello => unreachable!("handled above"),
+            Transition::Tick => {
+                if frame.payload[8..].iter().any(|&b| b != 0) {
+                    return self.count_malformed(Malformed::BadPayload);
+                }
+                self.peer_round_len =
+                    u64::from_be_bytes(frame.payload[..8].try_into().expect("eight bytes"));
+                self.tock_due = Some(frame.raw_context);
+            }
+            Transition::Tock => match self.tick_outstanding {
+                Some((tick, sent_at)) if frame.payload[..SLICE] == wire::reflect(&tick) => {
+                    self.tick_outstanding = None;
+                    self.sample_rtt(sent_at, now);
+                }
+                _ => self.stats.stale_slot_frames += 1,
+            },
+            t if t.from_initiator() => self.handle_as_target(&frame, sh),
+            _ => self.handle_as_initiator(&frame, now, sh),
+        }
+    }
+
+    fn count_malformed(&mut self, m: Malformed) {
+        let i = Malformed::ALL.iter().position(|&x| x == m).expect("listed");
+        self.stats.malformed[i] += 1;
+    }
+
+    fn handle_hello<O: Observer>(&mut self, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
+        let p = frame.payload;
+        if p[HELLO_LEN..].iter().any(|&b| b != 0) || frame.context.field != 0 {
+            return self.count_malformed(Malformed::BadPayload);
+        }
+        let peer_id = u64::from_be_bytes(p[..8].try_into().expect("eight bytes"));
+        let slots = u16::from_be_bytes([p[8], p[9]]);
+        let credits = u16::from_be_bytes([p[10], p[11]]);
+        let max_class = p[12];
+        if slots == 0 || credits == 0 || credits > slots || max_class > wire::MAX_CODEC_CLASS {
+            return self.count_malformed(Malformed::BadPayload);
+        }
+        let epoch = frame.sender_epoch;
+        if epoch < self.peer_epoch {
+            self.stats.stale_epoch += 1;
+            return;
+        }
+        if epoch > self.peer_epoch {
+            if self.peer_epoch != 0 {
+                self.peer_restarted(sh);
+            }
+            self.peer_epoch = epoch;
+            self.peer_id = peer_id;
+            self.peer_slots = slots;
+            self.peer_credits = credits;
+            self.peer_max_class = max_class;
+            self.role = if (sh.epoch, sh.node_id) < (epoch, peer_id) {
+                Role::Alice
+            } else {
+                Role::Bob
+            };
+            self.reset_sender_slots();
+            self.knowledge = Knowledge::KnowYou;
+        }
+        self.heard_this_round = true;
+        self.silent_rounds = 0;
+        if frame.receiver_epoch == sh.epoch {
+            self.knowledge = Knowledge::KnowYouKnowMe;
+            if !self.up {
+                self.go_up(sh);
+            }
+            if frame.context.knowledge < Knowledge::KnowYouKnowMe {
+                self.hello_due = true;
+            }
+        } else {
+            self.hello_due = true;
+        }
+    }
+
+    fn reset_sender_slots(&mut self) {
+        self.idle.clear();
+        self.commit_candidates.clear();
+        self.sender_tx.clear();
+        self.credits_in_use = 0;
+        for s in &mut self.senders {
+            *s = SenderSlot {
+                seq: 0,
+                phase: SendPhase::Idle,
+                pending: None,
+                previous_committed: false,
+                commit_sent: false,
+                sent_context: [0; SLICE],
+                sent_at: 0,
+                sent_round: 0,
+                queued: false,
+            };
+        }
+        for s in (0..self.active_slots()).rev() {
+            self.idle.push(s);
+        }
+    }
+
+    fn go_up<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+        self.up = true;
+        self.unreachable = false;
+        self.knowledge = Knowledge::KnowYouKnowMe;
+        self.silent_rounds = 0;
+        // Resynchronise: transfers whose echo never came are reversed (the
+        // in-doubt rule), undelivered decisions are sent again.
+        for s in 0..self.active_slots() {
+            let slot = &mut self.senders[usize::from(s)];
+            match slot.phase {
+                SendPhase::AwaitEcho => {
+                    slot.phase = SendPhase::Reversing(ReverseReason::EchoMissing);
+                    self.queue_sender(s);
+                }
+                SendPhase::Reversing(_) => self.queue_sender(s),
+                SendPhase::Committed if slot.commit_sent => self.queue_sender(s),
+                _ => {}
+            }
+        }
+        sh.events.push_back(Event::Link {
+            link: self.index,
+            change: LinkChange::Up,
+        });
+    }
+
+    /// The peer came back as a new incarnation: settle everything the old one
+    /// left here by the rules of `docs/SEMANTICS.md`.
+    fn peer_restarted<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+        self.stats.peer_restarts += 1;
+        self.up = false;
+        self.unreachable = false;
+        for s in 0..self.senders.len() {
+            let slot = &mut self.senders[s];
+            let phase = slot.phase;
+            let pending = slot.pending.take();
+            if let (SendPhase::AwaitEcho | SendPhase::Reversing(_), Some(p)) = (phase, pending) {
+                self.release_local(s as u16, &p, None, sh);
+                self.complete(p, Err(VerbError::PeerRestarted), sh);
+            }
+        }
+        // Tentative transfers of the dead initiator: it may have told its
+        // issuer `Ok` (echo verified) and only an `Err` is ever told after a
+        // confirmed reversal, so committing is consistent with every
+        // completion it can have given.
+        for s in 0..self.receivers.len() {
+            let r = &mut self.receivers[s];
+            if r.state == RecvState::Tentative {
+                sh.memory.commit(&r.undo);
+                sh.observer
+                    .committed(self.index, self.peer_epoch, s as u16, r.seq);
+                self.stats.presumed_commits += 1;
+                self.stats.transfers_committed += 1;
+            }
+            r.seq = 0;
+            r.state = RecvState::Fresh;
+            r.queued = false;
+        }
+        self.receiver_tx.clear();
+        self.tentative = 0;
+        self.tick_outstanding = None;
+        self.tock_due = None;
+        sh.events.push_back(Event::Link {
+            link: self.index,
+            change: LinkChange::PeerRestarted,
+        });
+    }
+
+    // ----- target side ------------------------------------------------------
+
+    fn handle_as_target<O: Observer>(&mut self, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
+        let ctx = frame.context;
+        let s = ctx.slot();
+        if s >= self.cfg.slots {
+            return self.count_malformed(Malformed::Inconsistent);
+        }
+        let si = usize::from(s);
+        let seq = ctx.seq();
+        let (last, state) = (self.receivers[si].seq, self.receivers[si].state);
+        let ahead = seq.wrapping_sub(last);
+        let t = ctx.transition;
+        if ahead == 0 && state == RecvState::Fresh {
+            self.stats.stale_slot_frames += 1;
+            return;
+        }
+        match (t, ahead) {
+            (Transition::Request, 0) => {
+                self.stats.duplicate_requests += 1;
+                self.queue_receiver(s);
+            }
+            (Transition::Request | Transition::Reverse, 1) => {
+                if !self.settle_previous(s, ctx.previous_committed, sh) {
+                    return;
+                }
+                if t == Transition::Request {
+                    self.apply_request(s, frame, sh);
+                } else {
+                    // The request never arrived: remember its number so a late
+                    // copy of it is recognised and never applied.
+                    let r = &mut self.receivers[si];
+                    r.seq = seq;
+                    r.state = RecvState::Reversed;
+                    self.respond(s, frame, Transition::ReverseAck, |_| {}, sh.epoch);
+                }
+            }
+            (Transition::Commit, 0) => match state {
+                RecvState::Tentative => {
+                    self.commit_tentative(s, sh);
+                    self.respond(s, frame, Transition::CommitAck, |_| {}, sh.epoch);
+                }
+                RecvState::Committed => self.queue_receiver(s),
+                _ => self.stats.protocol_violations += 1,
+            },
+            (Transition::Reverse, 0) => match state {
+                RecvState::Tentative | RecvState::Refused => {
+                    if state == RecvState::Tentative {
+                        self.reverse_tentative(s, sh);
+                    }
+                    self.receivers[si].state = RecvState::Reversed;
+                    self.respond(s, frame, Transition::ReverseAck, |_| {}, sh.epoch);
+                }
+                RecvState::Reversed => self.queue_receiver(s),
+                _ => self.stats.protocol_violations += 1,
+            },
+            _ => self.stats.stale_slot_frames += 1,
+        }
+    }
+
+    /// Before a new sequence number is acted on, the previous transfer on the
+    /// slot must be settled; the initiator says whether it committed it.
+    fn settle_previous<O: Observer>(
+        &mut self,
+        s: u16,
+        previous_committed: bool,
+        sh: &mut Shared<'_, O>,
+    ) -> bool {
+        let state = self.receivers[usize::from(s)].state;
+        match (state, previous_committed) {
+            (RecvState::Tentative, true) => {
+                self.commit_tentative(s, sh);
+                true
+            }
+            (RecvState::Tentative, false) | (RecvState::Reversed | RecvState::Refused, true) => {
+                self.stats.protocol_violations += 1;
+                false
+            }
+            _ => true,
+        }
+    }
+
+    fn commit_tentative<O: Observer>(&mut self, s: u16, sh: &mut Shared<'_, O>) {
+        let r = &mut self.receivers[usize::from(s)];
+        sh.memory.commit(&r.undo);
+        r.state = RecvState::Committed;
+        self.tentative -= 1;
+        self.stats.transfers_committed += 1;
+        sh.observer.committed(self.index, self.peer_epoch, s, r.seq);
+    }
+
+    fn reverse_tentative<O: Observer>(&mut self, s: u16, sh: &mut Shared<'_, O>) {
+        let r = &mut self.receivers[usize::from(s)];
+        sh.memory.reverse(&r.undo);
+        r.state = RecvState::Reversed;
+        self.tentative -= 1;
+        self.stats.transfers_reversed += 1;
+        sh.observer.reversed(self.index, self.peer_epoch, s, r.seq);
+    }
+
+    fn apply_request<O: Observer>(&mut self, s: u16, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
+        let si = usize::from(s);
+        self.receivers[si].seq = frame.context.seq();
+        let refusal = if self.tentative >= self.cfg.receive_credits {
+            self.stats.overruns += 1;
+            Some(Refusal::NoCredit)
+        } else {
+            match verb::decode_request(frame.payload) {
+                None => Some(Refusal::Malformed),
+                Some(request) => {
+                    let class = frame.context.class;
+                    let r = &mut self.receivers[si];
+                    let payload_at = wire::HEADER_LEN;
+                    let end = wire::frame_len(class) - wire::TRAILER_LEN;
+                    let result_area = &mut r.response[payload_at + SLICE..end];
+                    // A result that would not fit the request's class is a
+                    // malformed request: reject before touching memory.
+                    let fits = verb::result_fits(&request, result_area.len());
+                    if !fits {
+                        Some(Refusal::Malformed)
+                    } else {
+                        result_area.fill(0);
+                        match sh.memory.apply(
+                            &request,
+                            LockOwner::target(self.index, s),
+                            &mut r.undo,
+                            result_area,
+                        ) {
+                            Ok(_) => None,
+                            Err(why) => Some(why),
+                        }
+                    }
+                }
+            }
+        };
+        match refusal {
+            None => {
+                self.receivers[si].state = RecvState::Tentative;
+                self.tentative += 1;
+                self.stats.transfers_applied += 1;
+                sh.observer
+                    .applied(self.index, self.peer_epoch, s, frame.context.seq());
+                // The result is already in place after the reflected slice.
+                self.respond_in_place(s, frame, Transition::Echo, sh.epoch);
+            }
+            Some(why) => {
+                self.receivers[si].state = RecvState::Refused;
+                self.stats.refusals_sent += 1;
+                self.respond(s, frame, Transition::Refuse, |p| p[0] = why as u8, sh.epoch);
+            }
+        }
+    }
+
+    /// Builds the cached response to `frame` on slot `s`: reflected context,
+    /// then whatever `fill` writes.
+    fn respond(
+        &mut self,
+        s: u16,
+        frame: &Frame<'_>,
+        transition: Transition,
+        fill: impl FnOnce(&mut [u8]),
+        epoch: u32,
+    ) {
+        let ctx = self.response_context(frame, transition);
+        let peer_epoch = self.peer_epoch;
+        let r = &mut self.receivers[usize::from(s)];
+        let len = wire::build(&mut r.response, &ctx, epoch, peer_epoch, |p| {
+            p[..SLICE].copy_from_slice(&wire::reflect(&frame.raw_context));
+            fill(&mut p[SLICE..]);
+        });
+        r.response_len = len as u16;
+        self.queue_receiver(s);
+    }
+
+    /// Like `respond`, keeping the result bytes already written in the
+    /// response buffer.
+    fn respond_in_place(&mut self, s: u16, frame: &Frame<'_>, transition: Transition, epoch: u32) {
+        let ctx = self.response_context(frame, transition);
+        let peer_epoch = self.peer_epoch;
+        let r = &mut self.receivers[usize::from(s)];
+        let len = wire::frame_len(ctx.class);
+        let f = &mut r.response[..len];
+        f[..SLICE].copy_from_slice(&ctx.encode());
+        f[8..12].copy_from_slice(&epoch.to_be_bytes());
+        f[12..16].copy_from_slice(&peer_epoch.to_be_bytes());
+        f[wire::HEADER_LEN..wire::HEADER_LEN + SLICE]
+            .copy_from_slice(&wire::reflect(&frame.raw_context));
+        wire::seal(f);
+        r.response_len = len as u16;
+        self.queue_receiver(s);
+    }
+
+    fn response_context(&self, frame: &Frame<'_>, transition: Transition) -> Context {
+        Context {
+            class: frame.context.class,
+            knowledge: self.knowledge,
+            role: self.role,
+            transition,
+            previous_committed: false,
+            field: frame.context.field,
+        }
+    }
+
+    fn queue_receiver(&mut self, s: u16) {
+        let r = &mut self.receivers[usize::from(s)];
+        if !r.queued {
+            r.queued = true;
+            self.receiver_tx.push_back(s);
+        }
+    }
+
+    // ----- initiator side ---------------------------------------------------
+
+    fn handle_as_initiator<O: Observer>(
+        &mut self,
+        frame: &Frame<'_>,
+        now: Nanos,
+        sh: &mut Shared<'_, O>,
+    ) {
+        let ctx = frame.context;
+        let s = ctx.slot();
+        if s >= self.active_slots() {
+            return self.count_malformed(Malformed::Inconsistent);
+        }
+        let si = usize::from(s);
+        let slot = &self.senders[si];
+        let expected_phase = match ctx.transition {
+            Transition::Echo | Transition::Refuse => slot.phase == SendPhase::AwaitEcho,
+            Transition::CommitAck => slot.phase == SendPhase::Committed && slot.commit_sent,
+            Transition::ReverseAck => matches!(slot.phase, SendPhase::Reversing(_)),
+            _ => false,
+        };
+        if !expected_phase || ctx.seq() != slot.seq {
+            self.stats.stale_slot_frames += 1;
+            return;
+        }
+        let reflected_ok = frame.payload[..SLICE] == wire::reflect(&slot.sent_context);
+        match ctx.transition {
+            Transition::Echo => self.on_echo(s, frame, reflected_ok, now, sh),
+            Transition::Refuse => {
+                let why = Refusal::from_u8(frame.payload[SLICE]);
+                let clean = frame.payload[SLICE + 1..].iter().all(|&b| b == 0);
+                match why {
+                    Some(why) if reflected_ok && clean => self.on_refuse(s, why, sh),
+                    _ => self.start_reverse(s, ReverseReason::EchoMismatch),
+                }
+            }
+            Transition::CommitAck if reflected_ok => {
+                self.set_idle(s);
+            }
+            Transition::ReverseAck if reflected_ok => self.on_reverse_ack(s, sh),
+            _ => self.stats.echo_mismatches += 1,
+        }
+    }
+
+    fn on_echo<O: Observer>(
+        &mut self,
+        s: u16,
+        frame: &Frame<'_>,
+        reflected_ok: bool,
+        now: Nanos,
+        sh: &mut Shared<'_, O>,
+    ) {
+        let si = usize::from(s);
+        let p = self.senders[si]
+            .pending
+            .expect("a transfer awaits its echo");
+        let output = (reflected_ok && frame.context.class == self.request_class(&p.verb))
+            .then(|| verb::decode_output(&p.verb, &frame.payload[SLICE..]))
+            .flatten();
+        let Some(output) = output else {
+            return self.start_reverse(s, ReverseReason::EchoMismatch);
+        };
+        self.stats.echoes_verified += 1;
+        let sent_at = self.senders[si].sent_at;
+        self.sample_rtt(sent_at, now);
+        // The decision is taken here: commit. Both ends' effects are now
+        // inevitable, so the local half of a bilateral swap lands too.
+        if let Output::BilateralSwap(block) = &output {
+            self.release_local(s, &p, Some(block.as_slice()), sh);
+            sh.observer.local_swapped(p.id);
+        }
+        let slot = &mut self.senders[si];
+        slot.pending = None;
+        slot.phase = SendPhase::Committed;
+        slot.commit_sent = false;
+        slot.previous_committed = false;
+        self.commit_candidates.push(s);
+        self.complete(p, Ok(output), sh);
+    }
+
+    fn on_refuse<O: Observer>(&mut self, s: u16, why: Refusal, sh: &mut Shared<'_, O>) {
+        self.stats.refusals_received += 1;
+        let mut p = self.senders[usize::from(s)]
+            .pending
+            .take()
+            .expect("a transfer awaits its echo");
+        self.release_local(s, &p, None, sh);
+        self.set_idle(s);
+        if why.is_transient() && p.attempts < self.cfg.max_attempts {
+            self.stats.retries += 1;
+            p.not_before_round = self.round + 1;
+            self.backoff.push_back(p);
+        } else {
+            self.complete(p, Err(VerbError::Refused(why)), sh);
+        }
+    }
+
+    fn on_reverse_ack<O: Observer>(&mut self, s: u16, sh: &mut Shared<'_, O>) {
+        self.stats.reversals += 1;
+        let SendPhase::Reversing(reason) = self.senders[usize::from(s)].phase else {
+            unreachable!("checked by caller")
+        };
+        let p = self.senders[usize::from(s)]
+            .pending
+            .take()
+            .expect("a reversing transfer keeps its verb");
+        self.release_local(s, &p, None, sh);
+        self.set_idle(s);
+        if p.attempts < self.cfg.max_attempts {
+            // As if for the first time: a fresh sequence number on whatever
+            // slot is free next.
+            self.stats.retries += 1;
+            self.ready.push_front(p);
+        } else {
+            self.complete(p, Err(VerbError::Exhausted(reason)), sh);
+        }
+    }
+
+    fn start_reverse(&mut self, s: u16, reason: ReverseReason) {
+        self.stats.echo_mismatches += u64::from(reason == ReverseReason::EchoMismatch);
+        self.senders[usize::from(s)].phase = SendPhase::Reversing(reason);
+        self.queue_sender(s);
+    }
+
+    fn set_idle(&mut self, s: u16) {
+        let slot = &mut self.senders[usize::from(s)];
+        slot.phase = SendPhase::Idle;
+        slot.previous_committed = false;
+        slot.commit_sent = false;
+        self.credits_in_use -= 1;
+        self.idle.push(s);
+    }
+
+    fn release_local<O: Observer>(
+        &mut self,
+        _s: u16,
+        p: &Pending,
+        replacement: Option<&[u8]>,
+        sh: &mut Shared<'_, O>,
+    ) {
+        if let Verb::BilateralSwap {
+            local_region,
+            local_offset,
+            len,
+            ..
+        } = p.verb
+        {
+            sh.memory
+                .unlock_local(local_region, local_offset, len, replacement);
+        }
+    }
+
+    fn queue_sender(&mut self, s: u16) {
+        let slot = &mut self.senders[usize::from(s)];
+        if !slot.queued {
+            slot.queued = true;
+            self.sender_tx.push_back(s);
+        }
+    }
+
+    fn request_class(&self, verb: &Verb) -> u8 {
+        verb.class(self.cfg.max_class.min(self.peer_max_class))
+            .unwrap_or(u8::MAX)
+    }
+
+    // ----- transmit ---------------------------------------------------------
+
+    /// Writes the next frame to send into `buf` (at least [`MAX_FRAME`]
+    /// bytes) and returns its length, or `None` if nothing is due.
+    pub fn poll_transmit<O: Observer>(
+        &mut self,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> Option<usize> {
+        let len = self.next_frame(now, buf, sh)?;
+        self.stats.tx_frames += 1;
+        self.sent_this_round = true;
+        Some(len)
+    }
+
+    fn next_frame<O: Observer>(
+        &mut self,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> Option<usize> {
+        if self.hello_due {
+            self.hello_due = false;
+            return Some(self.build_hello(buf, sh));
+        }
+        if self.peer_epoch == 0 {
+            return None;
+        }
+        if let Some(tick) = self.tock_due.take() {
+            let ctx = Context::decode(&tick).expect("parsed on arrival");
+            let ctx = Context {
+                transition: Transition::Tock,
+                knowledge: self.knowledge,
+                role: self.role,
+                ..ctx
+            };
+            return Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |p| {
+                p[..SLICE].copy_from_slice(&wire::reflect(&tick))
+            }));
+        }
+        if let Some(s) = self.receiver_tx.pop_front() {
+            let r = &mut self.receivers[usize::from(s)];
+            r.queued = false;
+            let len = usize::from(r.response_len);
+            buf[..len].copy_from_slice(&r.response[..len]);
+            return Some(len);
+        }
+        if !self.up {
+            return None;
+        }
+        while let Some(s) = self.sender_tx.pop_front() {
+            self.senders[usize::from(s)].queued = false;
+            if let Some(len) = self.build_decision(s, now, buf, sh) {
+                return Some(len);
+            }
+        }
+        while let Some(p) = self.ready.pop_front() {
+            match self.start_transfer(p, now, buf, sh) {
+                Start::Sent(len) => return Some(len),
+                Start::NoSlot => break,
+                Start::Parked => {}
+            }
+        }
+        while let Some(s) = self.commit_candidates.pop() {
+            let slot = &self.senders[usize::from(s)];
+            if slot.phase == SendPhase::Committed && !slot.commit_sent {
+                return self.build_decision(s, now, buf, sh);
+            }
+        }
+        if self.tick_due {
+            self.tick_due = false;
+            self.tick_no = self.tick_no.wrapping_add(1);
+            let ctx = Context {
+                class: 0,
+                knowledge: self.knowledge,
+                role: self.role,
+                transition: Transition::Tick,
+                previous_committed: false,
+                field: self.tick_no,
+            };
+            self.tick_outstanding = Some((ctx.encode(), now));
+            self.stats.ticks_sent += 1;
+            let round_len = self.round_len();
+            return Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |p| {
+                p[..8].copy_from_slice(&round_len.to_be_bytes())
+            }));
+        }
+        None
+    }
+
+    fn build_hello<O: Observer>(&mut self, buf: &mut [u8], sh: &mut Shared<'_, O>) -> usize {
+        let ctx = Context {
+            class: 0,
+            knowledge: self.knowledge,
+            role: self.role,
+            transition: Transition::Hello,
+            previous_committed: false,
+            field: 0,
+        };
+        let cfg = self.cfg;
+        wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |p| {
+            p[..8].copy_from_slice(&sh.node_id.to_be_bytes());
+            p[8..10].copy_from_slice(&cfg.slots.to_be_bytes());
+            p[10..12].copy_from_slice(&cfg.receive_credits.to_be_bytes());
+            p[12] = cfg.max_class;
+        })
+    }
+
+    /// COMMIT or REVERSE for slot `s`, if its phase still calls for one.
+    fn build_decision<O: Observer>(
+        &mut self,
+        s: u16,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> Option<usize> {
+        let round = self.round;
+        let slot = &mut self.senders[usize::from(s)];
+        let transition = match slot.phase {
+            SendPhase::Committed => Transition::Commit,
+            SendPhase::Reversing(_) => Transition::Reverse,
+            SendPhase::Idle | SendPhase::AwaitEcho => return None,
+        };
+        let ctx = Context {
+            class: 0,
+            knowledge: self.knowledge,
+            role: self.role,
+            transition,
+            previous_committed: slot.previous_committed,
+            field: Context::slot_field(s, slot.seq),
+        };
+        slot.sent_context = ctx.encode();
+        slot.sent_at = now;
+        slot.sent_round = round;
+        if transition == Transition::Commit {
+            slot.commit_sent = true;
+            self.stats.commits_sent += 1;
+        }
+        Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |_| {}))
+    }
+
+    /// Puts `p` on a slot and writes its REQUEST, or parks or fails it.
+    fn start_transfer<O: Observer>(
+        &mut self,
+        mut p: Pending,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> Start {
+        let class = self.request_class(&p.verb);
+        if class == u8::MAX {
+            self.complete(p, Err(VerbError::TooLarge), sh);
+            return Start::Parked;
+        }
+        // A slot whose last transfer committed carries that commit along;
+        // otherwise a free slot, if a credit allows.
+        let s = loop {
+            match self.commit_candidates.pop() {
+                Some(s) if self.senders[usize::from(s)].phase == SendPhase::Committed => {
+                    break Some(s);
+                }
+                Some(_) => continue,
+                None => break None,
+            }
+        };
+        let s = match s {
+            Some(s) => s,
+            None if self.credits_in_use < self.peer_credits => match self.idle.pop() {
+                Some(s) => {
+                    self.credits_in_use += 1;
+                    s
+                }
+                None => {
+                    self.ready.push_front(p);
+                    return Start::NoSlot;
+                }
+            },
+            None => {
+                self.ready.push_front(p);
+                return Start::NoSlot;
+            }
+        };
+        let si = usize::from(s);
+        p.attempts += 1;
+        let mut local = [0u8; verb::MAX_BLOCK];
+        let mut local_len = 0;
+        if let Verb::BilateralSwap {
+            local_region,
+            local_offset,
+            len,
+            ..
+        } = p.verb
+        {
+            let locked = sh.memory.lock_local(
+                local_region,
+                local_offset,
+                len,
+                LockOwner::initiator(self.index, s),
+                &mut local,
+            );
+            if locked.is_err() {
+                // Give the slot back as it was and try again next round.
+                if self.senders[si].phase == SendPhase::Committed {
+                    self.commit_candidates.push(s);
+                } else {
+                    self.credits_in_use -= 1;
+                    self.idle.push(s);
+                }
+                if p.attempts < self.cfg.max_attempts {
+                    p.not_before_round = self.round + 1;
+                    self.backoff.push_back(p);
+                } else {
+                    self.complete(p, Err(VerbError::LocalLocked), sh);
+                }
+                return Start::Parked;
+            }
+            local_len = usize::from(len);
+        }
+        let round = self.round;
+        let slot = &mut self.senders[si];
+        slot.previous_committed = slot.phase == SendPhase::Committed;
+        slot.seq = slot.seq.wrapping_add(1);
+        slot.phase = SendPhase::AwaitEcho;
+        slot.commit_sent = false;
+        slot.sent_at = now;
+        slot.sent_round = round;
+        let ctx = Context {
+            class,
+            knowledge: self.knowledge,
+            role: self.role,
+            transition: Transition::Request,
+            previous_committed: slot.previous_committed,
+            field: Context::slot_field(s, slot.seq),
+        };
+        slot.sent_context = ctx.encode();
+        slot.pending = Some(p);
+        let seq = slot.seq;
+        self.stats.requests_sent += 1;
+        sh.observer.sent(self.index, sh.epoch, s, seq, p.id);
+        Start::Sent(wire::build(
+            buf,
+            &ctx,
+            sh.epoch,
+            self.peer_epoch,
+            |payload| verb::encode_request(&p.verb, &local[..local_len], payload),
+        ))
+    }
+
+    /// True when nothing is in flight or held in either direction.
+    pub fn is_quiescent(&self) -> bool {
+        self.tentative == 0
+            && self.ready.is_empty()
+            && self.backoff.is_empty()
+            && self
+                .senders
+                .iter()
+                .all(|s| matches!(s.phase, SendPhase::Idle | SendPhase::Committed))
+    }
+
+    /// Slots whose outcome this end does not know yet (awaiting an echo or a
+    /// reversal's confirmation).
+    pub fn in_doubt(&self) -> usize {
+        self.senders
+            .iter()
+            .filter(|s| matches!(s.phase, SendPhase::AwaitEcho | SendPhase::Reversing(_)))
+            .count()
+    }
+}

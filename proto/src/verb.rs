@@ -1,0 +1,728 @@
+//! Atomic verbs: what an initiator asks of a peer's registered memory, how a
+//! request and its result are laid out in a frame's payload, and every way a
+//! verb can fail.
+
+use crate::wire::{self, SLICE};
+
+/// Most bytes one WRITE, READ or BILATERAL SWAP moves (fits a 1024-byte frame).
+pub const MAX_BLOCK: usize = 960;
+/// Most words one MULTI-WORD COMMIT compares and swaps.
+pub const MAX_MCAS_WORDS: usize = 8;
+
+/// Inline, fixed-capacity bytes: verbs carry data without allocating.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Block {
+    len: u16,
+    bytes: [u8; MAX_BLOCK],
+}
+
+impl Block {
+    pub const EMPTY: Block = Block {
+        len: 0,
+        bytes: [0; MAX_BLOCK],
+    };
+
+    /// `None` if `data` is longer than [`MAX_BLOCK`].
+    pub fn new(data: &[u8]) -> Option<Block> {
+        if data.len() > MAX_BLOCK {
+            return None;
+        }
+        let mut b = Block::EMPTY;
+        b.bytes[..data.len()].copy_from_slice(data);
+        b.len = data.len() as u16;
+        Some(b)
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl core::fmt::Debug for Block {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Block({} bytes)", self.len)
+    }
+}
+
+/// A region on the target: its id and the access key it was registered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegionRef {
+    pub id: u16,
+    pub key: u32,
+}
+
+/// One word of a MULTI-WORD COMMIT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct McasWord {
+    /// Byte offset, 8-aligned.
+    pub offset: u32,
+    pub expected: u64,
+    pub new: u64,
+}
+
+/// A verb against a peer's registered memory. Offsets are bytes; atomic
+/// words are 8-byte aligned little-endian u64s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Read {
+        target: RegionRef,
+        offset: u32,
+        len: u16,
+    },
+    Write {
+        target: RegionRef,
+        offset: u32,
+        data: Block,
+    },
+    CompareAndSwap {
+        target: RegionRef,
+        offset: u32,
+        expected: u64,
+        new: u64,
+    },
+    FetchAdd {
+        target: RegionRef,
+        offset: u32,
+        add: u64,
+    },
+    Swap {
+        target: RegionRef,
+        offset: u32,
+        new: u64,
+    },
+    /// Compare-and-swap of up to [`MAX_MCAS_WORDS`] words: all or nothing.
+    MultiWordCommit {
+        target: RegionRef,
+        count: u8,
+        words: [McasWord; MAX_MCAS_WORDS],
+    },
+    /// The initiator's block `local_region[local_offset..+len]` and the
+    /// target's block `target[offset..+len]` trade places: both commit or neither.
+    BilateralSwap {
+        target: RegionRef,
+        offset: u32,
+        local_region: u16,
+        local_offset: u32,
+        len: u16,
+    },
+}
+
+/// Operation codes on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Opcode {
+    Read = 1,
+    Write = 2,
+    CompareAndSwap = 3,
+    FetchAdd = 4,
+    Swap = 5,
+    MultiWordCommit = 6,
+    BilateralSwap = 7,
+}
+
+impl Opcode {
+    fn from_u8(b: u8) -> Option<Opcode> {
+        Some(match b {
+            1 => Opcode::Read,
+            2 => Opcode::Write,
+            3 => Opcode::CompareAndSwap,
+            4 => Opcode::FetchAdd,
+            5 => Opcode::Swap,
+            6 => Opcode::MultiWordCommit,
+            7 => Opcode::BilateralSwap,
+            _ => return None,
+        })
+    }
+}
+
+impl Verb {
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Verb::Read { .. } => Opcode::Read,
+            Verb::Write { .. } => Opcode::Write,
+            Verb::CompareAndSwap { .. } => Opcode::CompareAndSwap,
+            Verb::FetchAdd { .. } => Opcode::FetchAdd,
+            Verb::Swap { .. } => Opcode::Swap,
+            Verb::MultiWordCommit { .. } => Opcode::MultiWordCommit,
+            Verb::BilateralSwap { .. } => Opcode::BilateralSwap,
+        }
+    }
+
+    pub fn target(&self) -> RegionRef {
+        match *self {
+            Verb::Read { target, .. }
+            | Verb::Write { target, .. }
+            | Verb::CompareAndSwap { target, .. }
+            | Verb::FetchAdd { target, .. }
+            | Verb::Swap { target, .. }
+            | Verb::MultiWordCommit { target, .. }
+            | Verb::BilateralSwap { target, .. } => target,
+        }
+    }
+
+    /// Convenience constructor; `None` if more than [`MAX_MCAS_WORDS`] words.
+    pub fn multi_word_commit(target: RegionRef, words: &[McasWord]) -> Option<Verb> {
+        if words.is_empty() || words.len() > MAX_MCAS_WORDS {
+            return None;
+        }
+        let mut w = [McasWord::default(); MAX_MCAS_WORDS];
+        w[..words.len()].copy_from_slice(words);
+        Some(Verb::MultiWordCommit {
+            target,
+            count: words.len() as u8,
+            words: w,
+        })
+    }
+
+    /// Bytes of request payload this verb needs.
+    pub fn request_len(&self) -> usize {
+        REQUEST_HEADER
+            + match self {
+                Verb::Read { .. } => 4 + 2,
+                Verb::Write { data, .. } => 4 + 2 + data.len(),
+                Verb::CompareAndSwap { .. } => 4 + 8 + 8,
+                Verb::FetchAdd { .. } | Verb::Swap { .. } => 4 + 8,
+                Verb::MultiWordCommit { count, .. } => usize::from(*count) * 20,
+                Verb::BilateralSwap { len, .. } => 4 + 2 + usize::from(*len),
+            }
+    }
+
+    /// Bytes of echo payload (after the reflected slice) its result needs.
+    pub fn result_len(&self) -> usize {
+        match self {
+            Verb::Read { len, .. } | Verb::BilateralSwap { len, .. } => 2 + usize::from(*len),
+            Verb::Write { .. } => 0,
+            Verb::CompareAndSwap { .. } | Verb::FetchAdd { .. } | Verb::Swap { .. } => 8,
+            Verb::MultiWordCommit { count, .. } => 2 + 8 * usize::from(*count),
+        }
+    }
+
+    /// The frame class both the request and its echo fit in (they share it,
+    /// so the target never needs a bigger buffer than the initiator chose).
+    pub fn class(&self, max_class: u8) -> Option<u8> {
+        let need = self.request_len().max(SLICE + self.result_len());
+        wire::class_for_payload(need, max_class)
+    }
+}
+
+/// Request header: opcode, word count (MCAS) or 0, region id, region key.
+const REQUEST_HEADER: usize = 8;
+
+/// A request as decoded by the target; the data of a WRITE or BSWAP stays
+/// borrowed from the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    Read {
+        target: RegionRef,
+        offset: u32,
+        len: u16,
+    },
+    Write {
+        target: RegionRef,
+        offset: u32,
+        data: &'a [u8],
+    },
+    CompareAndSwap {
+        target: RegionRef,
+        offset: u32,
+        expected: u64,
+        new: u64,
+    },
+    FetchAdd {
+        target: RegionRef,
+        offset: u32,
+        add: u64,
+    },
+    Swap {
+        target: RegionRef,
+        offset: u32,
+        new: u64,
+    },
+    MultiWordCommit {
+        target: RegionRef,
+        count: u8,
+        words: [McasWord; MAX_MCAS_WORDS],
+    },
+    BilateralSwap {
+        target: RegionRef,
+        offset: u32,
+        data: &'a [u8],
+    },
+}
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.buf.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+    /// Unused payload must be zero, so one frame has one meaning.
+    fn rest_is_zero(&self) -> bool {
+        self.buf[self.at..].iter().all(|&b| b == 0)
+    }
+}
+
+/// Writes the request for `verb` into a payload area. `local_block` is the
+/// initiator's block for a bilateral swap (ignored otherwise).
+pub fn encode_request(verb: &Verb, local_block: &[u8], payload: &mut [u8]) {
+    let mut w = Writer {
+        buf: payload,
+        at: 0,
+    };
+    let target = verb.target();
+    let count = match verb {
+        Verb::MultiWordCommit { count, .. } => *count,
+        _ => 0,
+    };
+    w.put(&[verb.opcode() as u8, count]);
+    w.put(&target.id.to_be_bytes());
+    w.put(&target.key.to_be_bytes());
+    match verb {
+        Verb::Read { offset, len, .. } => {
+            w.put(&offset.to_be_bytes());
+            w.put(&len.to_be_bytes());
+        }
+        Verb::Write { offset, data, .. } => {
+            w.put(&offset.to_be_bytes());
+            w.put(&(data.len() as u16).to_be_bytes());
+            w.put(data.as_slice());
+        }
+        Verb::CompareAndSwap {
+            offset,
+            expected,
+            new,
+            ..
+        } => {
+            w.put(&offset.to_be_bytes());
+            w.put(&expected.to_be_bytes());
+            w.put(&new.to_be_bytes());
+        }
+        Verb::FetchAdd { offset, add: v, .. } | Verb::Swap { offset, new: v, .. } => {
+            w.put(&offset.to_be_bytes());
+            w.put(&v.to_be_bytes());
+        }
+        Verb::MultiWordCommit { count, words, .. } => {
+            for word in &words[..usize::from(*count)] {
+                w.put(&word.offset.to_be_bytes());
+                w.put(&word.expected.to_be_bytes());
+                w.put(&word.new.to_be_bytes());
+            }
+        }
+        Verb::BilateralSwap { offset, .. } => {
+            w.put(&offset.to_be_bytes());
+            w.put(&(local_block.len() as u16).to_be_bytes());
+            w.put(local_block);
+        }
+    }
+}
+
+/// Decodes a request payload; `None` if it is not a well-formed request.
+pub fn decode_request(payload: &[u8]) -> Option<Request<'_>> {
+    let mut r = Reader {
+        buf: payload,
+        at: 0,
+    };
+    let op = Opcode::from_u8(r.u8()?)?;
+    let count = r.u8()?;
+    let target = RegionRef {
+        id: r.u16()?,
+        key: r.u32()?,
+    };
+    if count != 0 && op != Opcode::MultiWordCommit {
+        return None;
+    }
+    let request = match op {
+        Opcode::Read => {
+            let offset = r.u32()?;
+            let len = r.u16()?;
+            if usize::from(len) > MAX_BLOCK {
+                return None;
+            }
+            Request::Read {
+                target,
+                offset,
+                len,
+            }
+        }
+        Opcode::Write | Opcode::BilateralSwap => {
+            let offset = r.u32()?;
+            let len = r.u16()?;
+            if usize::from(len) > MAX_BLOCK {
+                return None;
+            }
+            let data = r.take(usize::from(len))?;
+            if op == Opcode::Write {
+                Request::Write {
+                    target,
+                    offset,
+                    data,
+                }
+            } else {
+                Request::BilateralSwap {
+                    target,
+                    offset,
+                    data,
+                }
+            }
+        }
+        Opcode::CompareAndSwap => Request::CompareAndSwap {
+            target,
+            offset: r.u32()?,
+            expected: r.u64()?,
+            new: r.u64()?,
+        },
+        Opcode::FetchAdd => Request::FetchAdd {
+            target,
+            offset: r.u32()?,
+            add: r.u64()?,
+        },
+        Opcode::Swap => Request::Swap {
+            target,
+            offset: r.u32()?,
+            new: r.u64()?,
+        },
+        Opcode::MultiWordCommit => {
+            if count == 0 || usize::from(count) > MAX_MCAS_WORDS {
+                return None;
+            }
+            let mut words = [McasWord::default(); MAX_MCAS_WORDS];
+            for w in &mut words[..usize::from(count)] {
+                *w = McasWord {
+                    offset: r.u32()?,
+                    expected: r.u64()?,
+                    new: r.u64()?,
+                };
+            }
+            Request::MultiWordCommit {
+                target,
+                count,
+                words,
+            }
+        }
+    };
+    r.rest_is_zero().then_some(request)
+}
+
+/// Whether the result of `request` fits in `space` bytes of echo payload.
+pub fn result_fits(request: &Request<'_>, space: usize) -> bool {
+    let need = match request {
+        Request::Read { len, .. } => 2 + usize::from(*len),
+        Request::BilateralSwap { data, .. } => 2 + data.len(),
+        Request::Write { .. } => 0,
+        Request::CompareAndSwap { .. } | Request::FetchAdd { .. } | Request::Swap { .. } => 8,
+        Request::MultiWordCommit { count, .. } => 2 + 8 * usize::from(*count),
+    };
+    need <= space
+}
+
+/// What a verb returns on success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// The bytes read.
+    Read(Block),
+    Write,
+    /// The word's value before the verb; swapped iff it equalled `expected`.
+    CompareAndSwap {
+        old: u64,
+        swapped: bool,
+    },
+    FetchAdd {
+        old: u64,
+    },
+    Swap {
+        old: u64,
+    },
+    /// Whether every word matched (and was swapped), and every word's value
+    /// before the verb.
+    MultiWordCommit {
+        committed: bool,
+        count: u8,
+        old: [u64; MAX_MCAS_WORDS],
+    },
+    /// The target's block, now in the initiator's local region.
+    BilateralSwap(Block),
+}
+
+/// Writes a result into an echo payload area (after the reflected slice).
+pub fn encode_output(output: &Output, out: &mut [u8]) {
+    let mut w = Writer { buf: out, at: 0 };
+    match output {
+        Output::Read(b) | Output::BilateralSwap(b) => {
+            w.put(&(b.len() as u16).to_be_bytes());
+            w.put(b.as_slice());
+        }
+        Output::Write => {}
+        Output::CompareAndSwap { old, .. } | Output::FetchAdd { old } | Output::Swap { old } => {
+            w.put(&old.to_be_bytes())
+        }
+        Output::MultiWordCommit {
+            committed,
+            count,
+            old,
+        } => {
+            w.put(&[u8::from(*committed), *count]);
+            for v in &old[..usize::from(*count)] {
+                w.put(&v.to_be_bytes());
+            }
+        }
+    }
+}
+
+/// Decodes the result the target sent for `verb`; `None` if it does not fit
+/// that verb exactly (wrong length, wrong count, stray bytes).
+pub fn decode_output(verb: &Verb, bytes: &[u8]) -> Option<Output> {
+    let mut r = Reader { buf: bytes, at: 0 };
+    let output = match verb {
+        Verb::Read { len, .. } | Verb::BilateralSwap { len, .. } => {
+            if r.u16()? != *len {
+                return None;
+            }
+            let block = Block::new(r.take(usize::from(*len))?)?;
+            if matches!(verb, Verb::Read { .. }) {
+                Output::Read(block)
+            } else {
+                Output::BilateralSwap(block)
+            }
+        }
+        Verb::Write { .. } => Output::Write,
+        Verb::CompareAndSwap { expected, .. } => {
+            let old = r.u64()?;
+            Output::CompareAndSwap {
+                old,
+                swapped: old == *expected,
+            }
+        }
+        Verb::FetchAdd { .. } => Output::FetchAdd { old: r.u64()? },
+        Verb::Swap { .. } => Output::Swap { old: r.u64()? },
+        Verb::MultiWordCommit { count, words, .. } => {
+            let committed = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            if r.u8()? != *count {
+                return None;
+            }
+            let mut old = [0; MAX_MCAS_WORDS];
+            for v in &mut old[..usize::from(*count)] {
+                *v = r.u64()?;
+            }
+            let all_match = words[..usize::from(*count)]
+                .iter()
+                .zip(&old)
+                .all(|(w, o)| w.expected == *o);
+            if committed != all_match {
+                return None;
+            }
+            Output::MultiWordCommit {
+                committed,
+                count: *count,
+                old,
+            }
+        }
+    };
+    r.rest_is_zero().then_some(output)
+}
+
+/// Why a target refused a transfer; it left no trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The initiator sent without a credit (a protocol violation).
+    NoCredit = 1,
+    UnknownRegion = 2,
+    BadKey = 3,
+    OutOfBounds = 4,
+    Malformed = 5,
+    /// The region does not allow this verb.
+    Forbidden = 6,
+    /// A word is held by another tentative transfer; worth retrying.
+    Locked = 7,
+    /// An atomic word offset is not 8-byte aligned.
+    Misaligned = 8,
+}
+
+impl Refusal {
+    pub fn from_u8(b: u8) -> Option<Refusal> {
+        Some(match b {
+            1 => Refusal::NoCredit,
+            2 => Refusal::UnknownRegion,
+            3 => Refusal::BadKey,
+            4 => Refusal::OutOfBounds,
+            5 => Refusal::Malformed,
+            6 => Refusal::Forbidden,
+            7 => Refusal::Locked,
+            8 => Refusal::Misaligned,
+            _ => return None,
+        })
+    }
+
+    /// Refusals that may succeed if the transfer is tried again later.
+    pub fn is_transient(self) -> bool {
+        matches!(self, Refusal::Locked | Refusal::NoCredit)
+    }
+}
+
+/// Why a verb failed. Every `Err` completion means: no effect at the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VerbError {
+    /// The target refused it (after retries, for transient reasons).
+    Refused(Refusal),
+    /// The link was declared unreachable before the verb was sent.
+    Unreachable,
+    /// The target restarted: its memory, and whatever this verb did to it,
+    /// belonged to an incarnation that no longer exists.
+    PeerRestarted,
+    /// Every attempt was reversed (loss, corruption); the last reason is kept.
+    Exhausted(ReverseReason),
+    /// The local block of a bilateral swap stayed locked by other transfers.
+    LocalLocked,
+    /// The verb needs a bigger frame than the peer accepts.
+    TooLarge,
+}
+
+/// Why the initiator reversed an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReverseReason {
+    /// No echo within the configured number of round trips.
+    EchoMissing,
+    /// The reflected context or the result did not match what was sent.
+    EchoMismatch,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R: RegionRef = RegionRef { id: 3, key: 0xAB };
+
+    fn round_trip(verb: Verb, local: &[u8]) -> Request<'static> {
+        let mut buf = vec![0u8; 1200];
+        encode_request(&verb, local, &mut buf);
+        let leaked: &'static [u8] = Box::leak(buf.into_boxed_slice());
+        decode_request(leaked).expect("decodes")
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        assert_eq!(
+            round_trip(
+                Verb::CompareAndSwap {
+                    target: R,
+                    offset: 16,
+                    expected: 1,
+                    new: 2
+                },
+                &[]
+            ),
+            Request::CompareAndSwap {
+                target: R,
+                offset: 16,
+                expected: 1,
+                new: 2
+            }
+        );
+        let words = [McasWord {
+            offset: 8,
+            expected: 5,
+            new: 6,
+        }; 4];
+        let v = Verb::multi_word_commit(R, &words).unwrap();
+        match round_trip(v, &[]) {
+            Request::MultiWordCommit {
+                count: 4, words: w, ..
+            } => assert_eq!(&w[..4], &words),
+            other => panic!("{other:?}"),
+        }
+        let v = Verb::BilateralSwap {
+            target: R,
+            offset: 0,
+            local_region: 1,
+            local_offset: 8,
+            len: 3,
+        };
+        assert_eq!(
+            round_trip(v, b"xyz"),
+            Request::BilateralSwap {
+                target: R,
+                offset: 0,
+                data: b"xyz"
+            }
+        );
+    }
+
+    #[test]
+    fn mcas_of_four_words_fits_a_128_byte_frame() {
+        let v = Verb::multi_word_commit(R, &[McasWord::default(); 4]).unwrap();
+        assert_eq!(v.class(wire::MAX_CLASS), Some(1));
+        let cas = Verb::CompareAndSwap {
+            target: R,
+            offset: 0,
+            expected: 0,
+            new: 0,
+        };
+        assert_eq!(cas.class(wire::MAX_CLASS), Some(0));
+    }
+
+    #[test]
+    fn output_must_match_the_verb() {
+        let v = Verb::CompareAndSwap {
+            target: R,
+            offset: 0,
+            expected: 9,
+            new: 1,
+        };
+        let mut buf = [0u8; 36];
+        encode_output(
+            &Output::CompareAndSwap {
+                old: 9,
+                swapped: true,
+            },
+            &mut buf,
+        );
+        assert_eq!(
+            decode_output(&v, &buf),
+            Some(Output::CompareAndSwap {
+                old: 9,
+                swapped: true
+            })
+        );
+        buf[20] = 1;
+        assert_eq!(decode_output(&v, &buf), None);
+    }
+}
