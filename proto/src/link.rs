@@ -318,20 +318,17 @@ impl Link {
 
     // ----- submission -------------------------------------------------------
 
-    pub fn submit<O: Observer>(
-        &mut self,
-        p: Pending,
-        sh: &mut Shared<'_, O>,
-    ) -> Result<(), Pending> {
+    /// Queues `p`; false if the submission queue is full.
+    pub fn submit<O: Observer>(&mut self, p: Pending, sh: &mut Shared<'_, O>) -> bool {
         if self.unreachable {
             self.complete(p, Err(VerbError::Unreachable), sh);
-            return Ok(());
+            return true;
         }
         if self.ready.len() + self.backoff.len() >= self.cfg.submit_queue {
-            return Err(p);
+            return false;
         }
         self.ready.push_back(p);
-        Ok(())
+        true
     }
 
     fn complete<O: Observer>(
@@ -764,15 +761,14 @@ impl Link {
                         Some(Refusal::Malformed)
                     } else {
                         result_area.fill(0);
-                        match sh.memory.apply(
-                            &request,
-                            LockOwner::target(self.index, s),
-                            &mut r.undo,
-                            result_area,
-                        ) {
-                            Ok(_) => None,
-                            Err(why) => Some(why),
-                        }
+                        sh.memory
+                            .apply(
+                                &request,
+                                LockOwner::target(self.index, s),
+                                &mut r.undo,
+                                result_area,
+                            )
+                            .err()
                     }
                 }
             }

@@ -197,7 +197,7 @@ pub struct Memory {
 
 impl Memory {
     pub fn register(&mut self, spec: RegionSpec) -> Result<(), RegisterError> {
-        if spec.len == 0 || spec.len % 8 != 0 {
+        if spec.len == 0 || !spec.len.is_multiple_of(8) {
             return Err(RegisterError::BadLength(spec.len));
         }
         let at = match self.regions.binary_search_by_key(&spec.id, |r| r.id) {
@@ -375,7 +375,7 @@ impl Memory {
     fn atomic_word(&self, region: usize, offset: u32) -> Result<core::ops::Range<usize>, Refusal> {
         let r = &self.regions[region];
         let range = r.check(offset, 8)?;
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(Refusal::Misaligned);
         }
         r.unlocked(&range)?;

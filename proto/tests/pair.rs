@@ -162,3 +162,162 @@ fn bring_up_then_every_verb() {
     assert!(n[0].is_quiescent() && n[1].is_quiescent());
     assert_eq!(n[1].memory().locked_words(), 0);
 }
+
+fn completion(n: &mut Node) -> Option<Result<Output, VerbError>> {
+    while let Some(ev) = n.poll_event() {
+        if let Event::Completed { result, .. } = ev {
+            return Some(result);
+        }
+    }
+    None
+}
+
+const FAA: Verb = Verb::FetchAdd {
+    target: R,
+    offset: 0,
+    add: 1,
+};
+
+fn word0(n: &Node) -> u64 {
+    u64::from_le_bytes(n.memory().bytes(1).unwrap()[..8].try_into().unwrap())
+}
+
+/// The sender compares the reflected first slice bit for bit: an echo whose
+/// reflection differs (even with a valid CRC) is never taken as success.
+#[test]
+fn echo_with_a_wrong_reflection_is_reversed_and_retried() {
+    let mut n = pair();
+    pump(&mut n, 0);
+    n[0].submit(0, VerbId(1), FAA).unwrap();
+    let mut buf = [0u8; MAX_FRAME];
+    let len = n[0].poll_transmit(0, 1, &mut buf).unwrap();
+    n[1].handle_frame(0, &buf[..len], 1);
+    let len = n[1].poll_transmit(0, 1, &mut buf).unwrap();
+    // Flip one bit of the reflected slice (payload starts at byte 16) and reseal.
+    buf[16 + 7] ^= 1;
+    wire::seal(&mut buf[..len]);
+    n[0].handle_frame(0, &buf[..len], 2);
+    assert_eq!(n[0].link_stats(0).unwrap().echo_mismatches, 1);
+    assert_eq!(
+        completion(&mut n[0]),
+        None,
+        "a mismatched echo completes nothing"
+    );
+    pump(&mut n, 3);
+    assert_eq!(completion(&mut n[0]), Some(Ok(Output::FetchAdd { old: 0 })));
+    pump(&mut n, 4);
+    assert_eq!(word0(&n[1]), 1, "applied exactly once");
+    assert_eq!(n[1].link_stats(0).unwrap().transfers_reversed, 1);
+    assert!(n[0].is_quiescent() && n[1].is_quiescent());
+}
+
+/// Silence is counted in rounds (multiples of the measured RTT), and the
+/// link is declared unreachable after exactly `unreachable_after_rounds`.
+/// Queued verbs fail with no effect; the one in flight stays in doubt until
+/// the link returns, then is reversed and retried, and lands once.
+#[test]
+fn unreachable_after_k_silent_rounds_then_in_doubt_resolved() {
+    let mut n = pair();
+    pump(&mut n, 0);
+    let k = LinkConfig::default().unreachable_after_rounds;
+    n[0].submit(0, VerbId(1), FAA).unwrap();
+    let mut buf = [0u8; MAX_FRAME];
+    let len = n[0].poll_transmit(0, 1, &mut buf).unwrap();
+    n[1].handle_frame(0, &buf[..len], 1); // applied; the echo will be lost
+    n[0].submit(0, VerbId(2), FAA).unwrap();
+    // Queue more verbs than credits so one waits unsent.
+    for i in 3..=70 {
+        n[0].submit(0, VerbId(i), FAA).unwrap();
+    }
+    let mut now;
+    let mut rounds = 0;
+    loop {
+        now = n[0].poll_timeout().unwrap();
+        n[0].handle_timeout(now);
+        while n[0].poll_transmit(0, now, &mut buf).is_some() {} // all lost
+        rounds += 1;
+        if !n[0].link_status(0).unwrap().up {
+            break;
+        }
+        assert!(rounds <= 10 * k, "never declared unreachable");
+    }
+    assert!(
+        rounds >= u64::from(k) as u32 && rounds <= k + 2,
+        "declared after {rounds} rounds"
+    );
+    let mut unreachable = 0;
+    while let Some(r) = completion(&mut n[0]) {
+        assert_eq!(r, Err(VerbError::Unreachable));
+        unreachable += 1;
+    }
+    assert!(unreachable > 0);
+    assert!(n[0].in_doubt() > 0);
+    // The link comes back: bring-up resynchronises, in-doubt transfers are
+    // reversed and retried; contended verbs wait a round between attempts.
+    let (mut ok, mut contended) = (0, 0);
+    for _ in 0..500 {
+        now = n
+            .iter()
+            .filter_map(|x| x.poll_timeout())
+            .min()
+            .unwrap()
+            .max(now + 1);
+        n[0].handle_timeout(now);
+        n[1].handle_timeout(now);
+        pump(&mut n, now);
+        while let Some(r) = completion(&mut n[0]) {
+            match r {
+                Ok(Output::FetchAdd { .. }) => ok += 1,
+                // 64 verbs on one word: some run out of attempts, with no effect.
+                Err(VerbError::Refused(Refusal::Locked)) => contended += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        if ok + contended + unreachable == 70 && n[0].is_quiescent() && n[1].is_quiescent() {
+            break;
+        }
+    }
+    assert_eq!(
+        ok + contended + unreachable,
+        70,
+        "every verb completed once"
+    );
+    assert_eq!(n[0].in_doubt(), 0);
+    assert_eq!(
+        word0(&n[1]),
+        ok,
+        "every Ok applied exactly once, nothing else"
+    );
+    assert!(n[1].link_stats(0).unwrap().transfers_reversed >= 1);
+}
+
+/// A restarted initiator cannot send a decision: its tentative transfers are
+/// committed (it may have told its issuer Ok; it never said Err without a
+/// confirmed reversal).
+#[test]
+fn initiator_restart_presumes_commit() {
+    let mut n = pair();
+    pump(&mut n, 0);
+    n[0].submit(0, VerbId(1), FAA).unwrap();
+    let mut buf = [0u8; MAX_FRAME];
+    let len = n[0].poll_transmit(0, 1, &mut buf).unwrap();
+    n[1].handle_frame(0, &buf[..len], 1);
+    assert_eq!(n[1].memory().locked_words(), 1, "tentative and locked");
+    let mut reborn = Node::new(0xA, 2);
+    reborn.add_link(LinkConfig::default()).unwrap();
+    reborn
+        .register(RegionSpec {
+            id: 1,
+            key: 42,
+            len: 256,
+            permissions: Permissions::ALL,
+        })
+        .unwrap();
+    n[0] = reborn;
+    pump(&mut n, 2);
+    assert!(n[1].link_status(0).unwrap().up);
+    assert_eq!(n[1].link_status(0).unwrap().peer_epoch, 2);
+    assert_eq!(n[1].link_stats(0).unwrap().presumed_commits, 1);
+    assert_eq!(n[1].memory().locked_words(), 0);
+    assert_eq!(word0(&n[1]), 1);
+}

@@ -1,1 +1,809 @@
-//! simulator
+//! Deterministic, seeded simulation of OAE nodes over faulty links.
+//!
+//! N nodes, fully meshed, run the real `oae-proto` core. The network loses,
+//! duplicates, corrupts (bit flips anywhere in a frame), delays and reorders
+//! frames, takes links down and up, and restarts nodes, all drawn from one
+//! seed. After every step the oracle ([`ledger`]) checks the invariants of
+//! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
+
+pub mod ledger;
+pub mod rng;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+
+use ledger::{Check, KEY, Ledger, REGION, Record, Violation, violation};
+use oae_proto::verb::MAX_MCAS_WORDS;
+use oae_proto::wire::MAX_FRAME;
+use oae_proto::{
+    Block, Event, LinkConfig, McasWord, Nanos, Node, Observer, Permissions, RegionRef, RegionSpec,
+    Verb, VerbId,
+};
+use rng::Rng;
+
+/// What the network does to frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Faults {
+    pub loss_ppm: u32,
+    pub duplicate_ppm: u32,
+    /// Frames that get 1 to 3 bits flipped anywhere.
+    pub corrupt_ppm: u32,
+    /// Extra one-way delay, uniform in `0..jitter`: reorders frames.
+    pub jitter: Nanos,
+    /// Link outages over the run (each a few dozen round trips long).
+    pub link_flaps: u32,
+    /// Node restarts over the run (memory and issuers lost, new epoch).
+    pub restarts: u32,
+}
+
+impl Faults {
+    pub const NONE: Faults = Faults {
+        loss_ppm: 0,
+        duplicate_ppm: 0,
+        corrupt_ppm: 0,
+        jitter: 0,
+        link_flaps: 0,
+        restarts: 0,
+    };
+}
+
+/// A named fault class of the standard campaign.
+#[derive(Clone, Copy, Debug)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub faults: Faults,
+}
+
+pub const SCENARIOS: [Scenario; 9] = [
+    Scenario {
+        name: "clean",
+        faults: Faults::NONE,
+    },
+    Scenario {
+        name: "loss",
+        faults: Faults {
+            loss_ppm: 20_000,
+            ..Faults::NONE
+        },
+    },
+    Scenario {
+        name: "duplication",
+        faults: Faults {
+            duplicate_ppm: 50_000,
+            ..Faults::NONE
+        },
+    },
+    Scenario {
+        name: "corruption",
+        faults: Faults {
+            corrupt_ppm: 20_000,
+            ..Faults::NONE
+        },
+    },
+    Scenario {
+        name: "reordering",
+        faults: Faults {
+            jitter: 30_000,
+            ..Faults::NONE
+        },
+    },
+    Scenario {
+        name: "link-flap",
+        faults: Faults {
+            link_flaps: 3,
+            ..Faults::NONE
+        },
+    },
+    Scenario {
+        name: "restart",
+        faults: Faults {
+            restarts: 2,
+            ..Faults::NONE
+        },
+    },
+    Scenario {
+        name: "mixed",
+        faults: Faults {
+            loss_ppm: 10_000,
+            duplicate_ppm: 20_000,
+            corrupt_ppm: 10_000,
+            jitter: 10_000,
+            link_flaps: 2,
+            restarts: 1,
+        },
+    },
+    Scenario {
+        name: "heavy",
+        faults: Faults {
+            loss_ppm: 150_000,
+            duplicate_ppm: 100_000,
+            corrupt_ppm: 50_000,
+            jitter: 50_000,
+            link_flaps: 4,
+            restarts: 2,
+        },
+    },
+];
+
+pub fn scenario(name: &str) -> Option<Scenario> {
+    SCENARIOS.iter().copied().find(|s| s.name == name)
+}
+
+/// Shape of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct SimConfig {
+    pub nodes: usize,
+    pub verbs: usize,
+    /// Verbs each node keeps outstanding.
+    pub outstanding: usize,
+    pub link: LinkConfig,
+    /// One-way wire delay before jitter.
+    pub delay: Nanos,
+    /// Bytes of the region every node registers (a multiple of 8).
+    pub region_len: u32,
+    /// Simulated time allowed after the last submission for everything to
+    /// complete; past it the run fails the liveness invariant.
+    pub settle_time: Nanos,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            nodes: 3,
+            verbs: 1000,
+            outstanding: 6,
+            link: LinkConfig {
+                slots: 4,
+                receive_credits: 3,
+                min_round: 20_000,
+                initial_rtt: 20_000,
+                hello_interval: 50_000,
+                ..LinkConfig::default()
+            },
+            delay: 5_000,
+            region_len: 128,
+            settle_time: 2_000_000_000,
+        }
+    }
+}
+
+/// What a run did, for the campaign table.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub verbs: u64,
+    pub ok: u64,
+    pub err: u64,
+    pub orphaned: u64,
+    pub reversals: u64,
+    pub retries: u64,
+    pub refusals: u64,
+    pub presumed_commits: u64,
+    pub frames: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
+    pub link_down_drops: u64,
+    pub flaps: u64,
+    pub restarts: u64,
+    pub malformed_counted: u64,
+    pub steps: u64,
+    pub checks: u64,
+    pub sim_time: Nanos,
+    /// Longest submit-to-completion time of any verb.
+    pub max_latency: Nanos,
+}
+
+impl Report {
+    pub fn add(&mut self, o: &Report) {
+        self.verbs += o.verbs;
+        self.ok += o.ok;
+        self.err += o.err;
+        self.orphaned += o.orphaned;
+        self.reversals += o.reversals;
+        self.retries += o.retries;
+        self.refusals += o.refusals;
+        self.presumed_commits += o.presumed_commits;
+        self.frames += o.frames;
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.corrupted += o.corrupted;
+        self.link_down_drops += o.link_down_drops;
+        self.flaps += o.flaps;
+        self.restarts += o.restarts;
+        self.malformed_counted += o.malformed_counted;
+        self.steps += o.steps;
+        self.checks += o.checks;
+        self.sim_time += o.sim_time;
+        self.max_latency = self.max_latency.max(o.max_latency);
+    }
+}
+
+/// A run that broke an invariant, with how to replay it.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub violation: Violation,
+    pub at: Nanos,
+    pub step: u64,
+    pub replay: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invariant {} broken at t={}ns (step {}): {}\nreplay: {}",
+            self.violation.invariant, self.at, self.step, self.violation.detail, self.replay
+        )
+    }
+}
+
+/// What the core reports through its observer hooks, in order.
+#[derive(Clone, Copy, Debug)]
+enum Seen {
+    Sent(u16, u32, u16, u16, VerbId),
+    Applied(u16, u32, u16, u16),
+    Committed(u16, u32, u16, u16),
+    Reversed(u16, u32, u16, u16),
+    LocalSwapped(VerbId),
+}
+
+#[derive(Default)]
+struct Tap(Vec<Seen>);
+
+impl Observer for Tap {
+    fn sent(&mut self, link: u16, epoch: u32, slot: u16, seq: u16, id: VerbId) {
+        self.0.push(Seen::Sent(link, epoch, slot, seq, id));
+    }
+    fn applied(&mut self, link: u16, peer_epoch: u32, slot: u16, seq: u16) {
+        self.0.push(Seen::Applied(link, peer_epoch, slot, seq));
+    }
+    fn committed(&mut self, link: u16, peer_epoch: u32, slot: u16, seq: u16) {
+        self.0.push(Seen::Committed(link, peer_epoch, slot, seq));
+    }
+    fn reversed(&mut self, link: u16, peer_epoch: u32, slot: u16, seq: u16) {
+        self.0.push(Seen::Reversed(link, peer_epoch, slot, seq));
+    }
+    fn local_swapped(&mut self, id: VerbId) {
+        self.0.push(Seen::LocalSwapped(id));
+    }
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Flight {
+    at: Nanos,
+    order: u64,
+    to: usize,
+    link: u16,
+    from: usize,
+    bytes: Vec<u8>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Disruption {
+    LinkDown(usize, usize),
+    LinkUp(usize, usize),
+    Restart(usize),
+}
+
+struct Sim {
+    cfg: SimConfig,
+    faults: Faults,
+    rng: Rng,
+    now: Nanos,
+    step: u64,
+    nodes: Vec<Node<Tap>>,
+    net: BinaryHeap<Reverse<Flight>>,
+    order: u64,
+    down: Vec<Vec<bool>>,
+    disruptions: Vec<(Nanos, Disruption)>,
+    ledger: Ledger,
+    issued: usize,
+    outstanding: Vec<usize>,
+    report: Report,
+}
+
+/// Node `i`'s link index towards node `j`.
+fn link_to(i: usize, j: usize) -> u16 {
+    (if j < i { j } else { j - 1 }) as u16
+}
+
+/// The node at the other end of node `i`'s link `l`.
+fn peer_of(i: usize, l: u16) -> usize {
+    let l = usize::from(l);
+    if l < i { l } else { l + 1 }
+}
+
+/// Runs one seeded simulation and checks every invariant along the way.
+pub fn run(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> Result<Report, Failure> {
+    let mut sim = Sim::new(*cfg, scenario.faults, seed);
+    match sim.run() {
+        Ok(()) => Ok(sim.finish()),
+        Err(violation) => Err(Failure {
+            violation,
+            at: sim.now,
+            step: sim.step,
+            replay: replay_command(cfg, scenario, seed),
+        }),
+    }
+}
+
+pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String {
+    format!(
+        "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {}",
+        scenario.name, seed, cfg.verbs, cfg.nodes, cfg.link.slots, cfg.link.receive_credits
+    )
+}
+
+impl Sim {
+    fn new(cfg: SimConfig, faults: Faults, seed: u64) -> Sim {
+        let mut rng = Rng::new(seed);
+        let nodes = (0..cfg.nodes).map(|i| new_node(&cfg, i, 1)).collect();
+        // Disruptions are spread over the time the workload is expected to
+        // take; the run heals after the last one.
+        let span = (cfg.verbs as u64 / cfg.nodes as u64 + 1) * 40_000;
+        let mut disruptions = Vec::new();
+        for _ in 0..faults.link_flaps {
+            let a = rng.below(cfg.nodes as u64) as usize;
+            let b = (a + 1 + rng.below(cfg.nodes as u64 - 1) as usize) % cfg.nodes;
+            let at = rng.below(span);
+            let outage = 200_000 + rng.below(2_000_000);
+            disruptions.push((at, Disruption::LinkDown(a.min(b), a.max(b))));
+            disruptions.push((at + outage, Disruption::LinkUp(a.min(b), a.max(b))));
+        }
+        for _ in 0..faults.restarts {
+            let n = rng.below(cfg.nodes as u64) as usize;
+            disruptions.push((rng.below(span), Disruption::Restart(n)));
+        }
+        disruptions.sort();
+        disruptions.reverse();
+        Sim {
+            ledger: Ledger::new(cfg.nodes, cfg.region_len as usize),
+            outstanding: vec![0; cfg.nodes],
+            down: vec![vec![false; cfg.nodes]; cfg.nodes],
+            cfg,
+            faults,
+            rng,
+            now: 0,
+            step: 0,
+            nodes,
+            net: BinaryHeap::new(),
+            order: 0,
+            disruptions,
+            issued: 0,
+            report: Report::default(),
+        }
+    }
+
+    fn run(&mut self) -> Check {
+        let mut last_submit_at = 0;
+        loop {
+            self.step += 1;
+            self.deliver()?;
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.nodes[i].handle_timeout(self.now);
+                    self.observe(i)?;
+                }
+            }
+            self.disrupt()?;
+            if self.issued < self.cfg.verbs {
+                self.submit()?;
+                last_submit_at = self.now;
+            }
+            self.transmit()?;
+            self.complete()?;
+            self.check_step()?;
+            if self.issued == self.cfg.verbs && self.disruptions.is_empty() && self.settled() {
+                return self.check_final();
+            }
+            if self.now > last_submit_at + self.cfg.settle_time {
+                return violation(
+                    "liveness",
+                    format!(
+                        "not settled {} ns after the last submission: {} verbs incomplete",
+                        self.cfg.settle_time,
+                        self.ledger
+                            .records
+                            .values()
+                            .filter(|r| r.completion.is_none() && !r.orphaned)
+                            .count()
+                    ),
+                );
+            }
+            self.advance();
+        }
+    }
+
+    fn advance(&mut self) {
+        let mut next = Nanos::MAX;
+        if let Some(Reverse(f)) = self.net.peek() {
+            next = next.min(f.at);
+        }
+        for n in &self.nodes {
+            if let Some(t) = n.poll_timeout() {
+                next = next.min(t);
+            }
+        }
+        if let Some((t, _)) = self.disruptions.last() {
+            next = next.min(*t);
+        }
+        self.now = next.max(self.now);
+    }
+
+    fn deliver(&mut self) -> Check {
+        while self.net.peek().is_some_and(|Reverse(f)| f.at <= self.now) {
+            let Reverse(f) = self.net.pop().expect("peeked");
+            if self.down[f.from][f.to] {
+                self.report.link_down_drops += 1;
+                continue;
+            }
+            self.nodes[f.to].handle_frame(f.link, &f.bytes, self.now);
+            self.observe(f.to)?;
+        }
+        Ok(())
+    }
+
+    fn disrupt(&mut self) -> Check {
+        while self.disruptions.last().is_some_and(|(t, _)| *t <= self.now) {
+            let (_, d) = self.disruptions.pop().expect("checked");
+            match d {
+                Disruption::LinkDown(a, b) | Disruption::LinkUp(a, b) => {
+                    let down = matches!(d, Disruption::LinkDown(..));
+                    self.down[a][b] = down;
+                    self.down[b][a] = down;
+                    self.report.flaps += u64::from(down);
+                }
+                Disruption::Restart(n) => self.restart(n),
+            }
+        }
+        Ok(())
+    }
+
+    fn restart(&mut self, n: usize) {
+        self.report.restarts += 1;
+        self.account_node(n);
+        let epoch = self.nodes[n].epoch() + 1;
+        self.nodes[n] = new_node(&self.cfg, n, epoch);
+        self.ledger.node_restarted(n);
+        self.outstanding[n] = 0;
+    }
+
+    /// Folds a node's link counters into the report (before it is replaced).
+    fn account_node(&mut self, n: usize) {
+        for l in 0..self.nodes[n].links() {
+            let s = self.nodes[n].link_stats(l as u16).expect("link exists");
+            self.report.reversals += s.reversals;
+            self.report.retries += s.retries;
+            self.report.refusals += s.refusals_received;
+            self.report.presumed_commits += s.presumed_commits;
+            self.report.malformed_counted += s.malformed.iter().sum::<u64>();
+        }
+    }
+
+    fn submit(&mut self) -> Check {
+        for i in 0..self.nodes.len() {
+            while self.outstanding[i] < self.cfg.outstanding && self.issued < self.cfg.verbs {
+                let j =
+                    (i + 1 + self.rng.below(self.cfg.nodes as u64 - 1) as usize) % self.cfg.nodes;
+                let verb = random_verb(&mut self.rng, self.cfg.region_len);
+                let id = VerbId(self.issued as u64);
+                self.issued += 1;
+                self.ledger.issue(
+                    id,
+                    Record {
+                        verb,
+                        issuer: i,
+                        issuer_epoch: self.nodes[i].epoch(),
+                        target: j,
+                        submitted_at: self.now,
+                        completion: None,
+                        applied: 0,
+                        committed: 0,
+                        reversed: 0,
+                        model_output: None,
+                        undo: Vec::new(),
+                        sent_block: None,
+                        local_swapped: false,
+                        orphaned: false,
+                        target_lost: false,
+                    },
+                );
+                if let Err(e) = self.nodes[i].submit(link_to(i, j), id, verb) {
+                    return violation("liveness", format!("submission of {verb:?} refused: {e}"));
+                }
+                self.outstanding[i] += 1;
+                self.observe(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self) -> Check {
+        let mut buf = [0u8; MAX_FRAME];
+        for i in 0..self.nodes.len() {
+            for l in 0..self.nodes[i].links() as u16 {
+                while let Some(len) = self.nodes[i].poll_transmit(l, self.now, &mut buf) {
+                    self.observe(i)?;
+                    self.send(i, l, &buf[..len]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a frame on the wire, through the fault model.
+    fn send(&mut self, from: usize, link: u16, frame: &[u8]) {
+        self.report.frames += 1;
+        let to = peer_of(from, link);
+        let f = self.faults;
+        if self.rng.chance_ppm(f.loss_ppm) {
+            self.report.lost += 1;
+            return;
+        }
+        let copies = if self.rng.chance_ppm(f.duplicate_ppm) {
+            self.report.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut bytes = frame.to_vec();
+            if self.rng.chance_ppm(f.corrupt_ppm) {
+                self.report.corrupted += 1;
+                for _ in 0..1 + self.rng.below(3) {
+                    let bit = self.rng.below(bytes.len() as u64 * 8);
+                    bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
+                }
+            }
+            let jitter = if f.jitter > 0 {
+                self.rng.below(f.jitter)
+            } else {
+                0
+            };
+            self.order += 1;
+            self.net.push(Reverse(Flight {
+                at: self.now + self.cfg.delay + jitter,
+                order: self.order,
+                to,
+                link: link_to(to, from),
+                from,
+                bytes,
+            }));
+        }
+    }
+
+    /// Feeds what node `i`'s core just did to the oracle.
+    fn observe(&mut self, i: usize) -> Check {
+        let seen = std::mem::take(&mut self.nodes[i].observer_mut().0);
+        for s in seen {
+            match s {
+                Seen::Sent(link, epoch, slot, seq, id) => {
+                    self.ledger.sent(i, epoch, link, slot, seq, id)
+                }
+                Seen::Applied(link, pe, slot, seq) => {
+                    let key = (
+                        peer_of(i, link),
+                        pe,
+                        link_to(peer_of(i, link), i),
+                        slot,
+                        seq,
+                    );
+                    self.ledger.applied(i, key)?
+                }
+                Seen::Committed(link, pe, slot, seq) => {
+                    let key = (
+                        peer_of(i, link),
+                        pe,
+                        link_to(peer_of(i, link), i),
+                        slot,
+                        seq,
+                    );
+                    self.ledger.committed(key)?
+                }
+                Seen::Reversed(link, pe, slot, seq) => {
+                    let key = (
+                        peer_of(i, link),
+                        pe,
+                        link_to(peer_of(i, link), i),
+                        slot,
+                        seq,
+                    );
+                    self.ledger.reversed(i, key)?
+                }
+                Seen::LocalSwapped(id) => self.ledger.local_swapped(id)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self) -> Check {
+        for i in 0..self.nodes.len() {
+            while let Some(ev) = self.nodes[i].poll_event() {
+                if let Event::Completed { id, result, .. } = ev {
+                    self.ledger.completed(id, self.now, result)?;
+                    let rec = &self.ledger.records[&id];
+                    self.report.max_latency =
+                        self.report.max_latency.max(self.now - rec.submitted_at);
+                    if rec.issuer_epoch == self.nodes[i].epoch() {
+                        self.outstanding[i] -= 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariants checked after every step.
+    fn check_step(&mut self) -> Check {
+        for (i, n) in self.nodes.iter().enumerate() {
+            let real = n.memory().bytes(REGION).expect("registered");
+            if real != self.ledger.model[i].as_slice() {
+                let at = real
+                    .iter()
+                    .zip(&self.ledger.model[i])
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                return violation(
+                    "no_trace_after_reversal",
+                    format!(
+                        "node {i} memory differs from the sequential model at byte {at}: {:?} vs {:?}",
+                        &real[at & !7..(at & !7) + 8],
+                        &self.ledger.model[i][at & !7..(at & !7) + 8]
+                    ),
+                );
+            }
+            for l in 0..n.links() as u16 {
+                let st = n.link_status(l).expect("exists");
+                let stats = n.link_stats(l).expect("exists");
+                if st.credits_in_use > st.peer_credits || st.tentative > st.receive_credits {
+                    return violation("no_overrun", format!("node {i} link {l}: {st:?}"));
+                }
+                if stats.overruns != 0 || stats.protocol_violations != 0 {
+                    return violation(
+                        "no_overrun",
+                        format!(
+                            "node {i} link {l}: {} overruns, {} protocol violations",
+                            stats.overruns, stats.protocol_violations
+                        ),
+                    );
+                }
+            }
+            self.ledger.checks_passed += 2;
+        }
+        Ok(())
+    }
+
+    fn settled(&self) -> bool {
+        self.ledger
+            .records
+            .values()
+            .all(|r| r.completion.is_some() || r.orphaned)
+            && self.nodes.iter().all(|n| n.is_quiescent())
+            && self.nodes.iter().all(|n| n.memory().locked_words() == 0)
+    }
+
+    fn check_final(&mut self) -> Check {
+        self.ledger.check_final()?;
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.in_doubt() != 0 {
+                return violation(
+                    "in_doubt_resolved",
+                    format!("node {i} still has transfers in doubt"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Report {
+        for n in 0..self.nodes.len() {
+            self.account_node(n);
+        }
+        let mut r = self.report;
+        r.verbs = self.ledger.records.len() as u64;
+        for rec in self.ledger.records.values() {
+            match rec.completion {
+                Some((_, Ok(_))) => r.ok += 1,
+                Some((_, Err(_))) => r.err += 1,
+                None => r.orphaned += 1,
+            }
+        }
+        r.steps = self.step;
+        r.checks = self.ledger.checks_passed;
+        r.sim_time = self.now;
+        r
+    }
+}
+
+fn new_node(cfg: &SimConfig, i: usize, epoch: u32) -> Node<Tap> {
+    let mut n = Node::with_observer(0x0200_0000_0000 + i as u64, epoch, Tap::default());
+    n.register(RegionSpec {
+        id: REGION,
+        key: KEY,
+        len: cfg.region_len,
+        permissions: Permissions::ALL,
+    })
+    .expect("valid region");
+    for _ in 1..cfg.nodes {
+        n.add_link(cfg.link).expect("valid link config");
+    }
+    n
+}
+
+/// A verb drawn so that verbs collide on a few words, compares sometimes
+/// succeed, and a few verbs are refused (bad key, out of bounds).
+fn random_verb(rng: &mut Rng, region_len: u32) -> Verb {
+    let words = region_len / 8;
+    let target = if rng.chance_ppm(20_000) {
+        RegionRef {
+            id: REGION,
+            key: KEY ^ 1,
+        }
+    } else {
+        RegionRef {
+            id: REGION,
+            key: KEY,
+        }
+    };
+    let word = |rng: &mut Rng| (rng.below(u64::from(words.min(8))) as u32) * 8;
+    let small = |rng: &mut Rng| rng.below(4);
+    match rng.below(100) {
+        0..=24 => Verb::CompareAndSwap {
+            target,
+            offset: word(rng),
+            expected: small(rng),
+            new: small(rng),
+        },
+        25..=44 => Verb::FetchAdd {
+            target,
+            offset: word(rng),
+            add: 1 + small(rng),
+        },
+        45..=54 => Verb::Swap {
+            target,
+            offset: word(rng),
+            new: small(rng),
+        },
+        55..=64 => {
+            let len = 1 + rng.below(24) as usize;
+            let offset = rng.below(u64::from(region_len) - len as u64 + 8) as u32;
+            let data: Vec<u8> = (0..len).map(|_| rng.below(4) as u8).collect();
+            Verb::Write {
+                target,
+                offset,
+                data: Block::new(&data).expect("small"),
+            }
+        }
+        65..=74 => {
+            let len = 1 + rng.below(32) as u16;
+            Verb::Read {
+                target,
+                offset: rng.below(u64::from(region_len) - u64::from(len) + 1) as u32,
+                len,
+            }
+        }
+        75..=87 => {
+            let count = 1 + rng.below(MAX_MCAS_WORDS as u64) as usize;
+            let ws: Vec<McasWord> = (0..count)
+                .map(|_| McasWord {
+                    offset: word(rng),
+                    expected: small(rng),
+                    new: small(rng),
+                })
+                .collect();
+            Verb::multi_word_commit(target, &ws).expect("1..=8 words")
+        }
+        _ => {
+            let len = 8 * (1 + rng.below(3) as u16);
+            let max_start = u64::from(region_len) - u64::from(len);
+            Verb::BilateralSwap {
+                target,
+                offset: rng.below(max_start + 1) as u32,
+                local_region: REGION,
+                local_offset: rng.below(max_start + 1) as u32,
+                len,
+            }
+        }
+    }
+}

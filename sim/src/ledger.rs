@@ -1,0 +1,412 @@
+//! The simulator's oracle: a ledger of every verb issued, and a sequential
+//! model of every node's memory rebuilt from what the targets applied,
+//! committed and reversed, computed independently of the core's verbs engine.
+
+use std::collections::HashMap;
+
+use oae_proto::verb::MAX_MCAS_WORDS;
+use oae_proto::{Block, Output, Verb, VerbError, VerbId};
+
+/// Where a verb stands, as the oracle sees it.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub verb: Verb,
+    pub issuer: usize,
+    pub issuer_epoch: u32,
+    pub target: usize,
+    pub submitted_at: u64,
+    pub completion: Option<(u64, Result<Output, VerbError>)>,
+    pub applied: u32,
+    pub committed: u32,
+    pub reversed: u32,
+    /// What the model says the live application returned.
+    pub model_output: Option<Output>,
+    /// Old bytes of what the live application changed, for reversal.
+    pub(crate) undo: Vec<(usize, Vec<u8>)>,
+    /// The initiator's block as locked and sent (bilateral swap).
+    pub sent_block: Option<Vec<u8>>,
+    pub local_swapped: bool,
+    /// The issuer's incarnation died before it heard the outcome.
+    pub orphaned: bool,
+    /// The target's incarnation died while holding an effect of this verb.
+    pub target_lost: bool,
+}
+
+impl Record {
+    pub fn live_applications(&self) -> i64 {
+        i64::from(self.applied) - i64::from(self.reversed)
+    }
+}
+
+/// A broken invariant, named as in `docs/SEMANTICS.md`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+pub type Check = Result<(), Violation>;
+
+pub fn violation(invariant: &'static str, detail: String) -> Check {
+    Err(Violation { invariant, detail })
+}
+
+pub const REGION: u16 = 1;
+pub const KEY: u32 = 0x0AE0_0001;
+
+#[derive(Default)]
+pub struct Ledger {
+    pub records: HashMap<VerbId, Record>,
+    /// (issuer, issuer epoch, issuer link, slot, seq) → verb.
+    attempts: HashMap<(usize, u32, u16, u16, u16), VerbId>,
+    /// Model of region `REGION` of every node.
+    pub model: Vec<Vec<u8>>,
+    /// Which live, uncommitted application holds each byte of each node's
+    /// region: no other verb may read or write it until it settles.
+    holder: Vec<Vec<Option<VerbId>>>,
+    pub checks_passed: u64,
+}
+
+impl Ledger {
+    pub fn new(nodes: usize, region_len: usize) -> Ledger {
+        Ledger {
+            model: vec![vec![0; region_len]; nodes],
+            holder: vec![vec![None; region_len]; nodes],
+            ..Ledger::default()
+        }
+    }
+
+    pub fn issue(&mut self, id: VerbId, rec: Record) {
+        self.records.insert(id, rec);
+    }
+
+    pub fn sent(&mut self, issuer: usize, epoch: u32, link: u16, slot: u16, seq: u16, id: VerbId) {
+        self.attempts.insert((issuer, epoch, link, slot, seq), id);
+        let rec = self.records.get_mut(&id).expect("issued");
+        if let Verb::BilateralSwap {
+            local_offset, len, ..
+        } = rec.verb
+        {
+            let at = local_offset as usize;
+            rec.sent_block = Some(self.model[issuer][at..at + usize::from(len)].to_vec());
+        }
+    }
+
+    fn attempt(&self, key: (usize, u32, u16, u16, u16)) -> Result<VerbId, Violation> {
+        self.attempts.get(&key).copied().ok_or_else(|| Violation {
+            invariant: "exactly_once",
+            detail: format!("target acted on a transfer nobody sent: {key:?}"),
+        })
+    }
+
+    /// The target applied an attempt: run the verb on the model.
+    pub fn applied(&mut self, target: usize, key: (usize, u32, u16, u16, u16)) -> Check {
+        let id = self.attempt(key)?;
+        let rec = self.records.get_mut(&id).expect("issued");
+        if rec.target != target {
+            return violation("exactly_once", format!("{id:?} applied at the wrong node"));
+        }
+        if rec.live_applications() != 0 || rec.committed != 0 {
+            return violation(
+                "exactly_once",
+                format!("{id:?} applied again while an earlier application stands: {rec:?}"),
+            );
+        }
+        if let Some((_, Err(e))) = rec.completion
+            && e != VerbError::PeerRestarted
+        {
+            return violation(
+                "exactly_once",
+                format!("{id:?} applied after completing with {e:?}"),
+            );
+        }
+        for range in touched(&rec.verb) {
+            if let Some(w) = self.holder[target][range]
+                .iter()
+                .flatten()
+                .find(|&&w| w != id)
+            {
+                return violation(
+                    "isolation",
+                    format!(
+                        "{id:?} touched bytes held by the tentative {w:?}: {:?}",
+                        rec.verb
+                    ),
+                );
+            }
+        }
+        rec.applied += 1;
+        let mem = &mut self.model[target];
+        let (output, undo) = run_model(&rec.verb, rec.sent_block.as_deref(), mem);
+        for (at, old) in &undo {
+            self.holder[target][*at..*at + old.len()].fill(Some(id));
+        }
+        rec.model_output = Some(output);
+        rec.undo = undo;
+        Ok(())
+    }
+
+    pub fn committed(&mut self, key: (usize, u32, u16, u16, u16)) -> Check {
+        let id = self.attempt(key)?;
+        let rec = self.records.get_mut(&id).expect("issued");
+        if rec.live_applications() != 1 || rec.committed != 0 {
+            return violation(
+                "exactly_once",
+                format!("{id:?} committed without exactly one live application: {rec:?}"),
+            );
+        }
+        if let Some((_, Err(e))) = rec.completion {
+            return violation(
+                "exactly_once",
+                format!("{id:?} committed after completing with {e:?}"),
+            );
+        }
+        rec.committed += 1;
+        for (at, old) in &rec.undo {
+            self.holder[rec.target][*at..*at + old.len()].fill(None);
+        }
+        Ok(())
+    }
+
+    pub fn reversed(&mut self, target: usize, key: (usize, u32, u16, u16, u16)) -> Check {
+        let id = self.attempt(key)?;
+        let rec = self.records.get_mut(&id).expect("issued");
+        if rec.live_applications() != 1 || rec.committed != 0 {
+            return violation(
+                "no_trace_after_reversal",
+                format!("{id:?} reversed without a live uncommitted application: {rec:?}"),
+            );
+        }
+        if let Some((_, Ok(_))) = rec.completion {
+            return violation(
+                "exactly_once",
+                format!("{id:?} reversed after its issuer was told Ok"),
+            );
+        }
+        rec.reversed += 1;
+        let mem = &mut self.model[target];
+        for (at, old) in rec.undo.drain(..).rev() {
+            mem[at..at + old.len()].copy_from_slice(&old);
+            self.holder[target][at..at + old.len()].fill(None);
+        }
+        rec.model_output = None;
+        Ok(())
+    }
+
+    pub fn local_swapped(&mut self, id: VerbId) -> Check {
+        let rec = self.records.get_mut(&id).expect("issued");
+        let (
+            Verb::BilateralSwap {
+                local_offset, len, ..
+            },
+            Some(Output::BilateralSwap(theirs)),
+        ) = (rec.verb, rec.model_output)
+        else {
+            return violation(
+                "exactly_once",
+                format!("{id:?} swapped locally with no live application at the target"),
+            );
+        };
+        if rec.local_swapped {
+            return violation("exactly_once", format!("{id:?} swapped locally twice"));
+        }
+        rec.local_swapped = true;
+        let at = local_offset as usize;
+        let mine = &self.model[rec.issuer][at..at + usize::from(len)];
+        if rec.sent_block.as_deref() != Some(mine) {
+            return violation(
+                "isolation",
+                format!("{id:?}: the local block changed between send and swap"),
+            );
+        }
+        self.model[rec.issuer][at..at + usize::from(len)].copy_from_slice(theirs.as_slice());
+        Ok(())
+    }
+
+    /// The issuer was told the outcome.
+    pub fn completed(&mut self, id: VerbId, now: u64, result: Result<Output, VerbError>) -> Check {
+        let Some(rec) = self.records.get_mut(&id) else {
+            return violation(
+                "single_completion",
+                format!("completion for unknown {id:?}"),
+            );
+        };
+        if rec.completion.is_some() {
+            return violation("single_completion", format!("{id:?} completed twice"));
+        }
+        rec.completion = Some((now, result));
+        match result {
+            Ok(out) => {
+                if rec.live_applications() != 1 && !rec.target_lost {
+                    return violation(
+                        "exactly_once",
+                        format!("{id:?} completed Ok without one live application: {rec:?}"),
+                    );
+                }
+                if !rec.target_lost && rec.model_output != Some(out) {
+                    return violation(
+                        "linearizable",
+                        format!(
+                            "{id:?} returned {out:?}, the sequential model says {:?}",
+                            rec.model_output
+                        ),
+                    );
+                }
+            }
+            Err(VerbError::PeerRestarted) => {}
+            Err(e) => {
+                if rec.live_applications() != 0 || rec.committed != 0 {
+                    return violation(
+                        "exactly_once",
+                        format!("{id:?} completed {e:?} but has an effect: {rec:?}"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A node restarted: its memory is gone, and so are its issuers.
+    pub fn node_restarted(&mut self, node: usize) {
+        self.model[node].fill(0);
+        self.holder[node].fill(None);
+        for rec in self.records.values_mut() {
+            if rec.issuer == node && rec.completion.is_none() {
+                rec.orphaned = true;
+            }
+            if rec.target == node && (rec.live_applications() > 0 || rec.committed > 0) {
+                rec.target_lost = true;
+            }
+        }
+    }
+
+    /// Checks that hold once everything has settled.
+    pub fn check_final(&self) -> Check {
+        for (id, rec) in &self.records {
+            if rec.completion.is_none() && !rec.orphaned {
+                return violation("liveness", format!("{id:?} never completed: {rec:?}"));
+            }
+            if rec.target_lost {
+                continue;
+            }
+            let expect_committed = match rec.completion {
+                Some((_, Ok(_))) => 1,
+                Some((_, Err(_))) => 0,
+                None => rec.committed,
+            };
+            if rec.committed != expect_committed
+                || rec.live_applications() != i64::from(expect_committed)
+            {
+                return violation(
+                    "exactly_once",
+                    format!(
+                        "{id:?} settled with applied {} reversed {} committed {} against completion {:?}",
+                        rec.applied, rec.reversed, rec.committed, rec.completion
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Byte ranges a verb reads or writes at its target.
+fn touched(verb: &Verb) -> Vec<std::ops::Range<usize>> {
+    let span = |offset: u32, len: usize| offset as usize..offset as usize + len;
+    match *verb {
+        Verb::Read { offset, len, .. } | Verb::BilateralSwap { offset, len, .. } => {
+            vec![span(offset, usize::from(len))]
+        }
+        Verb::Write { offset, data, .. } => vec![span(offset, data.len())],
+        Verb::CompareAndSwap { offset, .. }
+        | Verb::FetchAdd { offset, .. }
+        | Verb::Swap { offset, .. } => vec![span(offset, 8)],
+        Verb::MultiWordCommit { count, words, .. } => words[..usize::from(count)]
+            .iter()
+            .map(|w| span(w.offset, 8))
+            .collect(),
+    }
+}
+
+/// The sequential semantics of a verb, written without the core's engine:
+/// returns the output and the (offset, old bytes) of what it changed.
+fn run_model(
+    verb: &Verb,
+    sent_block: Option<&[u8]>,
+    mem: &mut [u8],
+) -> (Output, Vec<(usize, Vec<u8>)>) {
+    let word = |mem: &[u8], at: u32| {
+        let at = at as usize;
+        u64::from_le_bytes(mem[at..at + 8].try_into().unwrap())
+    };
+    let mut undo = Vec::new();
+    let put = |mem: &mut [u8], at: usize, bytes: &[u8], undo: &mut Vec<(usize, Vec<u8>)>| {
+        undo.push((at, mem[at..at + bytes.len()].to_vec()));
+        mem[at..at + bytes.len()].copy_from_slice(bytes);
+    };
+    let out = match *verb {
+        Verb::Read { offset, len, .. } => {
+            let at = offset as usize;
+            Output::Read(Block::new(&mem[at..at + usize::from(len)]).unwrap())
+        }
+        Verb::Write { offset, data, .. } => {
+            put(mem, offset as usize, data.as_slice(), &mut undo);
+            Output::Write
+        }
+        Verb::CompareAndSwap {
+            offset,
+            expected,
+            new,
+            ..
+        } => {
+            let old = word(mem, offset);
+            if old == expected {
+                put(mem, offset as usize, &new.to_le_bytes(), &mut undo);
+            }
+            Output::CompareAndSwap {
+                old,
+                swapped: old == expected,
+            }
+        }
+        Verb::FetchAdd { offset, add, .. } => {
+            let old = word(mem, offset);
+            put(
+                mem,
+                offset as usize,
+                &old.wrapping_add(add).to_le_bytes(),
+                &mut undo,
+            );
+            Output::FetchAdd { old }
+        }
+        Verb::Swap { offset, new, .. } => {
+            let old = word(mem, offset);
+            put(mem, offset as usize, &new.to_le_bytes(), &mut undo);
+            Output::Swap { old }
+        }
+        Verb::MultiWordCommit { count, words, .. } => {
+            let words = &words[..usize::from(count)];
+            let mut old = [0u64; MAX_MCAS_WORDS];
+            for (o, w) in old.iter_mut().zip(words) {
+                *o = word(mem, w.offset);
+            }
+            let committed = words.iter().zip(&old).all(|(w, o)| w.expected == *o);
+            if committed {
+                for w in words {
+                    put(mem, w.offset as usize, &w.new.to_le_bytes(), &mut undo);
+                }
+            }
+            Output::MultiWordCommit {
+                committed,
+                count,
+                old,
+            }
+        }
+        Verb::BilateralSwap { offset, len, .. } => {
+            let at = offset as usize;
+            let theirs = Block::new(&mem[at..at + usize::from(len)]).unwrap();
+            put(mem, at, sent_block.expect("recorded when sent"), &mut undo);
+            Output::BilateralSwap(theirs)
+        }
+    };
+    (out, undo)
+}
