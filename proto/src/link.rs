@@ -177,6 +177,8 @@ pub(crate) struct Link {
     peer_max_class: u8,
     hello_due: bool,
     next_hello: Nanos,
+    /// HELLOs sent since the link was last up (or since it was created).
+    unanswered_hellos: u32,
 
     srtt: Nanos,
     round: u64,
@@ -222,6 +224,7 @@ impl Link {
             peer_max_class: 0,
             hello_due: true,
             next_hello: 0,
+            unanswered_hellos: 0,
             srtt: cfg.initial_rtt,
             round: 0,
             round_started: 0,
@@ -364,6 +367,17 @@ impl Link {
         if !self.up && now >= self.next_hello {
             self.hello_due = true;
             self.next_hello = now.saturating_add(self.cfg.hello_interval);
+            self.unanswered_hellos += 1;
+            // A peer that never answers bring-up is as unreachable as one
+            // that fell silent: fail what is queued rather than hold it.
+            if !self.unreachable && self.unanswered_hellos > self.cfg.unreachable_after_rounds {
+                self.fail_queued(sh);
+                self.unreachable = true;
+                sh.events.push_back(Event::Link {
+                    link: self.index,
+                    change: LinkChange::Unreachable,
+                });
+            }
         }
         if now >= self.round_started.saturating_add(self.round_len()) {
             // One round per call: a stalled caller must not count its own
@@ -421,20 +435,25 @@ impl Link {
         self.knowledge = Knowledge::KnowYou;
         self.stats.unreachable_declared += 1;
         self.hello_due = true;
-        // Verbs never sent cannot have had an effect: fail them now rather
-        // than hold their issuers for a link that may not come back. Verbs in
-        // flight stay in doubt until the link or the peer's next incarnation
-        // resolves them.
+        self.unanswered_hellos = 0;
+        self.fail_queued(sh);
+        sh.events.push_back(Event::Link {
+            link: self.index,
+            change: LinkChange::Unreachable,
+        });
+    }
+
+    /// Verbs never sent cannot have had an effect: fail them now rather than
+    /// hold their issuers for a link that may not come back. Verbs in flight
+    /// stay in doubt until the link or the peer's next incarnation resolves
+    /// them.
+    fn fail_queued<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
         while let Some(p) = self.ready.pop_front() {
             self.complete(p, Err(VerbError::Unreachable), sh);
         }
         while let Some(p) = self.backoff.pop_front() {
             self.complete(p, Err(VerbError::Unreachable), sh);
         }
-        sh.events.push_back(Event::Link {
-            link: self.index,
-            change: LinkChange::Unreachable,
-        });
     }
 
     fn sample_rtt(&mut self, sent_at: Nanos, now: Nanos) {
@@ -575,6 +594,7 @@ impl Link {
     fn go_up<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
         self.up = true;
         self.unreachable = false;
+        self.unanswered_hellos = 0;
         self.knowledge = Knowledge::KnowYouKnowMe;
         self.silent_rounds = 0;
         // Resynchronise: transfers whose echo never came are reversed (the

@@ -29,8 +29,10 @@ pub struct Faults {
     pub duplicate_ppm: u32,
     /// Frames that get 1 to 3 bits flipped anywhere.
     pub corrupt_ppm: u32,
-    /// Extra one-way delay, uniform in `0..jitter`: reorders frames.
+    /// Extra one-way delay, uniform in `0..jitter` (or exponential with
+    /// mean `jitter` if `exponential_delay`): reorders frames.
     pub jitter: Nanos,
+    pub exponential_delay: bool,
     /// Link outages over the run (each a few dozen round trips long).
     pub link_flaps: u32,
     /// Node restarts over the run (memory and issuers lost, new epoch).
@@ -43,6 +45,7 @@ impl Faults {
         duplicate_ppm: 0,
         corrupt_ppm: 0,
         jitter: 0,
+        exponential_delay: false,
         link_flaps: 0,
         restarts: 0,
     };
@@ -109,6 +112,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             duplicate_ppm: 20_000,
             corrupt_ppm: 10_000,
             jitter: 10_000,
+            exponential_delay: true,
             link_flaps: 2,
             restarts: 1,
         },
@@ -120,6 +124,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             duplicate_ppm: 100_000,
             corrupt_ppm: 50_000,
             jitter: 50_000,
+            exponential_delay: false,
             link_flaps: 4,
             restarts: 2,
         },
@@ -329,10 +334,25 @@ pub fn run(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> Result<Report, Fa
 }
 
 pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String {
+    let f = scenario.faults;
     format!(
-        "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {}",
-        scenario.name, seed, cfg.verbs, cfg.nodes, cfg.link.slots, cfg.link.receive_credits
+        "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {} \
+         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}",
+        scenario.name,
+        seed,
+        cfg.verbs,
+        cfg.nodes,
+        cfg.link.slots,
+        cfg.link.receive_credits,
+        f.loss_ppm,
+        f.duplicate_ppm,
+        f.corrupt_ppm,
+        f.jitter,
+        if f.exponential_delay { " --exponential-delay" } else { "" },
+        f.link_flaps,
+        f.restarts
     )
+    .replace("\\\n         ", "")
 }
 
 impl Sim {

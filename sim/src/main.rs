@@ -8,6 +8,8 @@ use oae_sim::{Report, SCENARIOS, Scenario, SimConfig, run, scenario};
 const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
+                   [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
+                   [--flaps N] [--restarts N]
        oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N]
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy";
@@ -19,6 +21,7 @@ struct Args {
     seeds: u64,
     first_seed: u64,
     cfg: SimConfig,
+    faults: Vec<(String, u64)>,
 }
 
 fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -29,6 +32,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         seeds: 4,
         first_seed: 1,
         cfg: SimConfig::default(),
+        faults: Vec::new(),
     };
     let mut first = true;
     while let Some(arg) = argv.next() {
@@ -54,6 +58,15 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--nodes" => a.cfg.nodes = value("--nodes")? as usize,
             "--slots" => a.cfg.link.slots = value("--slots")? as u16,
             "--credits" => a.cfg.link.receive_credits = value("--credits")? as u16,
+            "--loss-ppm" | "--dup-ppm" | "--corrupt-ppm" | "--jitter-ns" | "--flaps"
+            | "--restarts" => {
+                let v = value(&arg)?;
+                if arg.ends_with("-ppm") && v >= 1_000_000 {
+                    return Err(format!("{arg} must be below 1000000 (100 %), got {v}"));
+                }
+                a.faults.push((arg, v));
+            }
+            "--exponential-delay" => a.faults.push((arg, 1)),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -74,11 +87,28 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
+/// The chosen scenarios, with any fault given on the command line overriding.
 fn scenarios(a: &Args) -> Vec<Scenario> {
-    match a.scenario.as_deref() {
+    let mut list = match a.scenario.as_deref() {
         None | Some("all") => SCENARIOS.to_vec(),
         Some(s) => vec![scenario(s).expect("validated")],
+    };
+    for sc in &mut list {
+        for (flag, v) in &a.faults {
+            let f = &mut sc.faults;
+            match flag.as_str() {
+                "--loss-ppm" => f.loss_ppm = *v as u32,
+                "--dup-ppm" => f.duplicate_ppm = *v as u32,
+                "--corrupt-ppm" => f.corrupt_ppm = *v as u32,
+                "--jitter-ns" => f.jitter = *v,
+                "--exponential-delay" => f.exponential_delay = true,
+                "--flaps" => f.link_flaps = *v as u32,
+                "--restarts" => f.restarts = *v as u32,
+                _ => unreachable!("parsed above"),
+            }
+        }
     }
+    list
 }
 
 fn header() {
@@ -184,7 +214,8 @@ fn main() -> ExitCode {
                 eprintln!("oae-sim: run needs --scenario NAME\n{USAGE}");
                 return ExitCode::from(2);
             };
-            let sc = scenario(name).expect("validated");
+            let _ = name;
+            let sc = scenarios(&a)[0];
             match run(&a.cfg, &sc, a.seed) {
                 Ok(r) => {
                     header();

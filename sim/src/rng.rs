@@ -28,6 +28,13 @@ impl Rng {
         ppm > 0 && self.below(1_000_000) < u64::from(ppm)
     }
 
+    /// Exponentially distributed with the given mean, capped at 20 means.
+    pub fn exponential(&mut self, mean: u64) -> u64 {
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let x = -(1.0 - u).ln() * mean as f64;
+        x.min(20.0 * mean as f64) as u64
+    }
+
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len() as u64) as usize]
     }
