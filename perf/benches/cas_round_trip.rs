@@ -1,1 +1,437 @@
-fn main() {}
+//! One CAS round trip through the OAE core on both ends, over a perfect
+//! in-memory wire:
+//!
+//! initiator `submit` → `poll_transmit` (REQUEST encoded) → target
+//! `handle_frame` (decoded, link step, CAS applied tentatively, ECHO built) →
+//! target `poll_transmit` → initiator `handle_frame` (echo verified,
+//! completion queued) → `poll_event`; then the commit reaches the target:
+//!
+//! * `piggybacked_commit`: steady state of a continuous stream, the commit
+//!   rides on the slot's next REQUEST (2 frames per verb);
+//! * `explicit_commit`: every CAS is followed by its COMMIT / COMMIT_ACK
+//!   exchange (4 frames per verb).
+//!
+//! Reports ns per verb (median, min and max over batches; batches of the two
+//! paths interleaved so drift hits both alike) and heap allocations per verb
+//! counted by a wrapping global allocator after warm-up. Prints a table, then
+//! one JSON line (the only line starting with `{`).
+//!
+//! Run: `cargo bench -p oae-perf --bench cas_round_trip`.
+//!
+//! Environment:
+//! * `OAE_BENCH_QUICK=1` (or the `--quick` argument): tiny counts, to check
+//!   that it runs; the figures mean nothing. Quick mode is also used when the
+//!   binary is started without `--bench` (as `cargo test --all-targets` does).
+//! * `OAE_BENCH_CORE=<n>`: pin to core n instead of the last one.
+//! * `OAE_BENCH_BATCHES`, `OAE_BENCH_BATCH_VERBS`: override the counts.
+//! * `OAE_BENCH_PATHS=piggybacked_commit,explicit_commit`: measure only
+//!   these paths (to profile one at a time, e.g. under callgrind).
+
+use std::time::{Duration, Instant};
+
+use oae_perf::{
+    AllocCount, CountingAlloc, MachineFacts, Pair, Summary, allowed_cpus, json_string,
+    machine_facts, pin_current_thread,
+};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc::new();
+
+/// The goal: under this many ns per verb, with no allocation.
+const TARGET_NS: f64 = 100.0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Piggybacked,
+    Explicit,
+}
+
+impl Path {
+    const ALL: [Path; 2] = [Path::Piggybacked, Path::Explicit];
+
+    fn name(self) -> &'static str {
+        match self {
+            Path::Piggybacked => "piggybacked_commit",
+            Path::Explicit => "explicit_commit",
+        }
+    }
+
+    fn frames_per_verb(self) -> u32 {
+        match self {
+            Path::Piggybacked => 2,
+            Path::Explicit => 4,
+        }
+    }
+
+    /// `n` verbs back to back; each call is monomorphic so the driver inlines.
+    fn run(self, pair: &mut Pair, n: u64) {
+        match self {
+            Path::Piggybacked => (0..n).for_each(|_| pair.cas_piggybacked_commit()),
+            Path::Explicit => (0..n).for_each(|_| pair.cas_explicit_commit()),
+        }
+    }
+
+    /// The protocol did what the path claims: every verb swapped, and
+    /// commits went the intended way.
+    fn check(self, pair: &Pair) -> Result<(), String> {
+        let (i, t) = (pair.initiator_stats(), pair.target_stats());
+        let n = pair.value();
+        let mut bad = Vec::new();
+        if pair.target_word() != n {
+            bad.push(format!("target word {} != {n} verbs", pair.target_word()));
+        }
+        if i.echoes_verified != n || t.transfers_applied != n {
+            bad.push(format!(
+                "{n} verbs but {} echoes verified, {} applied",
+                i.echoes_verified, t.transfers_applied
+            ));
+        }
+        let (commits, committed) = match self {
+            Path::Piggybacked => (0, n.saturating_sub(1)),
+            Path::Explicit => (n, n),
+        };
+        if i.commits_sent != commits || t.transfers_committed != committed {
+            bad.push(format!(
+                "expected {commits} COMMIT frames and {committed} committed, got {} and {}",
+                i.commits_sent, t.transfers_committed
+            ));
+        }
+        let trouble = i.retries + i.echo_mismatches + i.echo_missing + t.protocol_violations;
+        if trouble != 0 {
+            bad.push(format!("{trouble} retries/mismatches/violations"));
+        }
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(bad.join("; "))
+        }
+    }
+}
+
+struct Plan {
+    quick: bool,
+    paths: Vec<Path>,
+    batches: usize,
+    batch_verbs: u64,
+    warmup_verbs: u64,
+    /// Warm-up stops early after this long.
+    warmup_limit: Duration,
+    /// Measured time per path; batches shrink to fit the estimate into it.
+    budget: Duration,
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+fn plan() -> Plan {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick_env = std::env::var_os("OAE_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0");
+    let quick =
+        quick_env || args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
+    let paths = match std::env::var("OAE_BENCH_PATHS") {
+        Ok(list) => Path::ALL
+            .into_iter()
+            .filter(|p| list.split(',').any(|n| n.trim() == p.name()))
+            .collect(),
+        Err(_) => Path::ALL.to_vec(),
+    };
+    let mut p = if quick {
+        Plan {
+            quick,
+            paths,
+            batches: 3,
+            batch_verbs: 2_000,
+            warmup_verbs: 2_000,
+            warmup_limit: Duration::from_millis(200),
+            budget: Duration::from_millis(200),
+        }
+    } else {
+        Plan {
+            quick,
+            paths,
+            batches: 11,
+            batch_verbs: 200_000,
+            warmup_verbs: 200_000,
+            warmup_limit: Duration::from_millis(400),
+            budget: Duration::from_millis(2_500),
+        }
+    };
+    if let Some(b) = env_number("OAE_BENCH_BATCHES").filter(|&b| b > 0) {
+        p.batches = b as usize;
+    }
+    if let Some(v) = env_number("OAE_BENCH_BATCH_VERBS").filter(|&v| v > 0) {
+        p.batch_verbs = v;
+    }
+    p
+}
+
+struct Measured {
+    path: Path,
+    batch_verbs: u64,
+    warmup_verbs: u64,
+    ns_per_verb: Vec<f64>,
+    allocs: AllocCount,
+    check: Result<(), String>,
+}
+
+impl Measured {
+    fn verbs(&self) -> u64 {
+        self.batch_verbs * self.ns_per_verb.len() as u64
+    }
+
+    fn summary(&self) -> Summary {
+        Summary::of(&self.ns_per_verb).expect("at least one batch")
+    }
+
+    fn allocs_per_verb(&self) -> f64 {
+        self.allocs.allocs as f64 / self.verbs() as f64
+    }
+
+    fn bytes_per_verb(&self) -> f64 {
+        self.allocs.bytes as f64 / self.verbs() as f64
+    }
+
+    fn meets_target(&self) -> bool {
+        self.summary().median < TARGET_NS && self.allocs.allocs == 0 && self.check.is_ok()
+    }
+}
+
+fn main() {
+    // Read before pinning: available_parallelism honours the affinity mask.
+    let facts = machine_facts();
+    let core = pin_current_thread(env_number("OAE_BENCH_CORE").map(|c| c as usize));
+    let allowed = allowed_cpus().unwrap_or_else(|| "unknown".into());
+    let plan = plan();
+    if plan.paths.is_empty() {
+        eprintln!(
+            "OAE_BENCH_PATHS names no path; known: {}",
+            Path::ALL.map(Path::name).join(",")
+        );
+        std::process::exit(2);
+    }
+
+    let setup_start = ALLOC.count();
+    let mut pairs: Vec<Pair> = plan.paths.iter().map(|_| Pair::new()).collect();
+    // Proof the counter counts: building the nodes allocates.
+    let setup = ALLOC.count() - setup_start;
+
+    // Warm up (caches, branch predictors, every queue at its working size)
+    // and estimate the cost per verb to keep the run inside its budget.
+    let mut batch_verbs = vec![plan.batch_verbs; plan.paths.len()];
+    let mut warmed = vec![0; plan.paths.len()];
+    for (k, &path) in plan.paths.iter().enumerate() {
+        let start = Instant::now();
+        let mut done = 0;
+        while done < plan.warmup_verbs && start.elapsed() < plan.warmup_limit {
+            let n = 1_000.min(plan.warmup_verbs - done);
+            path.run(&mut pairs[k], n);
+            done += n;
+        }
+        warmed[k] = done;
+        let est_ns = start.elapsed().as_nanos() as f64 / done as f64;
+        let fit = plan.budget.as_nanos() as f64 / (plan.batches as f64 * est_ns);
+        batch_verbs[k] = plan.batch_verbs.min(fit as u64).max(1);
+    }
+
+    let mut measured: Vec<Measured> = plan
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(k, &path)| Measured {
+            path,
+            batch_verbs: batch_verbs[k],
+            warmup_verbs: warmed[k],
+            ns_per_verb: Vec::with_capacity(plan.batches),
+            allocs: AllocCount::default(),
+            check: Ok(()),
+        })
+        .collect();
+    // A hard stop, should the machine get busier after calibration: twice the
+    // budget, but never fewer than three batches per path.
+    let deadline = Instant::now() + 2 * plan.budget * plan.paths.len() as u32;
+    let mut cut_short = false;
+    for b in 0..plan.batches {
+        if b >= 3 && Instant::now() > deadline {
+            cut_short = true;
+            break;
+        }
+        for (m, pair) in measured.iter_mut().zip(&mut pairs) {
+            let n = m.batch_verbs;
+            let before = ALLOC.count();
+            let start = Instant::now();
+            m.path.run(pair, n);
+            let elapsed = start.elapsed();
+            let after = ALLOC.count();
+            m.allocs += after - before;
+            m.ns_per_verb.push(elapsed.as_nanos() as f64 / n as f64);
+        }
+    }
+    for (m, pair) in measured.iter_mut().zip(&pairs) {
+        m.check = m.path.check(pair);
+    }
+
+    print_table(&facts, core, &allowed, &plan, setup, &measured);
+    if cut_short {
+        println!("note: stopped early at the time limit: fewer batches than planned");
+    }
+    println!(
+        "{}",
+        json_line(&facts, core, &allowed, &plan, setup, &measured)
+    );
+    if measured.iter().any(|m| m.check.is_err()) {
+        std::process::exit(1);
+    }
+}
+
+fn print_table(
+    facts: &MachineFacts,
+    core: Option<usize>,
+    allowed: &str,
+    plan: &Plan,
+    setup: AllocCount,
+    measured: &[Measured],
+) {
+    println!("oae-perf cas_round_trip: one CAS through both cores over a perfect wire");
+    println!(
+        "machine: {} | nproc {} | kernel {} | loadavg {}",
+        facts.cpu_model, facts.nproc, facts.kernel, facts.loadavg
+    );
+    match core {
+        Some(c) => println!("pinned:  core {c} (thread may run on CPUs {allowed})"),
+        None => println!("pinned:  NOT pinned (thread may run on CPUs {allowed})"),
+    }
+    println!(
+        "mode:    {}, {} batches per path, interleaved; warm-up up to {} verbs per path{}",
+        if plan.quick {
+            "QUICK (figures mean nothing)"
+        } else {
+            "full"
+        },
+        measured.first().map_or(0, |m| m.ns_per_verb.len()),
+        plan.warmup_verbs,
+        if measured.iter().any(|m| m.batch_verbs < plan.batch_verbs) {
+            format!(
+                "; batches shrunk from {} to fit the time budget",
+                plan.batch_verbs
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!();
+    println!(
+        "{:<20} {:>6} {:>11} {:>10} {:>9} {:>9} {:>12} {:>11}  check",
+        "path", "frames", "verbs/batch", "ns/verb", "min", "max", "allocs/verb", "bytes/verb"
+    );
+    println!("{:<20} {:>6} {:>11} {:>10}", "", "", "", "(median)");
+    for m in measured {
+        let s = m.summary();
+        println!(
+            "{:<20} {:>6} {:>11} {:>10.1} {:>9.1} {:>9.1} {:>12.4} {:>11.1}  {}",
+            m.path.name(),
+            m.path.frames_per_verb(),
+            m.batch_verbs,
+            s.median,
+            s.min,
+            s.max,
+            m.allocs_per_verb(),
+            m.bytes_per_verb(),
+            match &m.check {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("FAILED: {e}"),
+            }
+        );
+    }
+    println!();
+    println!(
+        "allocator: counts {} allocations ({} bytes) while building the nodes; \
+         allocs/verb above are from the measured batches only (after warm-up)",
+        setup.allocs, setup.bytes
+    );
+    for m in measured {
+        println!(
+            "target (< {TARGET_NS} ns/verb, 0 allocations): {:<20} {}",
+            m.path.name(),
+            match (plan.quick, m.meets_target()) {
+                (true, _) => "not judged in quick mode",
+                (false, true) => "met",
+                (false, false) => "NOT met",
+            }
+        );
+    }
+    println!(
+        "note: CPUs may be shared with other work (loadavg above); figures drift between runs."
+    );
+}
+
+fn json_line(
+    facts: &MachineFacts,
+    core: Option<usize>,
+    allowed: &str,
+    plan: &Plan,
+    setup: AllocCount,
+    measured: &[Measured],
+) -> String {
+    let paths: Vec<String> = measured
+        .iter()
+        .map(|m| {
+            let s = m.summary();
+            let batches: Vec<String> = m.ns_per_verb.iter().map(|v| format!("{v:.2}")).collect();
+            format!(
+                concat!(
+                    r#"{{"name":{},"frames_per_verb":{},"warmup_verbs":{},"batch_verbs":{},"verbs":{},"#,
+                    r#""ns_per_verb":{{"median":{:.2},"min":{:.2},"max":{:.2}}},"#,
+                    r#""batch_ns_per_verb":[{}],"allocs_per_verb":{},"alloc_bytes_per_verb":{},"#,
+                    r#""allocs_total":{},"alloc_bytes_total":{},"check":{},"meets_target":{}}}"#
+                ),
+                json_string(m.path.name()),
+                m.path.frames_per_verb(),
+                m.warmup_verbs,
+                m.batch_verbs,
+                m.verbs(),
+                s.median,
+                s.min,
+                s.max,
+                batches.join(","),
+                m.allocs_per_verb(),
+                m.bytes_per_verb(),
+                m.allocs.allocs,
+                m.allocs.bytes,
+                json_string(match &m.check {
+                    Ok(()) => "ok",
+                    Err(e) => e,
+                }),
+                if plan.quick {
+                    "null".to_string()
+                } else {
+                    m.meets_target().to_string()
+                },
+            )
+        })
+        .collect();
+    format!(
+        concat!(
+            r#"{{"bench":"cas_round_trip","mode":{},"target_ns":{},"#,
+            r#""machine":{{"cpu_model":{},"nproc":{},"kernel":{},"loadavg":{}}},"#,
+            r#""pinned_core":{},"allowed_cpus":{},"batches":{},"setup_allocs":{},"paths":[{}],"#,
+            r#""meets_target":{}}}"#
+        ),
+        json_string(if plan.quick { "quick" } else { "full" }),
+        TARGET_NS,
+        json_string(&facts.cpu_model),
+        facts.nproc,
+        json_string(&facts.kernel),
+        json_string(&facts.loadavg),
+        core.map_or("null".to_string(), |c| c.to_string()),
+        json_string(allowed),
+        measured.first().map_or(0, |m| m.ns_per_verb.len()),
+        setup.allocs,
+        paths.join(","),
+        if plan.quick {
+            "null".to_string()
+        } else {
+            measured.iter().all(Measured::meets_target).to_string()
+        },
+    )
+}

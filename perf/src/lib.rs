@@ -1,1 +1,523 @@
-//! Benchmark helpers.
+//! Benchmark helpers: a counting global allocator, a two-node driver that
+//! pushes verbs through the sans-IO core of both ends over a perfect in-memory
+//! wire, batch statistics, CPU pinning and machine facts for reports.
+//!
+//! Nothing here reads a clock inside the core: the driver advances a
+//! simulated `now` itself and never calls `handle_timeout`, so what is
+//! measured is the per-verb work of both cores and nothing else.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use oae_proto::wire::MAX_FRAME;
+use oae_proto::{
+    Event, LinkConfig, LinkId, LinkStats, Nanos, Node, Output, Permissions, RegionRef, RegionSpec,
+    Verb, VerbId,
+};
+
+// ----- counting allocator ---------------------------------------------------
+
+/// A `#[global_allocator]` that forwards to [`System`] and counts every
+/// allocation (`alloc`, `alloc_zeroed` and `realloc` each count as one, with
+/// the requested size in bytes) and every free.
+///
+/// Declare it in the benchmark binary:
+///
+/// ```ignore
+/// #[global_allocator]
+/// static ALLOC: oae_perf::CountingAlloc = oae_perf::CountingAlloc::new();
+/// ```
+///
+/// The counters are process-wide: read them around single-threaded regions.
+#[derive(Debug)]
+pub struct CountingAlloc {
+    allocs: AtomicU64,
+    bytes: AtomicU64,
+    frees: AtomicU64,
+}
+
+/// A reading of a [`CountingAlloc`]'s counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocCount {
+    pub allocs: u64,
+    pub bytes: u64,
+    pub frees: u64,
+}
+
+impl core::ops::Sub for AllocCount {
+    type Output = AllocCount;
+
+    fn sub(self, earlier: AllocCount) -> AllocCount {
+        AllocCount {
+            allocs: self.allocs - earlier.allocs,
+            bytes: self.bytes - earlier.bytes,
+            frees: self.frees - earlier.frees,
+        }
+    }
+}
+
+impl core::ops::AddAssign for AllocCount {
+    fn add_assign(&mut self, other: AllocCount) {
+        self.allocs += other.allocs;
+        self.bytes += other.bytes;
+        self.frees += other.frees;
+    }
+}
+
+impl CountingAlloc {
+    pub const fn new() -> CountingAlloc {
+        CountingAlloc {
+            allocs: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
+        }
+    }
+
+    pub fn count(&self) -> AllocCount {
+        AllocCount {
+            allocs: self.allocs.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            frees: self.frees.load(Ordering::Relaxed),
+        }
+    }
+
+    fn note_alloc(&self, size: usize) {
+        self.allocs.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(size as u64, Ordering::Relaxed);
+    }
+}
+
+impl Default for CountingAlloc {
+    fn default() -> CountingAlloc {
+        CountingAlloc::new()
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged, so `System`'s guarantees (valid, suitably aligned blocks; no
+// unwinding) are this allocator's; the counting touches only atomics and
+// never allocates.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.note_alloc(layout.size());
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract
+        // (non-zero-sized `layout`), which is all `System.alloc` requires.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        self.note_alloc(layout.size());
+        // SAFETY: as for `alloc`; the contract of `alloc_zeroed` is the same.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        self.frees.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller guarantees `ptr` came from this allocator (hence
+        // from `System`, to which every allocation is forwarded) with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        self.note_alloc(new_size);
+        // SAFETY: the caller guarantees `ptr` is a live block of this
+        // allocator (so of `System`) with `layout`, and that `new_size` is
+        // non-zero and does not overflow when rounded to `layout.align()`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+// ----- the pair driver ------------------------------------------------------
+
+/// The region both nodes register; CAS verbs target word [`WORD_OFFSET`].
+pub const REGION: RegionRef = RegionRef { id: 1, key: 42 };
+/// Byte offset of the word every CAS compares and swaps.
+pub const WORD_OFFSET: u32 = 8;
+/// Simulated time one frame takes from one core to the other.
+pub const HOP: Nanos = 1_000;
+
+const LINK: LinkId = 0;
+
+/// Two nodes joined by a perfect in-memory wire, the link brought up; node
+/// `initiator` issues CAS verbs against node `target`'s memory.
+///
+/// Every step checks what the protocol promises (a frame is due, the echo
+/// completes the verb just submitted, the CAS saw the value the previous one
+/// wrote) and panics otherwise, so a benchmark cannot silently measure a
+/// short-circuited path.
+pub struct Pair {
+    initiator: Node,
+    target: Node,
+    buf: [u8; MAX_FRAME],
+    now: Nanos,
+    next_id: u64,
+    /// The value the target's word holds after the last completed CAS.
+    value: u64,
+}
+
+impl Default for Pair {
+    fn default() -> Pair {
+        Pair::new()
+    }
+}
+
+impl Pair {
+    /// Two nodes with the default [`LinkConfig`], one 256-byte region each,
+    /// link up on both ends and the bring-up events drained.
+    pub fn new() -> Pair {
+        Pair::with_config(LinkConfig::default())
+    }
+
+    pub fn with_config(cfg: LinkConfig) -> Pair {
+        let mut nodes = [Node::new(0xA, 1), Node::new(0xB, 1)];
+        for n in &mut nodes {
+            n.add_link(cfg).expect("valid link config");
+            n.register(RegionSpec {
+                id: REGION.id,
+                key: REGION.key,
+                len: 256,
+                permissions: Permissions::ALL,
+            })
+            .expect("fresh node accepts the region");
+        }
+        let [initiator, target] = nodes;
+        let mut pair = Pair {
+            initiator,
+            target,
+            buf: [0; MAX_FRAME],
+            now: 0,
+            next_id: 0,
+            value: 0,
+        };
+        pair.bring_up();
+        pair
+    }
+
+    fn bring_up(&mut self) {
+        for _ in 0..16 {
+            let mut moved = false;
+            while self.try_hop(true) {
+                moved = true;
+            }
+            while self.try_hop(false) {
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+        let up = |n: &Node| n.link_status(LINK).is_some_and(|s| s.up);
+        assert!(
+            up(&self.initiator) && up(&self.target),
+            "link did not come up"
+        );
+        while let Some(e) = self.initiator.poll_event() {
+            assert!(matches!(e, Event::Link { .. }), "unexpected {e:?}");
+        }
+        while let Some(e) = self.target.poll_event() {
+            assert!(matches!(e, Event::Link { .. }), "unexpected {e:?}");
+        }
+    }
+
+    /// Moves one frame from the initiator (`true`) or the target to the
+    /// other end, if one is due.
+    #[inline]
+    fn try_hop(&mut self, from_initiator: bool) -> bool {
+        let (from, to) = if from_initiator {
+            (&mut self.initiator, &mut self.target)
+        } else {
+            (&mut self.target, &mut self.initiator)
+        };
+        match from.poll_transmit(LINK, self.now, &mut self.buf) {
+            Some(len) => {
+                self.now += HOP;
+                to.handle_frame(LINK, &self.buf[..len], self.now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn hop(&mut self, from_initiator: bool, what: &str) {
+        if !self.try_hop(from_initiator) {
+            no_frame(what);
+        }
+    }
+
+    #[inline]
+    fn submit_cas(&mut self) -> VerbId {
+        self.next_id += 1;
+        let id = VerbId(self.next_id);
+        let verb = Verb::CompareAndSwap {
+            target: REGION,
+            offset: WORD_OFFSET,
+            expected: self.value,
+            new: self.value.wrapping_add(1),
+        };
+        if let Err(e) = self.initiator.submit(LINK, id, verb) {
+            refused(e);
+        }
+        id
+    }
+
+    #[inline]
+    fn expect_completion(&mut self, id: VerbId) {
+        match self.initiator.poll_event() {
+            Some(Event::Completed {
+                id: got,
+                result: Ok(Output::CompareAndSwap { old, swapped: true }),
+                ..
+            }) if got == id && old == self.value => {
+                self.value = self.value.wrapping_add(1);
+            }
+            other => unexpected(id, self.value, other),
+        }
+    }
+
+    /// One CAS, steady state of a continuous stream: the REQUEST carries the
+    /// commit of the slot's previous transfer, so no COMMIT frame is sent.
+    /// submit → REQUEST → target applies, ECHO → initiator verifies,
+    /// completion polled.
+    #[inline]
+    pub fn cas_piggybacked_commit(&mut self) {
+        let id = self.submit_cas();
+        self.hop(true, "REQUEST");
+        self.hop(false, "ECHO");
+        self.expect_completion(id);
+    }
+
+    /// One CAS followed by its explicit COMMIT / COMMIT_ACK exchange, leaving
+    /// the slot idle: four frames per verb.
+    #[inline]
+    pub fn cas_explicit_commit(&mut self) {
+        let id = self.submit_cas();
+        self.hop(true, "REQUEST");
+        self.hop(false, "ECHO");
+        self.expect_completion(id);
+        self.hop(true, "COMMIT");
+        self.hop(false, "COMMIT_ACK");
+    }
+
+    /// Completed CAS verbs so far (also the value the target's word holds).
+    pub fn value(&self) -> u64 {
+        self.value
+    }
+
+    /// The target's word, tentative changes included.
+    pub fn target_word(&self) -> u64 {
+        let bytes = self
+            .target
+            .memory()
+            .bytes(REGION.id)
+            .expect("region registered");
+        let at = WORD_OFFSET as usize;
+        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+    }
+
+    pub fn initiator_stats(&self) -> &LinkStats {
+        self.initiator.link_stats(LINK).expect("link exists")
+    }
+
+    pub fn target_stats(&self) -> &LinkStats {
+        self.target.link_stats(LINK).expect("link exists")
+    }
+
+    /// Nothing left to send on either end (panics if something was).
+    pub fn assert_idle_wire(&mut self) {
+        assert!(!self.try_hop(true), "initiator had a frame due");
+        assert!(!self.try_hop(false), "target had a frame due");
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_frame(what: &str) -> ! {
+    panic!("expected a {what} frame, nothing was due")
+}
+
+#[cold]
+#[inline(never)]
+fn refused(e: oae_proto::SubmitError) -> ! {
+    panic!("submit refused: {e}")
+}
+
+#[cold]
+#[inline(never)]
+fn unexpected(id: VerbId, value: u64, got: Option<Event>) -> ! {
+    panic!("expected {id:?} to complete with a swap of {value}, got {got:?}")
+}
+
+// ----- statistics -----------------------------------------------------------
+
+/// Median, minimum and maximum of a set of per-batch figures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summary {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Summary {
+    /// `None` for no samples. An even count takes the mean of the middle two.
+    pub fn of(samples: &[f64]) -> Option<Summary> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut s = samples.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Some(Summary {
+            median,
+            min: s[0],
+            max: s[n - 1],
+        })
+    }
+}
+
+// ----- machine facts and pinning --------------------------------------------
+
+/// What a reader needs to judge a figure from this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineFacts {
+    /// CPUs this process may run on (what `nproc` prints), read before pinning.
+    pub nproc: usize,
+    pub cpu_model: String,
+    pub kernel: String,
+    /// `/proc/loadavg`'s first three fields: other work sharing the CPUs.
+    pub loadavg: String,
+}
+
+/// Reads the facts; anything unreadable reads as `"unknown"`.
+pub fn machine_facts() -> MachineFacts {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = ["model name", "Hardware", "cpu model", "Processor"]
+        .iter()
+        .find_map(|key| {
+            cpuinfo.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == *key).then(|| v.trim().to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let read = |path: &str, fields: usize| {
+        std::fs::read_to_string(path)
+            .map(|s| {
+                s.split_whitespace()
+                    .take(fields)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "unknown".into())
+    };
+    MachineFacts {
+        nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cpu_model,
+        kernel: read("/proc/sys/kernel/osrelease", 1),
+        loadavg: read("/proc/loadavg", 3),
+    }
+}
+
+/// Pins the calling thread to core `preferred` if it is available, else to
+/// the last available core (core 0 tends to take more interrupts). Returns
+/// the core pinned to, or `None` if pinning is unsupported or failed.
+pub fn pin_current_thread(preferred: Option<usize>) -> Option<usize> {
+    let cores = core_affinity::get_core_ids()?;
+    let core = preferred
+        .and_then(|p| cores.iter().copied().find(|c| c.id == p))
+        .or_else(|| cores.last().copied())?;
+    core_affinity::set_for_current(core).then_some(core.id)
+}
+
+/// The calling thread's allowed CPUs as the kernel reports them
+/// (`Cpus_allowed_list`), to confirm a pin took effect.
+pub fn allowed_cpus() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix("Cpus_allowed_list:")
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// `s` as a JSON string literal.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn piggybacked_commits_ride_on_the_next_request() {
+        let mut p = Pair::new();
+        for _ in 0..100 {
+            p.cas_piggybacked_commit();
+        }
+        assert_eq!(p.value(), 100);
+        assert_eq!(p.target_word(), 100);
+        let (i, t) = (p.initiator_stats().clone(), p.target_stats().clone());
+        assert_eq!(i.commits_sent, 0, "no explicit COMMIT in steady state");
+        assert_eq!(i.requests_sent, 100);
+        assert_eq!(i.echoes_verified, 100);
+        assert_eq!(t.transfers_applied, 100);
+        assert_eq!(t.transfers_committed, 99, "the last one is still tentative");
+        assert_eq!(i.retries + i.echo_mismatches + t.protocol_violations, 0);
+    }
+
+    #[test]
+    fn explicit_commits_leave_the_wire_idle() {
+        let mut p = Pair::new();
+        for _ in 0..100 {
+            p.cas_explicit_commit();
+        }
+        p.assert_idle_wire();
+        assert_eq!(p.target_word(), 100);
+        let (i, t) = (p.initiator_stats().clone(), p.target_stats().clone());
+        assert_eq!(i.commits_sent, 100);
+        assert_eq!(t.transfers_committed, 100);
+        assert_eq!(i.tx_frames, t.rx_frames, "a perfect wire");
+        assert_eq!(i.retries + i.echo_mismatches + t.protocol_violations, 0);
+    }
+
+    #[test]
+    fn paths_mix() {
+        let mut p = Pair::new();
+        for k in 0..50 {
+            if k % 3 == 0 {
+                p.cas_explicit_commit();
+            } else {
+                p.cas_piggybacked_commit();
+            }
+        }
+        assert_eq!(p.target_word(), 50);
+    }
+
+    #[test]
+    fn summary_and_json() {
+        let s = Summary::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Summary::of(&[1.0, 4.0]).unwrap().median, 2.5);
+        assert!(Summary::of(&[]).is_none());
+        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
+    }
+}

@@ -42,7 +42,10 @@ enum SendPhase {
 struct SenderSlot {
     seq: u16,
     phase: SendPhase,
-    pending: Option<Pending>,
+    /// Index of the verb in the link's verb store.
+    pending: Option<u32>,
+    /// Frame class of the transfer on this slot (request and echo share it).
+    class: u8,
     /// The transfer before `seq` was committed here; the target may not know
     /// yet, so every frame for `seq` says so.
     previous_committed: bool,
@@ -196,8 +199,12 @@ pub(crate) struct Link {
     idle: Vec<u16>,
     commit_candidates: Vec<u16>,
     credits_in_use: u16,
-    ready: VecDeque<Pending>,
-    backoff: VecDeque<Pending>,
+    /// Every verb of this link, queued or on a slot, stored once and named
+    /// by index so that queues and slots move four bytes, not a kilobyte.
+    verbs: Vec<Pending>,
+    free_verbs: Vec<u32>,
+    ready: VecDeque<u32>,
+    backoff: VecDeque<u32>,
     sender_tx: VecDeque<u16>,
 
     receivers: Vec<ReceiverSlot>,
@@ -241,6 +248,7 @@ impl Link {
                     seq: 0,
                     phase: SendPhase::Idle,
                     pending: None,
+                    class: 0,
                     previous_committed: false,
                     commit_sent: false,
                     sent_context: [0; SLICE],
@@ -253,6 +261,8 @@ impl Link {
             idle: Vec::with_capacity(slots),
             commit_candidates: Vec::with_capacity(2 * slots),
             credits_in_use: 0,
+            verbs: Vec::with_capacity(cfg.submit_queue + slots),
+            free_verbs: Vec::with_capacity(cfg.submit_queue + slots),
             ready: VecDeque::with_capacity(cfg.submit_queue),
             backoff: VecDeque::with_capacity(cfg.submit_queue),
             sender_tx: VecDeque::with_capacity(slots),
@@ -324,19 +334,41 @@ impl Link {
     /// Queues `p`; false if the submission queue is full.
     pub fn submit<O: Observer>(&mut self, p: Pending, sh: &mut Shared<'_, O>) -> bool {
         if self.unreachable {
-            self.complete(p, Err(VerbError::Unreachable), sh);
+            self.complete(p.id, Err(VerbError::Unreachable), sh);
             return true;
         }
         if self.ready.len() + self.backoff.len() >= self.cfg.submit_queue {
             return false;
         }
-        self.ready.push_back(p);
+        // Live verbs never exceed submit_queue + slots, the store's capacity.
+        let v = match self.free_verbs.pop() {
+            Some(v) => {
+                self.verbs[v as usize] = p;
+                v
+            }
+            None => {
+                self.verbs.push(p);
+                (self.verbs.len() - 1) as u32
+            }
+        };
+        self.ready.push_back(v);
         true
+    }
+
+    /// Completes stored verb `v` and frees its place.
+    fn finish<O: Observer>(
+        &mut self,
+        v: u32,
+        result: Result<Output, VerbError>,
+        sh: &mut Shared<'_, O>,
+    ) {
+        self.free_verbs.push(v);
+        self.complete(self.verbs[v as usize].id, result, sh);
     }
 
     fn complete<O: Observer>(
         &mut self,
-        p: Pending,
+        id: VerbId,
         result: Result<Output, VerbError>,
         sh: &mut Shared<'_, O>,
     ) {
@@ -347,7 +379,7 @@ impl Link {
         }
         sh.events.push_back(Event::Completed {
             link: self.index,
-            id: p.id,
+            id,
             result,
         });
     }
@@ -420,12 +452,12 @@ impl Link {
                 _ => {}
             }
         }
-        while let Some(p) = self.backoff.front() {
-            if p.not_before_round > self.round {
+        while let Some(&v) = self.backoff.front() {
+            if self.verbs[v as usize].not_before_round > self.round {
                 break;
             }
-            let p = self.backoff.pop_front().expect("front exists");
-            self.ready.push_back(p);
+            self.backoff.pop_front();
+            self.ready.push_back(v);
         }
     }
 
@@ -448,11 +480,11 @@ impl Link {
     /// stay in doubt until the link or the peer's next incarnation resolves
     /// them.
     fn fail_queued<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
-        while let Some(p) = self.ready.pop_front() {
-            self.complete(p, Err(VerbError::Unreachable), sh);
+        while let Some(v) = self.ready.pop_front() {
+            self.finish(v, Err(VerbError::Unreachable), sh);
         }
-        while let Some(p) = self.backoff.pop_front() {
-            self.complete(p, Err(VerbError::Unreachable), sh);
+        while let Some(v) = self.backoff.pop_front() {
+            self.finish(v, Err(VerbError::Unreachable), sh);
         }
     }
 
@@ -495,7 +527,7 @@ impl Link {
         match ctx.transition {
             Transition::Hello => unreachable!("handled above"),
             Transition::Tick => {
-                if frame.payload[8..].iter().any(|&b| b != 0) {
+                if !verb::all_zero(&frame.payload[8..]) {
                     return self.count_malformed(Malformed::BadPayload);
                 }
                 self.peer_round_len =
@@ -521,7 +553,7 @@ impl Link {
 
     fn handle_hello<O: Observer>(&mut self, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
         let p = frame.payload;
-        if p[HELLO_LEN..].iter().any(|&b| b != 0) || frame.context.field != 0 {
+        if !verb::all_zero(&p[HELLO_LEN..]) || frame.context.field != 0 {
             return self.count_malformed(Malformed::BadPayload);
         }
         let peer_id = u64::from_be_bytes(p[..8].try_into().expect("eight bytes"));
@@ -578,6 +610,7 @@ impl Link {
                 seq: 0,
                 phase: SendPhase::Idle,
                 pending: None,
+                class: 0,
                 previous_committed: false,
                 commit_sent: false,
                 sent_context: [0; SLICE],
@@ -627,9 +660,9 @@ impl Link {
             let slot = &mut self.senders[s];
             let phase = slot.phase;
             let pending = slot.pending.take();
-            if let (SendPhase::AwaitEcho | SendPhase::Reversing(_), Some(p)) = (phase, pending) {
-                self.release_local(s as u16, &p, None, sh);
-                self.complete(p, Err(VerbError::PeerRestarted), sh);
+            if let (SendPhase::AwaitEcho | SendPhase::Reversing(_), Some(v)) = (phase, pending) {
+                release_local(&self.verbs[v as usize].verb, None, sh.memory);
+                self.finish(v, Err(VerbError::PeerRestarted), sh);
             }
         }
         // Tentative transfers of the dead initiator: it may have told its
@@ -899,7 +932,7 @@ impl Link {
             Transition::Echo => self.on_echo(s, frame, reflected_ok, now, sh),
             Transition::Refuse => {
                 let why = Refusal::from_u8(frame.payload[SLICE]);
-                let clean = frame.payload[SLICE + 1..].iter().all(|&b| b == 0);
+                let clean = verb::all_zero(&frame.payload[SLICE + 1..]);
                 match why {
                     Some(why) if reflected_ok && clean => self.on_refuse(s, why, sh),
                     _ => self.start_reverse(s, ReverseReason::EchoMismatch),
@@ -922,47 +955,50 @@ impl Link {
         sh: &mut Shared<'_, O>,
     ) {
         let si = usize::from(s);
-        let p = self.senders[si]
+        let v = self.senders[si]
             .pending
             .expect("a transfer awaits its echo");
-        let output = (reflected_ok && frame.context.class == self.request_class(&p.verb))
-            .then(|| verb::decode_output(&p.verb, &frame.payload[SLICE..]))
-            .flatten();
+        let p = &self.verbs[v as usize];
+        let output = if reflected_ok && frame.context.class == self.senders[si].class {
+            verb::decode_output(&p.verb, &frame.payload[SLICE..])
+        } else {
+            None
+        };
         let Some(output) = output else {
             return self.start_reverse(s, ReverseReason::EchoMismatch);
         };
         self.stats.echoes_verified += 1;
-        let sent_at = self.senders[si].sent_at;
-        self.sample_rtt(sent_at, now);
         // The decision is taken here: commit. Both ends' effects are now
         // inevitable, so the local half of a bilateral swap lands too.
         if let Output::BilateralSwap(block) = &output {
-            self.release_local(s, &p, Some(block.as_slice()), sh);
+            release_local(&p.verb, Some(block.as_slice()), sh.memory);
             sh.observer.local_swapped(p.id);
         }
+        let sent_at = self.senders[si].sent_at;
+        self.sample_rtt(sent_at, now);
         let slot = &mut self.senders[si];
         slot.pending = None;
         slot.phase = SendPhase::Committed;
         slot.commit_sent = false;
         slot.previous_committed = false;
         self.commit_candidates.push(s);
-        self.complete(p, Ok(output), sh);
+        self.finish(v, Ok(output), sh);
     }
 
     fn on_refuse<O: Observer>(&mut self, s: u16, why: Refusal, sh: &mut Shared<'_, O>) {
         self.stats.refusals_received += 1;
-        let mut p = self.senders[usize::from(s)]
+        let v = self.senders[usize::from(s)]
             .pending
             .take()
             .expect("a transfer awaits its echo");
-        self.release_local(s, &p, None, sh);
+        release_local(&self.verbs[v as usize].verb, None, sh.memory);
         self.set_idle(s);
-        if why.is_transient() && p.attempts < self.cfg.max_attempts {
+        if why.is_transient() && self.verbs[v as usize].attempts < self.cfg.max_attempts {
             self.stats.retries += 1;
-            p.not_before_round = self.round + 1;
-            self.backoff.push_back(p);
+            self.verbs[v as usize].not_before_round = self.round + 1;
+            self.backoff.push_back(v);
         } else {
-            self.complete(p, Err(VerbError::Refused(why)), sh);
+            self.finish(v, Err(VerbError::Refused(why)), sh);
         }
     }
 
@@ -971,19 +1007,19 @@ impl Link {
         let SendPhase::Reversing(reason) = self.senders[usize::from(s)].phase else {
             unreachable!("checked by caller")
         };
-        let p = self.senders[usize::from(s)]
+        let v = self.senders[usize::from(s)]
             .pending
             .take()
             .expect("a reversing transfer keeps its verb");
-        self.release_local(s, &p, None, sh);
+        release_local(&self.verbs[v as usize].verb, None, sh.memory);
         self.set_idle(s);
-        if p.attempts < self.cfg.max_attempts {
+        if self.verbs[v as usize].attempts < self.cfg.max_attempts {
             // As if for the first time: a fresh sequence number on whatever
             // slot is free next.
             self.stats.retries += 1;
-            self.ready.push_front(p);
+            self.ready.push_front(v);
         } else {
-            self.complete(p, Err(VerbError::Exhausted(reason)), sh);
+            self.finish(v, Err(VerbError::Exhausted(reason)), sh);
         }
     }
 
@@ -1002,36 +1038,12 @@ impl Link {
         self.idle.push(s);
     }
 
-    fn release_local<O: Observer>(
-        &mut self,
-        _s: u16,
-        p: &Pending,
-        replacement: Option<&[u8]>,
-        sh: &mut Shared<'_, O>,
-    ) {
-        if let Verb::BilateralSwap {
-            local_region,
-            local_offset,
-            len,
-            ..
-        } = p.verb
-        {
-            sh.memory
-                .unlock_local(local_region, local_offset, len, replacement);
-        }
-    }
-
     fn queue_sender(&mut self, s: u16) {
         let slot = &mut self.senders[usize::from(s)];
         if !slot.queued {
             slot.queued = true;
             self.sender_tx.push_back(s);
         }
-    }
-
-    fn request_class(&self, verb: &Verb) -> u8 {
-        verb.class(self.cfg.max_class.min(self.peer_max_class))
-            .unwrap_or(u8::MAX)
     }
 
     // ----- transmit ---------------------------------------------------------
@@ -1091,8 +1103,8 @@ impl Link {
                 return Some(len);
             }
         }
-        while let Some(p) = self.ready.pop_front() {
-            match self.start_transfer(p, now, buf, sh) {
+        while let Some(v) = self.ready.pop_front() {
+            match self.start_transfer(v, now, buf, sh) {
                 Start::Sent(len) => return Some(len),
                 Start::NoSlot => break,
                 Start::Parked => {}
@@ -1176,19 +1188,23 @@ impl Link {
         Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |_| {}))
     }
 
-    /// Puts `p` on a slot and writes its REQUEST, or parks or fails it.
+    /// Puts stored verb `v` on a slot and writes its REQUEST, or parks or
+    /// fails it.
     fn start_transfer<O: Observer>(
         &mut self,
-        mut p: Pending,
+        v: u32,
         now: Nanos,
         buf: &mut [u8],
         sh: &mut Shared<'_, O>,
     ) -> Start {
-        let class = self.request_class(&p.verb);
-        if class == u8::MAX {
-            self.complete(p, Err(VerbError::TooLarge), sh);
+        let vi = v as usize;
+        let Some(class) = self.verbs[vi]
+            .verb
+            .class(self.cfg.max_class.min(self.peer_max_class))
+        else {
+            self.finish(v, Err(VerbError::TooLarge), sh);
             return Start::Parked;
-        }
+        };
         // A slot whose last transfer committed carries that commit along;
         // otherwise a free slot, if a credit allows.
         let s = loop {
@@ -1202,40 +1218,33 @@ impl Link {
         };
         let s = match s {
             Some(s) => s,
-            None if self.credits_in_use < self.peer_credits => match self.idle.pop() {
-                Some(s) => {
+            None => match self.idle.pop() {
+                Some(s) if self.credits_in_use < self.peer_credits => {
                     self.credits_in_use += 1;
                     s
                 }
-                None => {
-                    self.ready.push_front(p);
+                other => {
+                    self.idle.extend(other);
+                    self.ready.push_front(v);
                     return Start::NoSlot;
                 }
             },
-            None => {
-                self.ready.push_front(p);
-                return Start::NoSlot;
-            }
         };
         let si = usize::from(s);
-        p.attempts += 1;
-        let mut local = [0u8; verb::MAX_BLOCK];
-        let mut local_len = 0;
+        self.verbs[vi].attempts += 1;
         if let Verb::BilateralSwap {
             local_region,
             local_offset,
             len,
             ..
-        } = p.verb
+        } = self.verbs[vi].verb
         {
-            let locked = sh.memory.lock_local(
-                local_region,
-                local_offset,
-                len,
-                LockOwner::initiator(self.index, s),
-                &mut local,
-            );
-            if locked.is_err() {
+            let owner = LockOwner::initiator(self.index, s);
+            if sh
+                .memory
+                .lock_local(local_region, local_offset, len, owner)
+                .is_err()
+            {
                 // Give the slot back as it was and try again next round.
                 if self.senders[si].phase == SendPhase::Committed {
                     self.commit_candidates.push(s);
@@ -1243,21 +1252,21 @@ impl Link {
                     self.credits_in_use -= 1;
                     self.idle.push(s);
                 }
-                if p.attempts < self.cfg.max_attempts {
-                    p.not_before_round = self.round + 1;
-                    self.backoff.push_back(p);
+                if self.verbs[vi].attempts < self.cfg.max_attempts {
+                    self.verbs[vi].not_before_round = self.round + 1;
+                    self.backoff.push_back(v);
                 } else {
-                    self.complete(p, Err(VerbError::LocalLocked), sh);
+                    self.finish(v, Err(VerbError::LocalLocked), sh);
                 }
                 return Start::Parked;
             }
-            local_len = usize::from(len);
         }
         let round = self.round;
         let slot = &mut self.senders[si];
         slot.previous_committed = slot.phase == SendPhase::Committed;
         slot.seq = slot.seq.wrapping_add(1);
         slot.phase = SendPhase::AwaitEcho;
+        slot.class = class;
         slot.commit_sent = false;
         slot.sent_at = now;
         slot.sent_round = round;
@@ -1270,16 +1279,33 @@ impl Link {
             field: Context::slot_field(s, slot.seq),
         };
         slot.sent_context = ctx.encode();
-        slot.pending = Some(p);
+        slot.pending = Some(v);
         let seq = slot.seq;
         self.stats.requests_sent += 1;
+        let p = &self.verbs[vi];
         sh.observer.sent(self.index, sh.epoch, s, seq, p.id);
+        let memory = &*sh.memory;
         Start::Sent(wire::build(
             buf,
             &ctx,
             sh.epoch,
             self.peer_epoch,
-            |payload| verb::encode_request(&p.verb, &local[..local_len], payload),
+            |payload| {
+                let local = match p.verb {
+                    Verb::BilateralSwap {
+                        local_region,
+                        local_offset,
+                        len,
+                        ..
+                    } => {
+                        let at = local_offset as usize;
+                        &memory.bytes(local_region).expect("locked above")
+                            [at..at + usize::from(len)]
+                    }
+                    _ => &[],
+                };
+                verb::encode_request(&p.verb, local, payload)
+            },
         ))
     }
 
@@ -1301,5 +1327,19 @@ impl Link {
             .iter()
             .filter(|s| matches!(s.phase, SendPhase::AwaitEcho | SendPhase::Reversing(_)))
             .count()
+    }
+}
+
+/// Releases the local block of a bilateral swap, writing `replacement` into
+/// it when the swap committed.
+fn release_local(verb: &Verb, replacement: Option<&[u8]>, memory: &mut Memory) {
+    if let Verb::BilateralSwap {
+        local_region,
+        local_offset,
+        len,
+        ..
+    } = *verb
+    {
+        memory.unlock_local(local_region, local_offset, len, replacement);
     }
 }

@@ -412,21 +412,19 @@ impl Memory {
         }
     }
 
-    /// Locks a local block for a bilateral swap and copies it out.
+    /// Locks a local block for a bilateral swap; it stays as it is until
+    /// `unlock_local`.
     pub fn lock_local(
         &mut self,
         region: u16,
         offset: u32,
         len: u16,
         owner: LockOwner,
-        out: &mut [u8],
     ) -> Result<(), Refusal> {
         let i = self.index(region).ok_or(Refusal::UnknownRegion)?;
         let range = self.regions[i].check(offset, usize::from(len))?;
         self.regions[i].unlocked(&range)?;
-        let r = &mut self.regions[i];
-        out[..range.len()].copy_from_slice(&r.data[range.clone()]);
-        r.set_lock(&range, owner.0);
+        self.regions[i].set_lock(&range, owner.0);
         Ok(())
     }
 

@@ -298,8 +298,14 @@ impl<'a> Reader<'a> {
     }
     /// Unused payload must be zero, so one frame has one meaning.
     fn rest_is_zero(&self) -> bool {
-        self.buf[self.at..].iter().all(|&b| b == 0)
+        all_zero(&self.buf[self.at..])
     }
+}
+
+/// True if every byte is zero (written to vectorise: frames check this on
+/// every payload).
+pub fn all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().fold(0u8, |acc, &b| acc | b) == 0
 }
 
 /// Writes the request for `verb` into a payload area. `local_block` is the
@@ -561,7 +567,10 @@ pub fn decode_output(verb: &Verb, bytes: &[u8]) -> Option<Output> {
             }
         }
     };
-    r.rest_is_zero().then_some(output)
+    if !r.rest_is_zero() {
+        return None;
+    }
+    Some(output)
 }
 
 /// Why a target refused a transfer; it left no trace.
