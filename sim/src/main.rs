@@ -184,6 +184,13 @@ fn campaign(a: &Args) -> ExitCode {
         }
     );
     println!(
+        "columns: ok/err = completions; orphan = issuer restarted before the outcome; reversals = \
+         transfers undone after loss or mismatch; retries = reattempts (reversal or locked word); \
+         frames = sent; lost/dup/corrupt = injected; presumed = tentative transfers of a dead \
+         initiator committed; malformed = corrupt frames counted and dropped; checks = invariant \
+         checks passed"
+    );
+    println!(
         "{} verbs, {} invariant checks, longest verb {:.1} us of simulated time",
         total.verbs,
         total.checks,
