@@ -57,6 +57,21 @@ struct SenderSlot {
     queued: bool,
 }
 
+impl SenderSlot {
+    const IDLE: SenderSlot = SenderSlot {
+        seq: 0,
+        phase: SendPhase::Idle,
+        pending: None,
+        class: 0,
+        previous_committed: false,
+        commit_sent: false,
+        sent_context: [0; SLICE],
+        sent_at: 0,
+        sent_round: 0,
+        queued: false,
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum RecvState {
     /// Nothing received on this slot in this incarnation.
@@ -243,21 +258,7 @@ impl Link {
             tick_no: 0,
             tick_outstanding: None,
             tock_due: None,
-            senders: vec![
-                SenderSlot {
-                    seq: 0,
-                    phase: SendPhase::Idle,
-                    pending: None,
-                    class: 0,
-                    previous_committed: false,
-                    commit_sent: false,
-                    sent_context: [0; SLICE],
-                    sent_at: 0,
-                    sent_round: 0,
-                    queued: false,
-                };
-                slots
-            ],
+            senders: vec![SenderSlot::IDLE; slots],
             idle: Vec::with_capacity(slots),
             commit_candidates: Vec::with_capacity(2 * slots),
             credits_in_use: 0,
@@ -605,20 +606,7 @@ impl Link {
         self.commit_candidates.clear();
         self.sender_tx.clear();
         self.credits_in_use = 0;
-        for s in &mut self.senders {
-            *s = SenderSlot {
-                seq: 0,
-                phase: SendPhase::Idle,
-                pending: None,
-                class: 0,
-                previous_committed: false,
-                commit_sent: false,
-                sent_context: [0; SLICE],
-                sent_at: 0,
-                sent_round: 0,
-                queued: false,
-            };
-        }
+        self.senders.fill(SenderSlot::IDLE);
         for s in (0..self.active_slots()).rev() {
             self.idle.push(s);
         }

@@ -51,6 +51,10 @@ pub fn violation(invariant: &'static str, detail: String) -> Check {
     Err(Violation { invariant, detail })
 }
 
+/// A transfer as its initiator names it: (initiator, its epoch, its link,
+/// slot, sequence number).
+pub type AttemptKey = (usize, u32, u16, u16, u16);
+
 pub const REGION: u16 = 1;
 pub const KEY: u32 = 0x0AE0_0001;
 
@@ -58,7 +62,7 @@ pub const KEY: u32 = 0x0AE0_0001;
 pub struct Ledger {
     pub records: HashMap<VerbId, Record>,
     /// (issuer, issuer epoch, issuer link, slot, seq) → verb.
-    attempts: HashMap<(usize, u32, u16, u16, u16), VerbId>,
+    attempts: HashMap<AttemptKey, VerbId>,
     /// Model of region `REGION` of every node.
     pub model: Vec<Vec<u8>>,
     /// Which live, uncommitted application holds each byte of each node's
@@ -92,7 +96,7 @@ impl Ledger {
         }
     }
 
-    fn attempt(&self, key: (usize, u32, u16, u16, u16)) -> Result<VerbId, Violation> {
+    fn attempt(&self, key: AttemptKey) -> Result<VerbId, Violation> {
         self.attempts.get(&key).copied().ok_or_else(|| Violation {
             invariant: "exactly_once",
             detail: format!("target acted on a transfer nobody sent: {key:?}"),
@@ -100,7 +104,7 @@ impl Ledger {
     }
 
     /// The target applied an attempt: run the verb on the model.
-    pub fn applied(&mut self, target: usize, key: (usize, u32, u16, u16, u16)) -> Check {
+    pub fn applied(&mut self, target: usize, key: AttemptKey) -> Check {
         let id = self.attempt(key)?;
         let rec = self.records.get_mut(&id).expect("issued");
         if rec.target != target {
@@ -146,7 +150,7 @@ impl Ledger {
         Ok(())
     }
 
-    pub fn committed(&mut self, key: (usize, u32, u16, u16, u16)) -> Check {
+    pub fn committed(&mut self, key: AttemptKey) -> Check {
         let id = self.attempt(key)?;
         let rec = self.records.get_mut(&id).expect("issued");
         if rec.live_applications() != 1 || rec.committed != 0 {
@@ -168,7 +172,7 @@ impl Ledger {
         Ok(())
     }
 
-    pub fn reversed(&mut self, target: usize, key: (usize, u32, u16, u16, u16)) -> Check {
+    pub fn reversed(&mut self, target: usize, key: AttemptKey) -> Check {
         let id = self.attempt(key)?;
         let rec = self.records.get_mut(&id).expect("issued");
         if rec.live_applications() != 1 || rec.committed != 0 {

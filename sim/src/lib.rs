@@ -319,6 +319,13 @@ fn peer_of(i: usize, l: u16) -> usize {
     if l < i { l } else { l + 1 }
 }
 
+/// How the oracle names a transfer the target `i` saw on `link` from the
+/// initiator incarnation `peer_epoch`: the initiator's own name for it.
+fn attempt_key(i: usize, link: u16, peer_epoch: u32, slot: u16, seq: u16) -> ledger::AttemptKey {
+    let initiator = peer_of(i, link);
+    (initiator, peer_epoch, link_to(initiator, i), slot, seq)
+}
+
 /// Runs one seeded simulation and checks every invariant along the way.
 pub fn run(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> Result<Report, Failure> {
     let mut sim = Sim::new(*cfg, scenario.faults, seed);
@@ -601,36 +608,15 @@ impl Sim {
                 Seen::Sent(link, epoch, slot, seq, id) => {
                     self.ledger.sent(i, epoch, link, slot, seq, id)
                 }
-                Seen::Applied(link, pe, slot, seq) => {
-                    let key = (
-                        peer_of(i, link),
-                        pe,
-                        link_to(peer_of(i, link), i),
-                        slot,
-                        seq,
-                    );
-                    self.ledger.applied(i, key)?
-                }
+                Seen::Applied(link, pe, slot, seq) => self
+                    .ledger
+                    .applied(i, attempt_key(i, link, pe, slot, seq))?,
                 Seen::Committed(link, pe, slot, seq) => {
-                    let key = (
-                        peer_of(i, link),
-                        pe,
-                        link_to(peer_of(i, link), i),
-                        slot,
-                        seq,
-                    );
-                    self.ledger.committed(key)?
+                    self.ledger.committed(attempt_key(i, link, pe, slot, seq))?
                 }
-                Seen::Reversed(link, pe, slot, seq) => {
-                    let key = (
-                        peer_of(i, link),
-                        pe,
-                        link_to(peer_of(i, link), i),
-                        slot,
-                        seq,
-                    );
-                    self.ledger.reversed(i, key)?
-                }
+                Seen::Reversed(link, pe, slot, seq) => self
+                    .ledger
+                    .reversed(i, attempt_key(i, link, pe, slot, seq))?,
                 Seen::LocalSwapped(id) => self.ledger.local_swapped(id)?,
             }
         }
