@@ -504,6 +504,9 @@ impl Link {
     pub fn handle_frame<O: Observer>(&mut self, bytes: &[u8], now: Nanos, sh: &mut Shared<'_, O>) {
         self.stats.rx_frames += 1;
         let frame = match Frame::parse(bytes) {
+            Ok(f) if f.context.class > self.cfg.max_class => {
+                return self.count_malformed(Malformed::BadClass);
+            }
             Ok(f) => f,
             Err(m) => return self.count_malformed(m),
         };
