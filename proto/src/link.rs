@@ -134,6 +134,38 @@ pub struct LinkStats {
     pub completions_err: u64,
 }
 
+/// A link's counters inside the link. They record what happened and never
+/// steer the protocol, so they are no part of the link's identity (`Hash`,
+/// `Eq`: the model checker compares whole nodes, and otherwise every
+/// discarded duplicate would make a new state).
+#[derive(Clone, Debug, Default)]
+struct Counters(LinkStats);
+
+impl core::hash::Hash for Counters {
+    fn hash<H: core::hash::Hasher>(&self, _: &mut H) {}
+}
+
+impl PartialEq for Counters {
+    fn eq(&self, _: &Counters) -> bool {
+        true
+    }
+}
+
+impl Eq for Counters {}
+
+impl core::ops::Deref for Counters {
+    type Target = LinkStats;
+    fn deref(&self) -> &LinkStats {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Counters {
+    fn deref_mut(&mut self) -> &mut LinkStats {
+        &mut self.0
+    }
+}
+
 /// A snapshot of a link for status displays and invariant checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkStatus {
@@ -226,7 +258,9 @@ pub(crate) struct Link {
     receiver_tx: VecDeque<u16>,
     tentative: u16,
 
-    stats: LinkStats,
+    /// Whether `srtt` is measured yet (else it is `initial_rtt`).
+    rtt_measured: bool,
+    stats: Counters,
 }
 
 impl Link {
@@ -280,7 +314,8 @@ impl Link {
             ],
             receiver_tx: VecDeque::with_capacity(slots),
             tentative: 0,
-            stats: LinkStats::default(),
+            rtt_measured: false,
+            stats: Counters::default(),
         }
     }
 
@@ -491,11 +526,12 @@ impl Link {
 
     fn sample_rtt(&mut self, sent_at: Nanos, now: Nanos) {
         let sample = now.saturating_sub(sent_at).max(1);
-        self.srtt = if self.stats.rtt_samples == 0 {
-            sample
-        } else {
+        self.srtt = if self.rtt_measured {
             (self.srtt * 7 + sample) / 8
+        } else {
+            sample
         };
+        self.rtt_measured = true;
         self.stats.rtt_samples += 1;
     }
 
