@@ -19,7 +19,9 @@ pub struct LinkConfig {
     pub receive_credits: u16,
     /// Largest frame class sent or accepted (0 = 64 bytes … 4 = 1024 bytes).
     pub max_class: u8,
-    /// The peer is declared unreachable after this many silent round trips.
+    /// The peer is declared unreachable after this many silent round trips
+    /// (at least 2; an idle link ticks every other round, so values below 4
+    /// let delay jitter declare a live peer unreachable).
     pub unreachable_after_rounds: u32,
     /// A transfer with no echo after this many round trips is reversed.
     pub echo_patience_rounds: u32,
