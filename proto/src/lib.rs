@@ -23,7 +23,7 @@ pub use link::{LinkStats, LinkStatus};
 pub use memory::{Memory, Permissions, RegionSpec, RegisterError};
 pub use verb::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
 
-use link::{Link, Pending, Shared};
+use link::{Link, Shared};
 
 /// The issuer's name for a verb, echoed in its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -206,14 +206,8 @@ impl<O: Observer> Node<O> {
                 "needs a larger frame than this link's max_class",
             ));
         }
-        let p = Pending {
-            id,
-            verb,
-            attempts: 0,
-            not_before_round: 0,
-        };
         let (l, mut sh) = self.split(link);
-        if l.submit(p, &mut sh) {
+        if l.submit(id, &verb, &mut sh) {
             Ok(())
         } else {
             Err(SubmitError::QueueFull)

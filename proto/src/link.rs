@@ -368,22 +368,32 @@ impl Link {
     // ----- submission -------------------------------------------------------
 
     /// Queues `p`; false if the submission queue is full.
-    pub fn submit<O: Observer>(&mut self, p: Pending, sh: &mut Shared<'_, O>) -> bool {
+    pub fn submit<O: Observer>(&mut self, id: VerbId, verb: &Verb, sh: &mut Shared<'_, O>) -> bool {
         if self.unreachable {
-            self.complete(p.id, Err(VerbError::Unreachable), sh);
+            self.complete(id, Err(VerbError::Unreachable), sh);
             return true;
         }
         if self.ready.len() + self.backoff.len() >= self.cfg.submit_queue {
             return false;
         }
         // Live verbs never exceed submit_queue + slots, the store's capacity.
+        // Fields are written in place: a verb is copied once, into the store.
         let v = match self.free_verbs.pop() {
             Some(v) => {
-                self.verbs[v as usize] = p;
+                let p = &mut self.verbs[v as usize];
+                p.id = id;
+                p.verb = *verb;
+                p.attempts = 0;
+                p.not_before_round = 0;
                 v
             }
             None => {
-                self.verbs.push(p);
+                self.verbs.push(Pending {
+                    id,
+                    verb: *verb,
+                    attempts: 0,
+                    not_before_round: 0,
+                });
                 (self.verbs.len() - 1) as u32
             }
         };
@@ -985,19 +995,32 @@ impl Link {
         let v = self.senders[si]
             .pending
             .expect("a transfer awaits its echo");
-        let p = &self.verbs[v as usize];
-        let output = if reflected_ok && frame.context.class == self.senders[si].class {
-            verb::decode_output(&p.verb, &frame.payload[SLICE..])
-        } else {
-            None
-        };
-        let Some(output) = output else {
+        if !reflected_ok || frame.context.class != self.senders[si].class {
             return self.start_reverse(s, ReverseReason::EchoMismatch);
+        }
+        // The result is decoded straight into its completion event: results
+        // carry their bytes inline, and this is the one place they land.
+        let p = &self.verbs[v as usize];
+        sh.events.push_back(Event::Completed {
+            link: self.index,
+            id: p.id,
+            result: Ok(Output::Write),
+        });
+        let Some(Event::Completed {
+            result: Ok(output), ..
+        }) = sh.events.back_mut()
+        else {
+            unreachable!("just pushed")
         };
+        if !verb::decode_output_into(&p.verb, &frame.payload[SLICE..], output) {
+            sh.events.pop_back();
+            return self.start_reverse(s, ReverseReason::EchoMismatch);
+        }
         self.stats.echoes_verified += 1;
+        self.stats.completions_ok += 1;
         // The decision is taken here: commit. Both ends' effects are now
         // inevitable, so the local half of a bilateral swap lands too.
-        if let Output::BilateralSwap(block) = &output {
+        if let Output::BilateralSwap(block) = output {
             release_local(&p.verb, Some(block.as_slice()), sh.memory);
             sh.observer.local_swapped(p.id);
         }
@@ -1009,7 +1032,7 @@ impl Link {
         slot.commit_sent = false;
         slot.previous_committed = false;
         self.commit_candidates.push(s);
-        self.finish(v, Ok(output), sh);
+        self.free_verbs.push(v);
     }
 
     fn on_refuse<O: Observer>(&mut self, s: u16, why: Refusal, sh: &mut Shared<'_, O>) {

@@ -517,60 +517,94 @@ pub fn encode_output(output: &Output, out: &mut [u8]) {
 /// Decodes the result the target sent for `verb`; `None` if it does not fit
 /// that verb exactly (wrong length, wrong count, stray bytes).
 pub fn decode_output(verb: &Verb, bytes: &[u8]) -> Option<Output> {
+    let mut out = Output::Write;
+    decode_output_into(verb, bytes, &mut out).then_some(out)
+}
+
+/// Like [`decode_output`], writing into `out` (so a kilobyte result is
+/// written once, where it will be read). On `false`, `out` is unspecified.
+pub fn decode_output_into(verb: &Verb, bytes: &[u8], out: &mut Output) -> bool {
     let mut r = Reader { buf: bytes, at: 0 };
-    let output = match verb {
+    let ok = match verb {
         Verb::Read { len, .. } | Verb::BilateralSwap { len, .. } => {
-            if r.u16()? != *len {
-                return None;
-            }
-            let block = Block::new(r.take(usize::from(*len))?)?;
-            if matches!(verb, Verb::Read { .. }) {
-                Output::Read(block)
-            } else {
-                Output::BilateralSwap(block)
+            let data = match r.u16() {
+                Some(n) if n == *len => r.take(usize::from(*len)),
+                _ => None,
+            };
+            match data {
+                Some(data) => {
+                    *out = if matches!(verb, Verb::Read { .. }) {
+                        Output::Read(Block::EMPTY)
+                    } else {
+                        Output::BilateralSwap(Block::EMPTY)
+                    };
+                    if let Output::Read(b) | Output::BilateralSwap(b) = out {
+                        b.bytes[..data.len()].copy_from_slice(data);
+                        b.len = *len;
+                    }
+                    true
+                }
+                None => false,
             }
         }
-        Verb::Write { .. } => Output::Write,
-        Verb::CompareAndSwap { expected, .. } => {
-            let old = r.u64()?;
-            Output::CompareAndSwap {
+        Verb::Write { .. } => {
+            *out = Output::Write;
+            true
+        }
+        Verb::CompareAndSwap { expected, .. } => r.u64().is_some_and(|old| {
+            *out = Output::CompareAndSwap {
                 old,
                 swapped: old == *expected,
-            }
-        }
-        Verb::FetchAdd { .. } => Output::FetchAdd { old: r.u64()? },
-        Verb::Swap { .. } => Output::Swap { old: r.u64()? },
-        Verb::MultiWordCommit { count, words, .. } => {
-            let committed = match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return None,
             };
-            if r.u8()? != *count {
-                return None;
-            }
-            let mut old = [0; MAX_MCAS_WORDS];
-            for v in &mut old[..usize::from(*count)] {
-                *v = r.u64()?;
-            }
-            let all_match = words[..usize::from(*count)]
-                .iter()
-                .zip(&old)
-                .all(|(w, o)| w.expected == *o);
-            if committed != all_match {
-                return None;
-            }
-            Output::MultiWordCommit {
-                committed,
-                count: *count,
-                old,
-            }
-        }
+            true
+        }),
+        Verb::FetchAdd { .. } => r.u64().is_some_and(|old| {
+            *out = Output::FetchAdd { old };
+            true
+        }),
+        Verb::Swap { .. } => r.u64().is_some_and(|old| {
+            *out = Output::Swap { old };
+            true
+        }),
+        Verb::MultiWordCommit { count, words, .. } => decode_mcas(&mut r, *count, words, out),
     };
-    if !r.rest_is_zero() {
-        return None;
+    ok && r.rest_is_zero()
+}
+
+fn decode_mcas(
+    r: &mut Reader<'_>,
+    count: u8,
+    words: &[McasWord; MAX_MCAS_WORDS],
+    out: &mut Output,
+) -> bool {
+    let committed = match r.u8() {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return false,
+    };
+    if r.u8() != Some(count) {
+        return false;
     }
-    Some(output)
+    let mut old = [0; MAX_MCAS_WORDS];
+    for v in &mut old[..usize::from(count)] {
+        match r.u64() {
+            Some(x) => *v = x,
+            None => return false,
+        }
+    }
+    let all_match = words[..usize::from(count)]
+        .iter()
+        .zip(&old)
+        .all(|(w, o)| w.expected == *o);
+    if committed != all_match {
+        return false;
+    }
+    *out = Output::MultiWordCommit {
+        committed,
+        count,
+        old,
+    };
+    true
 }
 
 /// Why a target refused a transfer; it left no trace.
