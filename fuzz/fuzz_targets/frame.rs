@@ -8,7 +8,11 @@
 use libfuzzer_sys::fuzz_target;
 use oae_proto::verb::{self, MAX_BLOCK, MAX_MCAS_WORDS, Request};
 use oae_proto::wire::{self, Context, Frame, MAX_FRAME, SLICE, TRAILER_LEN};
-use oae_proto::{Block, McasWord, RegionRef, Verb};
+use oae_proto::{Block, Verb};
+
+#[path = "../../tests/tests/wire_props/harness.rs"]
+#[allow(dead_code)]
+mod harness;
 
 fuzz_target!(|data: &[u8]| {
     check_frame(data);
@@ -165,7 +169,6 @@ fn as_verb<'a>(req: &Request<'a>) -> (Verb, &'a [u8]) {
 /// A verb of every kind whose lengths, counts and expected words come from
 /// `bytes` itself, so the fuzzer can make results that match them.
 fn every_kind(bytes: &[u8]) -> [Verb; 7] {
-    let t = RegionRef { id: 1, key: 2 };
     let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
     let len = u16::from_be_bytes([at(0), at(1)]);
     let len = if usize::from(len) <= MAX_BLOCK {
@@ -174,48 +177,9 @@ fn every_kind(bytes: &[u8]) -> [Verb; 7] {
         len % (MAX_BLOCK as u16 + 1)
     };
     let count = (at(1) as usize).clamp(1, MAX_MCAS_WORDS);
-    let mut words = [McasWord::default(); MAX_MCAS_WORDS];
-    for (k, w) in words.iter_mut().enumerate() {
-        let mut e = [0u8; 8];
-        for (j, b) in e.iter_mut().enumerate() {
-            *b = at(2 + 8 * k + j);
-        }
-        w.expected = u64::from_be_bytes(e);
+    let mut expected = [0u64; MAX_MCAS_WORDS];
+    for (k, e) in expected.iter_mut().enumerate() {
+        *e = u64::from_be_bytes(core::array::from_fn(|j| at(2 + 8 * k + j)));
     }
-    [
-        Verb::Read {
-            target: t,
-            offset: 0,
-            len,
-        },
-        Verb::Write {
-            target: t,
-            offset: 0,
-            data: Block::new(&[1; 3]).unwrap(),
-        },
-        Verb::CompareAndSwap {
-            target: t,
-            offset: 0,
-            expected: words[0].expected,
-            new: 0,
-        },
-        Verb::FetchAdd {
-            target: t,
-            offset: 0,
-            add: 1,
-        },
-        Verb::Swap {
-            target: t,
-            offset: 0,
-            new: 1,
-        },
-        Verb::multi_word_commit(t, &words[..count]).unwrap(),
-        Verb::BilateralSwap {
-            target: t,
-            offset: 0,
-            local_region: 1,
-            local_offset: 0,
-            len,
-        },
-    ]
+    harness::every_kind(len, count, expected)
 }

@@ -258,50 +258,9 @@ fn verb_and_output() -> impl Strategy<Value = (Verb, Output)> {
 /// One verb of every kind, with lengths and words taken from `seed`, for
 /// throwing arbitrary bytes at `decode_output`.
 fn every_kind(seed: u64) -> [Verb; 7] {
-    let t = RegionRef { id: 1, key: 2 };
     let len = (seed % (MAX_BLOCK as u64 + 1)) as u16;
     let count = 1 + (seed >> 16) as usize % MAX_MCAS_WORDS;
-    let words = [McasWord {
-        offset: 0,
-        expected: seed >> 8,
-        new: 1,
-    }; MAX_MCAS_WORDS];
-    [
-        Verb::Read {
-            target: t,
-            offset: 0,
-            len,
-        },
-        Verb::Write {
-            target: t,
-            offset: 0,
-            data: Block::new(&[1; 3]).unwrap(),
-        },
-        Verb::CompareAndSwap {
-            target: t,
-            offset: 0,
-            expected: seed,
-            new: 0,
-        },
-        Verb::FetchAdd {
-            target: t,
-            offset: 0,
-            add: 1,
-        },
-        Verb::Swap {
-            target: t,
-            offset: 0,
-            new: 1,
-        },
-        Verb::multi_word_commit(t, &words[..count]).unwrap(),
-        Verb::BilateralSwap {
-            target: t,
-            offset: 0,
-            local_region: 1,
-            local_offset: 0,
-            len,
-        },
-    ]
+    harness::every_kind(len, count, [seed >> 8; MAX_MCAS_WORDS])
 }
 
 /// The request a target must decode from `verb`'s encoding.

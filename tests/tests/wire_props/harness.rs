@@ -24,6 +24,57 @@ pub const SLOTS: u16 = 64;
 /// Frames `pump` moves before it declares a livelock.
 const PUMP_LIMIT: usize = 100_000;
 
+/// One verb of every kind for throwing bytes at `decode_output`: READ and
+/// BILATERAL SWAP of `len` bytes, a MULTI-WORD COMMIT of `count` words
+/// expecting `expected`. Shared with the fuzz target `frame`.
+pub fn every_kind(len: u16, count: usize, expected: [u64; verb::MAX_MCAS_WORDS]) -> [Verb; 7] {
+    let t = RegionRef { id: 1, key: 2 };
+    let mut words = [McasWord::default(); verb::MAX_MCAS_WORDS];
+    for (w, e) in words.iter_mut().zip(expected) {
+        *w = McasWord {
+            offset: 0,
+            expected: e,
+            new: 1,
+        };
+    }
+    [
+        Verb::Read {
+            target: t,
+            offset: 0,
+            len,
+        },
+        Verb::Write {
+            target: t,
+            offset: 0,
+            data: Block::new(&[1; 3]).unwrap(),
+        },
+        Verb::CompareAndSwap {
+            target: t,
+            offset: 0,
+            expected: expected[0],
+            new: 0,
+        },
+        Verb::FetchAdd {
+            target: t,
+            offset: 0,
+            add: 1,
+        },
+        Verb::Swap {
+            target: t,
+            offset: 0,
+            new: 1,
+        },
+        Verb::multi_word_commit(t, &words[..count]).unwrap(),
+        Verb::BilateralSwap {
+            target: t,
+            offset: 0,
+            local_region: 1,
+            local_offset: 0,
+            len,
+        },
+    ]
+}
+
 /// Two nodes as in `proto/tests/pair.rs`: epoch 1, ids 0xA and 0xB, one
 /// link each with the default configuration, region 1 of 256 bytes.
 pub fn pair(key: u32) -> [Node; 2] {
