@@ -182,16 +182,22 @@ fn word0(n: &Node) -> u64 {
     u64::from_le_bytes(n.memory().bytes(1).unwrap()[..8].try_into().unwrap())
 }
 
+/// Brings the pair up, then submits a FETCH_ADD at node 0 and delivers its
+/// request, and only its request, to node 1.
+fn request_applied_at_target(n: &mut [Node; 2], buf: &mut [u8]) {
+    pump(n, 0);
+    n[0].submit(0, VerbId(1), FAA).unwrap();
+    let len = n[0].poll_transmit(0, 1, buf).unwrap();
+    n[1].handle_frame(0, &buf[..len], 1);
+}
+
 /// The sender compares the reflected first slice bit for bit: an echo whose
 /// reflection differs (even with a valid CRC) is never taken as success.
 #[test]
 fn echo_with_a_wrong_reflection_is_reversed_and_retried() {
     let mut n = pair();
-    pump(&mut n, 0);
-    n[0].submit(0, VerbId(1), FAA).unwrap();
     let mut buf = [0u8; MAX_FRAME];
-    let len = n[0].poll_transmit(0, 1, &mut buf).unwrap();
-    n[1].handle_frame(0, &buf[..len], 1);
+    request_applied_at_target(&mut n, &mut buf);
     let len = n[1].poll_transmit(0, 1, &mut buf).unwrap();
     // Flip one bit of the reflected slice (payload starts at byte 16) and reseal.
     buf[16 + 7] ^= 1;
@@ -297,11 +303,8 @@ fn unreachable_after_k_silent_rounds_then_in_doubt_resolved() {
 #[test]
 fn initiator_restart_presumes_commit() {
     let mut n = pair();
-    pump(&mut n, 0);
-    n[0].submit(0, VerbId(1), FAA).unwrap();
     let mut buf = [0u8; MAX_FRAME];
-    let len = n[0].poll_transmit(0, 1, &mut buf).unwrap();
-    n[1].handle_frame(0, &buf[..len], 1);
+    request_applied_at_target(&mut n, &mut buf);
     assert_eq!(n[1].memory().locked_words(), 1, "tentative and locked");
     let mut reborn = Node::new(0xA, 2);
     reborn.add_link(LinkConfig::default()).unwrap();
