@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use oae_proto::verb::{self, MAX_BLOCK, MAX_MCAS_WORDS, Request};
-use oae_proto::wire::{self, Context, Frame, MAX_FRAME, SLICE, TRAILER_LEN};
+use oae_proto::wire::{self, Context, Frame, SLICE, TRAILER_LEN};
 use oae_proto::{Block, Verb};
 
 #[path = "../../tests/tests/wire_props/harness.rs"]
@@ -37,15 +37,7 @@ fn check_frame(bytes: &[u8]) {
     };
     assert_eq!(f.payload.len(), wire::payload_capacity(f.context.class));
     assert_eq!(f.raw_context, f.context.encode());
-    let mut again = [0u8; MAX_FRAME];
-    let len = wire::build(
-        &mut again,
-        &f.context,
-        f.sender_epoch,
-        f.receiver_epoch,
-        |p| p.copy_from_slice(f.payload),
-    );
-    assert_eq!(&again[..len], bytes, "frame parse is not canonical");
+    assert_eq!(harness::rebuild(&f), bytes, "frame parse is not canonical");
     check_payload(f.payload);
 }
 

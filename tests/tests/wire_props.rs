@@ -435,15 +435,7 @@ proptest! {
             wire::seal(&mut bytes);
         }
         if let Ok(f) = Frame::parse(&bytes) {
-            let mut again = vec![0u8; MAX_FRAME];
-            let len = wire::build(
-                &mut again,
-                &f.context,
-                f.sender_epoch,
-                f.receiver_epoch,
-                |p| p.copy_from_slice(f.payload),
-            );
-            prop_assert_eq!(&again[..len], &bytes[..]);
+            prop_assert_eq!(harness::rebuild(&f), bytes.clone());
         }
         let _ = verb::decode_request(&bytes);
     }

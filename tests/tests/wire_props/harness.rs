@@ -6,7 +6,7 @@
 //! Depends on `oae_proto` only.
 
 use oae_proto::verb::{self, Request};
-use oae_proto::wire::{Frame, MAX_CODEC_CLASS, MAX_FRAME, Malformed, Transition};
+use oae_proto::wire::{self, Frame, MAX_CODEC_CLASS, MAX_FRAME, Malformed, Transition};
 use oae_proto::*;
 
 /// The region every node of the live pair registers.
@@ -23,6 +23,21 @@ pub const REGION_LEN: u32 = 256;
 pub const SLOTS: u16 = 64;
 /// Frames `pump` moves before it declares a livelock.
 const PUMP_LIMIT: usize = 100_000;
+
+/// The bytes `wire::build` makes from a parsed frame's fields: equal to the
+/// input iff parsing is canonical. Shared with the fuzz target `frame`.
+pub fn rebuild(f: &Frame<'_>) -> Vec<u8> {
+    let mut again = vec![0u8; MAX_FRAME];
+    let len = wire::build(
+        &mut again,
+        &f.context,
+        f.sender_epoch,
+        f.receiver_epoch,
+        |p| p.copy_from_slice(f.payload),
+    );
+    again.truncate(len);
+    again
+}
 
 /// One verb of every kind for throwing bytes at `decode_output`: READ and
 /// BILATERAL SWAP of `len` bytes, a MULTI-WORD COMMIT of `count` words
