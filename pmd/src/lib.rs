@@ -1,4 +1,88 @@
-//! Poll-mode drivers behind one burst interface: AF_XDP (xsk-rs, steered by
-//! the aya XDP program in `ebpf/`) and DPDK.
+//! Poll-mode drivers behind one burst interface.
 //!
-//! Not built yet; nothing here pretends otherwise.
+//! A [`Driver`] moves frames between a NIC queue and its caller in bursts.
+//! Buffers are owned explicitly: a [`Driver::Buf`] handle received from
+//! [`Driver::rx_burst`] or [`Driver::alloc`] belongs to the caller until it is
+//! handed back through [`Driver::tx_burst`] (which may accept only a prefix
+//! of the burst) or [`Driver::release`]. A received buffer may be
+//! transmitted as is (a reflector needs no copy). Nothing here allocates per
+//! packet: buffers come from a pool sized when the driver is created.
+
+use arrayvec::ArrayVec;
+
+/// Most frames one burst carries.
+pub const MAX_BURST: usize = 64;
+
+/// A burst of buffer handles, on the stack.
+pub type Burst<B> = ArrayVec<B, MAX_BURST>;
+
+/// A poll-mode driver bound to one receive/transmit queue pair.
+pub trait Driver {
+    /// An owned handle to one frame buffer.
+    type Buf;
+
+    /// Appends received frames to `out`, at most its remaining capacity, and
+    /// returns how many. Also keeps the receive side supplied with free
+    /// buffers, so the NIC never drops for lack of them while the pool has
+    /// any.
+    fn rx_burst(&mut self, out: &mut Burst<Self::Buf>) -> usize;
+
+    /// Appends up to `n` free buffers for transmission to `out` (bounded by
+    /// its remaining capacity); returns how many. Fewer than asked means the
+    /// pool is empty for now: frames in flight come back as the NIC
+    /// completes them.
+    fn alloc(&mut self, out: &mut Burst<Self::Buf>, n: usize) -> usize;
+
+    /// The frame's current contents (Ethernet header included).
+    fn frame<'a>(&'a self, buf: &'a Self::Buf) -> &'a [u8];
+
+    /// Sets the frame's length to `len` and returns its bytes for writing.
+    /// Panics if `len` exceeds [`Driver::frame_capacity`].
+    fn frame_mut<'a>(&'a mut self, buf: &'a mut Self::Buf, len: usize) -> &'a mut [u8];
+
+    /// Largest frame a buffer holds.
+    fn frame_capacity(&self) -> usize;
+
+    /// Queues the front of `bufs` for transmission, in order, and removes
+    /// those accepted from `bufs`; returns how many. The rest (transmit ring
+    /// full) stay with the caller, who retries or releases them.
+    fn tx_burst(&mut self, bufs: &mut Burst<Self::Buf>) -> usize;
+
+    /// Returns every buffer in `bufs` to the pool without sending it and
+    /// leaves `bufs` empty.
+    fn release(&mut self, bufs: &mut Burst<Self::Buf>);
+
+    /// Counters of this queue, the kernel's included where it keeps them.
+    /// May make a system call: not for the per-packet path.
+    fn stats(&mut self) -> DriverStats;
+
+    /// The interface's MAC address, for the source of transmitted frames.
+    fn mac(&self) -> [u8; 6];
+}
+
+/// Counters of one driver queue. Kernel counters are zero where the driver
+/// has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    /// Transmit bursts cut short because the transmit ring was full.
+    pub tx_ring_full: u64,
+    /// `alloc` calls that found the pool empty.
+    pub alloc_failed: u64,
+    /// Kernel: frames dropped for reasons other than a full ring or an
+    /// empty fill ring.
+    pub kernel_rx_dropped: u64,
+    /// Kernel: frames dropped because the receive ring was full.
+    pub kernel_rx_ring_full: u64,
+    /// Kernel: receives that found the fill ring empty.
+    pub kernel_fill_ring_empty: u64,
+    /// Kernel: invalid receive descriptors.
+    pub kernel_rx_invalid: u64,
+    /// Kernel: invalid transmit descriptors.
+    pub kernel_tx_invalid: u64,
+    /// Kernel: times the transmit ring was found empty.
+    pub kernel_tx_ring_empty: u64,
+}
+
+pub mod netns;

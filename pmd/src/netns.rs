@@ -1,0 +1,209 @@
+//! Network namespaces joined by a veth pair: the two-host topology the
+//! default configuration, the tests and the benchmarks run on.
+//!
+//! Names are unique per process and call, so concurrent runs never collide;
+//! dropping a [`VethPair`] deletes both namespaces, which deletes the veth
+//! pair and detaches whatever XDP program was attached to it.
+
+use std::fs::File;
+use std::io;
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use nix::sched::{CloneFlags, setns};
+
+/// Two namespaces, `ns[0]` and `ns[1]`, with interface `ifname[i]` of the
+/// veth pair in `ns[i]`, addressed `ip[i]/24`, both up.
+#[derive(Debug)]
+pub struct VethPair {
+    pub ns: [String; 2],
+    pub ifname: [String; 2],
+    pub ip: [Ipv4Addr; 2],
+    pub mac: [[u8; 6]; 2],
+    cleanup: bool,
+}
+
+impl VethPair {
+    /// Creates the pair. `tag` (a few lowercase letters) makes the names
+    /// recognisable: `oae-<tag>-<pid>-<n>-a` / `-b`.
+    pub fn create(tag: &str) -> io::Result<VethPair> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = format!("oae-{tag}-{}-{n}", std::process::id());
+        let ns = [format!("{base}-a"), format!("{base}-b")];
+        // Interface names are limited to 15 bytes and live inside their own
+        // namespace, so they need not be unique.
+        let ifname = ["oae0".to_string(), "oae1".to_string()];
+        // Host-local addresses: 10.<pid-derived>.<n>.{1,2}, never routed out
+        // of these namespaces.
+        let octet = (std::process::id() % 250) as u8 + 1;
+        let ip = [
+            Ipv4Addr::new(10, octet, (n % 250) as u8, 1),
+            Ipv4Addr::new(10, octet, (n % 250) as u8, 2),
+        ];
+        let mut pair = VethPair {
+            ns,
+            ifname,
+            ip,
+            mac: [[0; 6]; 2],
+            cleanup: true,
+        };
+        pair.build()?;
+        Ok(pair)
+    }
+
+    fn build(&mut self) -> io::Result<()> {
+        for ns in &self.ns {
+            ip(&["netns", "add", ns])?;
+        }
+        let tmp = format!("oaetmp{}", std::process::id() % 100_000);
+        ip(&[
+            "link",
+            "add",
+            &tmp,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "oaepeer",
+            "netns",
+            &self.ns[1],
+        ])?;
+        ip(&["link", "set", &tmp, "netns", &self.ns[0]])?;
+        ip_in(&self.ns[0], &["link", "set", &tmp, "name", &self.ifname[0]])?;
+        ip_in(
+            &self.ns[1],
+            &["link", "set", "oaepeer", "name", &self.ifname[1]],
+        )?;
+        for i in 0..2 {
+            let (ns, ifname) = (&self.ns[i], &self.ifname[i]);
+            ip_in(ns, &["link", "set", "lo", "up"])?;
+            ip_in(
+                ns,
+                &["addr", "add", &format!("{}/24", self.ip[i]), "dev", ifname],
+            )?;
+            ip_in(ns, &["link", "set", ifname, "up"])?;
+            self.mac[i] = read_mac(ns, ifname)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the namespaces after drop (for debugging a failed run).
+    pub fn keep(&mut self) {
+        self.cleanup = false;
+    }
+
+    /// A command that runs `program` inside namespace `i`.
+    pub fn command(&self, i: usize, program: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns[i], program]);
+        cmd
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        if self.cleanup {
+            for ns in &self.ns {
+                let _ = ip(&["netns", "delete", ns]);
+            }
+        }
+    }
+}
+
+/// Moves the calling thread into the named namespace (`/run/netns/<name>`).
+/// Sockets, netlink requests and interface lookups made afterwards by this
+/// thread happen there; other threads are unaffected.
+pub fn enter(ns: &str) -> io::Result<()> {
+    let file = File::open(format!("/run/netns/{ns}"))
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace '{ns}': {e}")))?;
+    setns(&file, CloneFlags::CLONE_NEWNET)
+        .map_err(|e| io::Error::other(format!("entering network namespace '{ns}': {e}")))
+}
+
+/// Runs `ip <args>`, turning a failure into an error that quotes it.
+pub fn ip(args: &[&str]) -> io::Result<()> {
+    let out = Command::new("ip").args(args).output().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("running 'ip' (is iproute2 installed?): {e}"),
+        )
+    })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "'ip {}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Runs `ip -n <ns> <args>`.
+pub fn ip_in(ns: &str, args: &[&str]) -> io::Result<()> {
+    let mut all = vec!["-n", ns];
+    all.extend_from_slice(args);
+    ip(&all)
+}
+
+fn read_mac(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-o", "link", "show", "dev", ifname])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let addr = text
+        .split_whitespace()
+        .skip_while(|w| *w != "link/ether")
+        .nth(1)
+        .ok_or_else(|| io::Error::other(format!("no MAC address for {ifname} in {ns}")))?;
+    parse_mac(addr).ok_or_else(|| io::Error::other(format!("bad MAC address '{addr}'")))
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for byte in &mut mac {
+        *byte = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_macs() {
+        assert_eq!(
+            parse_mac("02:00:0a:ff:10:01"),
+            Some([2, 0, 0x0a, 0xff, 0x10, 1])
+        );
+        assert_eq!(parse_mac("02:00:0a:ff:10"), None);
+        assert_eq!(parse_mac("02:00:0a:ff:10:01:07"), None);
+        assert_eq!(parse_mac("zz:00:0a:ff:10:01"), None);
+    }
+
+    #[test]
+    fn pair_pings_and_vanishes_on_drop() {
+        let pair = VethPair::create("unit").expect("create veth pair");
+        let names = pair.ns.clone();
+        let out = pair
+            .command(0, "ping")
+            .args(["-c", "1", "-W", "2", &pair.ip[1].to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_ne!(pair.mac[0], pair.mac[1]);
+        drop(pair);
+        for ns in names {
+            assert!(!std::path::Path::new(&format!("/run/netns/{ns}")).exists());
+        }
+    }
+}
