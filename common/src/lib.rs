@@ -73,9 +73,10 @@ pub const CORRUPT_RANDOM_OFFSET: u32 = u32::MAX;
 pub const PPM: u32 = 1_000_000;
 
 /// Fault injection applied by the XDP program to received OAE frames.
-/// All zero means no faults.
+/// Zero probabilities and `link_down == 0` mean no faults, whatever the
+/// offset and seed.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultConfig {
     /// Probability, in parts per million, of dropping an OAE frame.
     pub drop_ppm: u32,
@@ -91,14 +92,129 @@ pub struct FaultConfig {
     pub seed: u64,
 }
 
-/// Per-CPU generator state of the fault dice (xorshift64*).
+impl Default for FaultConfig {
+    /// No faults; should corruption be switched on later, it picks a random
+    /// payload byte rather than byte 0 (the destination MAC).
+    fn default() -> FaultConfig {
+        FaultConfig {
+            drop_ppm: 0,
+            corrupt_ppm: 0,
+            corrupt_offset: CORRUPT_RANDOM_OFFSET,
+            link_down: 0,
+            seed: 0,
+        }
+    }
+}
+
+impl FaultConfig {
+    /// True when the XDP program would leave every frame alone.
+    pub const fn is_clear(&self) -> bool {
+        self.drop_ppm == 0 && self.corrupt_ppm == 0 && self.link_down == 0
+    }
+}
+
+/// `drop=0.01 corrupt=0 offset=random link=up seed=0`: probabilities as exact
+/// decimals of the parts per million, so the text reads back to the same
+/// configuration.
+impl core::fmt::Display for FaultConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("drop=")?;
+        write_ppm(f, self.drop_ppm)?;
+        f.write_str(" corrupt=")?;
+        write_ppm(f, self.corrupt_ppm)?;
+        if self.corrupt_offset == CORRUPT_RANDOM_OFFSET {
+            f.write_str(" offset=random")?;
+        } else {
+            write!(f, " offset={}", self.corrupt_offset)?;
+        }
+        let link = if self.link_down != 0 { "down" } else { "up" };
+        write!(f, " link={link} seed={}", self.seed)
+    }
+}
+
+/// Writes `ppm / 10^6` as a decimal without trailing zeros; integer
+/// arithmetic only, so no rounding.
+fn write_ppm(f: &mut core::fmt::Formatter<'_>, ppm: u32) -> core::fmt::Result {
+    let (whole, mut frac) = (ppm / PPM, ppm % PPM);
+    write!(f, "{whole}")?;
+    if frac == 0 {
+        return Ok(());
+    }
+    let mut digits = 6;
+    while frac % 10 == 0 {
+        frac /= 10;
+        digits -= 1;
+    }
+    write!(f, ".{frac:0digits$}")
+}
+
+/// Per-CPU generator state of the fault dice: xorshift64*, started from
+/// `splitmix64(seed ^ cpu)`. The XDP program and userspace share this code,
+/// so a run's faults can be replayed from its seed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RngState {
     /// The seed this state was derived from; a new seed in the config
     /// reseeds.
     pub seed: u64,
+    /// Never zero once seeded (xorshift would stay at zero forever), so an
+    /// all-zero entry means "not seeded yet".
     pub state: u64,
+}
+
+impl RngState {
+    /// The generator of CPU `cpu` under `seed`.
+    #[inline(always)]
+    pub const fn seeded(seed: u64, cpu: u32) -> RngState {
+        let state = splitmix64(seed ^ cpu as u64);
+        RngState {
+            seed,
+            // splitmix64 is a bijection: exactly one input maps to zero.
+            state: if state == 0 { GOLDEN_GAMMA } else { state },
+        }
+    }
+
+    /// True when this state must be derived afresh for `seed`.
+    #[inline(always)]
+    pub const fn needs_seed(&self, seed: u64) -> bool {
+        self.state == 0 || self.seed != seed
+    }
+
+    /// The next 64 random bits.
+    #[inline(always)]
+    pub const fn next_u64(&mut self) -> u64 {
+        let mut x = self.state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// True with probability `ppm` parts per million.
+    #[inline(always)]
+    pub const fn chance_ppm(&mut self, ppm: u32) -> bool {
+        self.next_u64() % (PPM as u64) < (ppm as u64)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0), by multiply-and-shift: no
+    /// division, which keeps the XDP program cheap.
+    #[inline(always)]
+    pub const fn below(&mut self, n: u32) -> u32 {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as u32
+    }
+}
+
+const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Steele, Lea and Flood's SplitMix64 finaliser: spreads nearby seeds (CPU 0
+/// and CPU 1 of the same seed) over unrelated states.
+#[inline(always)]
+pub const fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(GOLDEN_GAMMA);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(feature = "user")]
@@ -108,3 +224,80 @@ unsafe impl aya::Pod for FaultConfig {}
 #[cfg(feature = "user")]
 // SAFETY: RngState is repr(C), Copy, and every bit pattern is valid.
 unsafe impl aya::Pod for RngState {}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn seeding_is_deterministic_and_per_cpu() {
+        let mut a = RngState::seeded(42, 0);
+        let mut b = RngState::seeded(42, 0);
+        let mut c = RngState::seeded(42, 1);
+        let (xa, xb, xc) = (a.next_u64(), b.next_u64(), c.next_u64());
+        assert_eq!(xa, xb);
+        assert_ne!(xa, xc);
+        assert!(!a.needs_seed(42));
+        assert!(a.needs_seed(43));
+        assert!(RngState::default().needs_seed(0));
+    }
+
+    #[test]
+    fn every_seed_gives_a_live_generator() {
+        // The one input splitmix64 maps to zero must still give a live state.
+        for seed in [0, u64::MAX, GOLDEN_GAMMA.wrapping_neg()] {
+            let mut r = RngState::seeded(seed, 0);
+            assert_ne!(r.state, 0);
+            assert_ne!(r.next_u64(), r.next_u64());
+        }
+    }
+
+    #[test]
+    fn chance_matches_its_probability() {
+        let mut r = RngState::seeded(7, 0);
+        let hits = (0..100_000).filter(|_| r.chance_ppm(250_000)).count();
+        assert!((23_500..26_500).contains(&hits), "{hits}");
+        assert!((0..1000).all(|_| !r.chance_ppm(0)));
+        assert!((0..1000).all(|_| r.chance_ppm(PPM)));
+    }
+
+    #[test]
+    fn below_stays_in_range() {
+        let mut r = RngState::seeded(9, 3);
+        let mut seen = [false; 50];
+        for _ in 0..10_000 {
+            seen[r.below(50) as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert_eq!(r.below(0), 0);
+    }
+
+    #[test]
+    fn displays_exact_probabilities() {
+        let f = FaultConfig {
+            drop_ppm: 10_000,
+            corrupt_ppm: 1,
+            corrupt_offset: 20,
+            link_down: 1,
+            seed: 5,
+        };
+        assert_eq!(
+            f.to_string(),
+            "drop=0.01 corrupt=0.000001 offset=20 link=down seed=5"
+        );
+        assert_eq!(
+            FaultConfig::default().to_string(),
+            "drop=0 corrupt=0 offset=random link=up seed=0"
+        );
+        let all = FaultConfig {
+            drop_ppm: PPM,
+            ..FaultConfig::default()
+        };
+        assert!(all.to_string().starts_with("drop=1 "));
+        assert!(FaultConfig::default().is_clear());
+        assert!(!all.is_clear());
+    }
+}

@@ -64,7 +64,9 @@ pub trait Driver {
 /// has none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DriverStats {
+    /// Frames returned by [`Driver::rx_burst`].
     pub rx_packets: u64,
+    /// Frames the NIC has finished transmitting (not merely queued).
     pub tx_packets: u64,
     /// Transmit bursts cut short because the transmit ring was full.
     pub tx_ring_full: u64,
@@ -85,4 +87,9 @@ pub struct DriverStats {
     pub kernel_tx_ring_empty: u64,
 }
 
+// AF_XDP rings and UMEM memory are only reachable through unsafe code,
+// which stays in this module.
+#[allow(unsafe_code)]
+pub mod afxdp;
 pub mod netns;
+pub mod xdp;

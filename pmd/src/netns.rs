@@ -28,6 +28,12 @@ impl VethPair {
     /// Creates the pair. `tag` (a few lowercase letters) makes the names
     /// recognisable: `oae-<tag>-<pid>-<n>-a` / `-b`.
     pub fn create(tag: &str) -> io::Result<VethPair> {
+        Self::create_with_macs(tag, None)
+    }
+
+    /// Like [`VethPair::create`], giving the two ends these MAC addresses
+    /// (so a configuration can name its peer in advance).
+    pub fn create_with_macs(tag: &str, macs: Option<[[u8; 6]; 2]>) -> io::Result<VethPair> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let base = format!("oae-{tag}-{}-{n}", std::process::id());
@@ -49,11 +55,11 @@ impl VethPair {
             mac: [[0; 6]; 2],
             cleanup: true,
         };
-        pair.build()?;
+        pair.build(macs)?;
         Ok(pair)
     }
 
-    fn build(&mut self) -> io::Result<()> {
+    fn build(&mut self, macs: Option<[[u8; 6]; 2]>) -> io::Result<()> {
         for ns in &self.ns {
             ip(&["netns", "add", ns])?;
         }
@@ -79,6 +85,12 @@ impl VethPair {
         for i in 0..2 {
             let (ns, ifname) = (&self.ns[i], &self.ifname[i]);
             ip_in(ns, &["link", "set", "lo", "up"])?;
+            if let Some(macs) = macs {
+                ip_in(
+                    ns,
+                    &["link", "set", ifname, "address", &format_mac(macs[i])],
+                )?;
+            }
             ip_in(
                 ns,
                 &["addr", "add", &format!("{}/24", self.ip[i]), "dev", ifname],
@@ -159,6 +171,14 @@ fn read_mac(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
         .nth(1)
         .ok_or_else(|| io::Error::other(format!("no MAC address for {ifname} in {ns}")))?;
     parse_mac(addr).ok_or_else(|| io::Error::other(format!("bad MAC address '{addr}'")))
+}
+
+/// Formats `aa:bb:cc:dd:ee:ff`.
+pub fn format_mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.

@@ -42,6 +42,22 @@ impl Permissions {
     }
 }
 
+/// Prints the `"rwa"` form [`Permissions::parse`] reads.
+impl core::fmt::Display for Permissions {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (bit, c) in [
+            (Permissions::READ, 'r'),
+            (Permissions::WRITE, 'w'),
+            (Permissions::ATOMIC, 'a'),
+        ] {
+            if self.contains(bit) {
+                core::fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A region to register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegionSpec {

@@ -13,10 +13,11 @@
 //! size is never a free-form length. Parsing borrows the input and never
 //! allocates; any byte string either parses or yields a [`Malformed`] reason.
 
-/// IEEE 802 local experimental EtherType used by OAE frames.
-pub const ETHERTYPE: u16 = 0x88B5;
+/// IEEE 802 local experimental EtherType used by OAE frames (defined beside
+/// the XDP program's types, which steer by it).
+pub const ETHERTYPE: u16 = oae_common::OAE_ETHERTYPE;
 /// Length of the Ethernet II header in front of every OAE frame.
-pub const ETH_HEADER_LEN: usize = 14;
+pub const ETH_HEADER_LEN: usize = oae_common::ETH_HEADER_LEN;
 /// The only protocol version this implementation speaks.
 pub const VERSION: u8 = 1;
 /// Bytes in a slice, the unit every frame is made of.

@@ -8,6 +8,7 @@
 //! Each first installs what it needs, idempotently.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 const USAGE: &str = "\
@@ -18,7 +19,8 @@ usage: cargo xtask <command>
   soak    a long simulator campaign: cargo xtask soak [--seeds N] [--verbs N]
   bench   the core micro-benchmark at full length
   fuzz    run the fuzz targets (installs cargo-fuzz): cargo xtask fuzz [SECONDS]
-  setup   install what the project needs (done by the commands above)";
+  setup   install what the project needs (done by the commands above): Debian
+          packages, rustfmt, clippy, nightly's rust-src, bpf-linker";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -53,15 +55,197 @@ fn main() -> ExitCode {
     }
 }
 
-/// Installs what every command needs. Idempotent: rustup skips installed
-/// components quickly.
+/// Debian packages the build and the tests need: the C toolchain and
+/// libraries xsk-rs builds its vendored libxdp/libbpf with (its configure
+/// step insists on libpcap's headers), iproute2 and
+/// ping for the namespace tests, scapy and tshark as independent peers (and
+/// scapy's python3 sends the raw frames of the XDP tests).
+const APT_PACKAGES: &[&str] = &[
+    "m4",
+    "clang",
+    "libclang-dev",
+    "libelf-dev",
+    "libpcap-dev",
+    "zlib1g-dev",
+    "make",
+    "pkg-config",
+    "iproute2",
+    "iputils-ping",
+    "python3-scapy",
+    "tshark",
+];
+
+/// Installs what every command needs, on a fresh Debian machine as root.
+/// Idempotent and quick when everything is there: each step checks before
+/// it installs, and prints one line.
 fn setup() -> Result<(), String> {
+    setup_apt_packages()?;
     run(
         "rustup",
         &["component", "add", "rustfmt", "clippy"],
         &[],
         "install the rustfmt and clippy components",
-    )
+    )?;
+    println!("setup: rustfmt and clippy: ok");
+    setup_nightly()?;
+    setup_bpf_linker()
+}
+
+fn setup_apt_packages() -> Result<(), String> {
+    if !succeeds("dpkg-query", &["--version"]) {
+        println!(
+            "setup: apt packages: not a Debian system; make sure these are installed: {}",
+            APT_PACKAGES.join(" ")
+        );
+        return Ok(());
+    }
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|pkg| {
+            output("dpkg-query", &["-W", "-f=${Status}", pkg])
+                .is_none_or(|status| status != "install ok installed")
+        })
+        .collect();
+    if missing.is_empty() {
+        println!("setup: apt packages: all installed");
+        return Ok(());
+    }
+    if output("id", &["-u"]).as_deref() != Some("0") {
+        return Err(format!(
+            "missing packages: run `sudo apt-get install {}` (or run this as root)",
+            missing.join(" ")
+        ));
+    }
+    // tshark asks whether non-root users may capture unless told not to.
+    let quiet = [("DEBIAN_FRONTEND", "noninteractive")];
+    run("apt-get", &["update"], &quiet, "apt-get update")?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(&missing);
+    run("apt-get", &args, &quiet, "install the missing packages")?;
+    println!("setup: apt packages: installed {}", missing.join(" "));
+    Ok(())
+}
+
+/// The XDP program is built with nightly (`-Z build-std=core` needs its
+/// rust-src component).
+fn setup_nightly() -> Result<(), String> {
+    if !succeeds("rustup", &["run", "nightly", "rustc", "-vV"]) {
+        return Err(
+            "the nightly toolchain is missing (the XDP program needs it): run \
+             `rustup toolchain install nightly --profile minimal`, then `cargo xtask setup` again"
+                .into(),
+        );
+    }
+    run(
+        "rustup",
+        &["component", "add", "rust-src", "--toolchain", "nightly"],
+        &[],
+        "install the nightly rust-src component",
+    )?;
+    println!("setup: nightly toolchain with rust-src: ok");
+    Ok(())
+}
+
+/// bpf-linker links against nightly rustc's own libLLVM: Debian's LLVM is
+/// usually older than the LLVM nightly emits bitcode for. Its build looks
+/// for the library under `$LLVM_PREFIX/lib`, so that directory holds
+/// symlinks into the nightly sysroot (and must stay: the linker loads the
+/// library through them at run time).
+fn setup_bpf_linker() -> Result<(), String> {
+    if succeeds("bpf-linker", &["--version"]) {
+        println!("setup: bpf-linker: ok");
+        return Ok(());
+    }
+    let version = output("rustup", &["run", "nightly", "rustc", "-vV"])
+        .ok_or("cannot run the nightly rustc")?;
+    let major = version
+        .lines()
+        .find_map(|line| line.strip_prefix("LLVM version: "))
+        .and_then(|v| v.split('.').next())
+        .ok_or("`rustc +nightly -vV` reports no LLVM version")?
+        .to_string();
+    let sysroot = output("rustup", &["run", "nightly", "rustc", "--print", "sysroot"])
+        .ok_or("cannot find the nightly sysroot")?;
+    let home = std::env::var("HOME").map_err(|_| "HOME is not set")?;
+    let prefix = Path::new(&home).join(".local/oae-llvm");
+    link_rustc_llvm(&Path::new(&sysroot).join("lib"), &prefix.join("lib"))?;
+
+    let prefix = prefix.to_string_lossy().into_owned();
+    let feature = format!("llvm-{major}");
+    run(
+        "cargo",
+        &[
+            "install",
+            "bpf-linker",
+            "--locked",
+            "--force",
+            "--no-default-features",
+            "--features",
+            &feature,
+        ],
+        &[("LLVM_PREFIX", &prefix)],
+        "install bpf-linker",
+    )?;
+    if !succeeds("bpf-linker", &["--version"]) {
+        return Err("bpf-linker was installed but does not run: is ~/.cargo/bin on PATH?".into());
+    }
+    println!("setup: bpf-linker: installed against nightly's LLVM {major}");
+    Ok(())
+}
+
+/// Points `lib_dir/<name>` at every libLLVM file in `sysroot_lib`, plus the
+/// unversioned `libLLVM.so` the linker asks for, replacing stale links left
+/// by an older nightly.
+fn link_rustc_llvm(sysroot_lib: &Path, lib_dir: &Path) -> Result<(), String> {
+    let entries = std::fs::read_dir(sysroot_lib)
+        .map_err(|e| format!("reading {}: {e}", sysroot_lib.display()))?;
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("libLLVM") && name.contains(".so"))
+        .collect();
+    names.sort();
+    let main = names
+        .iter()
+        .find(|name| name.starts_with("libLLVM.so."))
+        .or_else(|| names.first())
+        .ok_or_else(|| format!("no libLLVM in {}", sysroot_lib.display()))?
+        .clone();
+    std::fs::create_dir_all(lib_dir).map_err(|e| format!("creating {}: {e}", lib_dir.display()))?;
+    let links = names
+        .iter()
+        .map(|name| (name.as_str(), name.as_str()))
+        .chain([("libLLVM.so", main.as_str())]);
+    for (link, target) in links {
+        let link = lib_dir.join(link);
+        if std::fs::symlink_metadata(&link).is_ok() {
+            std::fs::remove_file(&link).map_err(|e| format!("removing {}: {e}", link.display()))?;
+        }
+        std::os::unix::fs::symlink(sysroot_lib.join(target), &link)
+            .map_err(|e| format!("linking {}: {e}", link.display()))?;
+    }
+    Ok(())
+}
+
+/// True when `program args` runs and exits successfully (output hidden).
+fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The trimmed standard output of `program args`, if it ran successfully.
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn run_main_job(extra: &[String]) -> Result<(), String> {

@@ -1,0 +1,166 @@
+//! `oae_steer`: the XDP program in front of the AF_XDP sockets.
+//!
+//! OAE frames (EtherType 0x88B5) go to the AF_XDP socket bound to the queue
+//! they arrived on; everything else continues to the kernel stack, so ARP,
+//! IP and the management plane keep working on the same interface. On the
+//! way, OAE frames pass the fault injector configured from userspace: the
+//! link can be cut, frames dropped or one bit flipped, with dice that replay
+//! exactly for a given seed.
+
+#![no_std]
+#![no_main]
+
+use aya_ebpf::bindings::xdp_action::{XDP_DROP, XDP_PASS};
+use aya_ebpf::helpers::{
+    bpf_get_smp_processor_id, bpf_xdp_get_buff_len, bpf_xdp_load_bytes, bpf_xdp_store_bytes,
+};
+use aya_ebpf::macros::{map, xdp};
+use aya_ebpf::maps::{Array, PerCpuArray, XskMap};
+use aya_ebpf::programs::XdpContext;
+use oae_common::{
+    CORRUPT_RANDOM_OFFSET, Counter, ETH_HEADER_LEN, FaultConfig, MAX_QUEUES, OAE_ETHERTYPE,
+    RngState,
+};
+
+// The statics are named after `oae_common::maps`, which is how userspace
+// finds them in the object file.
+
+#[map]
+static OAE_SOCKETS: XskMap = XskMap::with_max_entries(MAX_QUEUES, 0);
+
+#[map]
+static OAE_FAULTS: Array<FaultConfig> = Array::with_max_entries(1, 0);
+
+#[map]
+static OAE_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+
+#[map]
+static OAE_RNG: PerCpuArray<RngState> = PerCpuArray::with_max_entries(1, 0);
+
+#[xdp]
+pub fn oae_steer(ctx: XdpContext) -> u32 {
+    let (data, end) = (ctx.data(), ctx.data_end());
+    if data + ETH_HEADER_LEN > end {
+        // Too short for Ethernet: the kernel stack discards it and counts it.
+        count(Counter::Passed);
+        return XDP_PASS;
+    }
+    // SAFETY: bytes 12..14 lie inside the packet, checked just above.
+    let ethertype = u16::from_be(unsafe { ((data + 12) as *const u16).read_unaligned() });
+    if ethertype != OAE_ETHERTYPE {
+        count(Counter::Passed);
+        return XDP_PASS;
+    }
+    steer(&ctx)
+}
+
+#[inline(always)]
+fn steer(ctx: &XdpContext) -> u32 {
+    if let Some(faults) = OAE_FAULTS.get(0)
+        && !faults.is_clear()
+    {
+        let faults = *faults;
+        if faults.link_down != 0 {
+            count(Counter::DroppedByFault);
+            return XDP_DROP;
+        }
+        if let Some(dice) = dice(faults.seed) {
+            if faults.drop_ppm != 0 && dice.chance_ppm(faults.drop_ppm) {
+                count(Counter::DroppedByFault);
+                return XDP_DROP;
+            }
+            if faults.corrupt_ppm != 0
+                && dice.chance_ppm(faults.corrupt_ppm)
+                && corrupt(ctx, dice, faults.corrupt_offset)
+            {
+                count(Counter::CorruptedByFault);
+            }
+        }
+    }
+    // A missing socket makes the helper return the fallback action in the
+    // flags (XDP_DROP) instead of XDP_REDIRECT: nobody in the kernel stack
+    // would take an OAE frame, and dropping here keeps the count exact.
+    match OAE_SOCKETS.redirect(ctx.rx_queue_index(), u64::from(XDP_DROP)) {
+        Ok(action) => {
+            count(Counter::Steered);
+            action
+        }
+        Err(_) => {
+            count(Counter::NoSocket);
+            XDP_DROP
+        }
+    }
+}
+
+/// This CPU's dice, seeded afresh when the configured seed changed (or
+/// userspace cleared them).
+#[inline(always)]
+fn dice(seed: u64) -> Option<&'static mut RngState> {
+    let ptr = OAE_RNG.get_ptr_mut(0)?;
+    // SAFETY: a per-CPU map slot belongs to the program run on this CPU, and
+    // XDP runs with migration disabled, so nothing else writes it meanwhile
+    // (userspace writes to it are plain copies that at worst repeat a roll).
+    let dice = unsafe { &mut *ptr };
+    if dice.needs_seed(seed) {
+        // SAFETY: a helper without arguments or side effects.
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        *dice = RngState::seeded(seed, cpu);
+    }
+    Some(dice)
+}
+
+/// Flips one random bit of the byte at `offset` (from the start of the
+/// frame), or of a random byte of the OAE payload. False when the frame has
+/// no such byte.
+///
+/// Goes through the load/store helpers rather than a pointer: the kernel
+/// checks the offset against the frame (fragments included), where a
+/// variable offset into packet memory would need a bounds check shaped
+/// exactly as the verifier wants, and LLVM is free to reshape it.
+#[inline(always)]
+fn corrupt(ctx: &XdpContext, dice: &mut RngState, offset: u32) -> bool {
+    let offset = if offset == CORRUPT_RANDOM_OFFSET {
+        // SAFETY: the helper only reads the context it is given.
+        let len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) };
+        let payload = len.saturating_sub(ETH_HEADER_LEN as u64);
+        if payload == 0 {
+            return false;
+        }
+        ETH_HEADER_LEN as u32 + dice.below(payload.min(u64::from(u32::MAX)) as u32)
+    } else {
+        offset
+    };
+    let mut byte = 0u8;
+    // SAFETY: the buffer is one writable byte on this stack frame, the
+    // length passed; the helper fails, touching nothing, if the frame is
+    // shorter.
+    if unsafe { bpf_xdp_load_bytes(ctx.ctx, offset, (&raw mut byte).cast(), 1) } != 0 {
+        return false;
+    }
+    byte ^= 1 << dice.below(8);
+    // SAFETY: as above; the byte was just read from this offset.
+    unsafe { bpf_xdp_store_bytes(ctx.ctx, offset, (&raw mut byte).cast(), 1) == 0 }
+}
+
+#[inline(always)]
+fn count(counter: Counter) {
+    if let Some(slot) = OAE_COUNTERS.get_ptr_mut(counter as u32) {
+        // SAFETY: this CPU's slot; see `dice` for why nothing races with it.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// The kernel refuses helpers marked GPL-only to programs that do not
+/// declare a GPL-compatible licence; this program uses none, so it carries
+/// the project's own.
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 11] = *b"Apache-2.0\0";
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // BPF has no unwinding and the verifier rejects any path reaching here,
+    // so a reachable panic shows up as a load failure, not at run time.
+    loop {}
+}

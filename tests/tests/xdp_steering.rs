@@ -1,0 +1,323 @@
+//! The XDP program on a real interface: a veth pair between two network
+//! namespaces, the program attached to side b, frames sent from side a.
+//!
+//! No AF_XDP socket is registered here, so every OAE frame that survives
+//! the fault injector is counted as `no_socket`; the counters alone show
+//! what the program decided. Frames are sent by a Python AF_PACKET socket
+//! pinned to CPU 0, so the program runs on CPU 0 and its fault dice follow
+//! `RngState::seeded(seed, 0)` exactly. Needs root.
+
+use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use oae_common::{CORRUPT_RANDOM_OFFSET, ETH_HEADER_LEN, FaultConfig, RngState};
+use oae_pmd::netns::{self, VethPair};
+use oae_pmd::xdp::{Steering, XdpCounters, XdpError, XdpMode};
+
+/// Length of the OAE frames sent: the basic 64-byte frame.
+const FRAME_LEN: usize = 64;
+
+/// The CPU the sender is pinned to, hence the one the program runs on.
+const CPU: u32 = 0;
+
+/// Creates a veth pair. Serialised: pairs made at the same moment by one
+/// process would pick the same temporary interface name.
+fn veth_pair(tag: &str) -> VethPair {
+    static CREATING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = CREATING.lock().unwrap_or_else(PoisonError::into_inner);
+    VethPair::create(tag).expect("create veth pair")
+}
+
+/// Attaches the program to side b of `pair` from a thread inside
+/// namespace b, where the interface name means something.
+fn attach(pair: &VethPair, mode: XdpMode) -> Result<Steering, XdpError> {
+    let (ns, iface) = (pair.ns[1].clone(), pair.ifname[1].clone());
+    thread::spawn(move || {
+        netns::enter(&ns).expect("enter namespace b");
+        Steering::attach(&iface, mode)
+    })
+    .join()
+    .expect("attach thread")
+}
+
+/// Sends `count` OAE frames from side a to side b, one system call each so
+/// the receive path drains between frames and none is lost on the way.
+fn send_oae(pair: &VethPair, count: usize) {
+    let hex = |mac: [u8; 6]| mac.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let script = format!(
+        "import os, socket\n\
+         os.sched_setaffinity(0, {{{CPU}}})\n\
+         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+         s.bind(('{iface}', 0))\n\
+         frame = bytes.fromhex('{dst}{src}88b5') + bytes(range({payload}))\n\
+         for _ in range({count}):\n    s.send(frame)\n",
+        iface = pair.ifname[0],
+        dst = hex(pair.mac[1]),
+        src = hex(pair.mac[0]),
+        payload = FRAME_LEN - ETH_HEADER_LEN,
+    );
+    let out = pair
+        .command(0, "python3")
+        .args(["-c", &script])
+        .output()
+        .expect("run python3 (apt-get install python3)");
+    assert!(
+        out.status.success(),
+        "sending frames failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// OAE frames the program has decided about: each is steered, dropped by a
+/// fault, or dropped for want of a socket.
+fn oae_seen(c: &XdpCounters) -> u64 {
+    c.steered + c.dropped_by_fault + c.no_socket
+}
+
+/// Sends `count` OAE frames and returns what the counters did meanwhile,
+/// once the program has seen them all (bounded wait).
+fn send_and_count(pair: &VethPair, steering: &Steering, count: usize) -> XdpCounters {
+    let before = steering.try_counters().expect("read counters");
+    send_oae(pair, count);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let delta = steering
+            .try_counters()
+            .expect("read counters")
+            .since(&before);
+        if oae_seen(&delta) >= count as u64 || Instant::now() > deadline {
+            return delta;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Frames the program drops out of `count`, replaying its dice for `faults`
+/// (drop only) on CPU 0.
+fn predicted_drops(faults: &FaultConfig, count: usize) -> u64 {
+    let mut dice = RngState::seeded(faults.seed, CPU);
+    (0..count)
+        .filter(|_| dice.chance_ppm(faults.drop_ppm))
+        .count() as u64
+}
+
+/// Frames the program corrupts out of `count` with a random offset and no
+/// drops: a roll for whether, then one for the byte and one for the bit.
+fn predicted_corruptions(faults: &FaultConfig, count: usize) -> u64 {
+    let mut dice = RngState::seeded(faults.seed, CPU);
+    let payload = (FRAME_LEN - ETH_HEADER_LEN) as u32;
+    (0..count)
+        .filter(|_| {
+            let hit = dice.chance_ppm(faults.corrupt_ppm);
+            if hit {
+                dice.below(payload);
+                dice.below(8);
+            }
+            hit
+        })
+        .count() as u64
+}
+
+/// The XDP program `ip link` reports on side b, if any.
+fn attached_program(pair: &VethPair) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["-n", &pair.ns[1], "link", "show", "dev", &pair.ifname[1]])
+        .output()
+        .expect("run ip");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|line| line.trim_start().starts_with("prog/xdp"))
+        .map(|line| line.trim().to_string())
+}
+
+#[test]
+fn ip_traffic_still_flows_and_is_passed() {
+    let pair = veth_pair("xdpip");
+    let steering = attach(&pair, XdpMode::Auto).expect("attach");
+    assert_ne!(steering.mode(), XdpMode::Auto);
+    let out = pair
+        .command(0, "ping")
+        .args(["-c", "3", "-i", "0.2", "-W", "2", &pair.ip[1].to_string()])
+        .output()
+        .expect("run ping");
+    assert!(
+        out.status.success(),
+        "ping through the XDP program failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let c = steering.counters();
+    assert!(c.passed >= 3, "{c}");
+    assert_eq!(oae_seen(&c), 0, "{c}");
+}
+
+#[test]
+fn oae_frames_without_a_socket_are_counted_and_dropped() {
+    let pair = veth_pair("xdpnosock");
+    let steering = attach(&pair, XdpMode::Auto).expect("attach");
+    let d = send_and_count(&pair, &steering, 100);
+    assert_eq!(d.no_socket, 100, "{d}");
+    assert_eq!(
+        d.steered + d.dropped_by_fault + d.corrupted_by_fault,
+        0,
+        "{d}"
+    );
+}
+
+#[test]
+fn link_down_drops_every_oae_frame_until_it_comes_back() {
+    let pair = veth_pair("xdplink");
+    let steering = attach(&pair, XdpMode::Auto).expect("attach");
+    let down = FaultConfig {
+        link_down: 1,
+        ..FaultConfig::default()
+    };
+    steering.set_faults(&down).expect("set faults");
+    assert_eq!(steering.faults(), down);
+    let d = send_and_count(&pair, &steering, 50);
+    assert_eq!((d.dropped_by_fault, d.no_socket), (50, 0), "{d}");
+
+    steering
+        .set_faults(&FaultConfig::default())
+        .expect("clear faults");
+    let d = send_and_count(&pair, &steering, 50);
+    assert_eq!((d.dropped_by_fault, d.no_socket), (0, 50), "{d}");
+}
+
+#[test]
+fn drops_follow_the_seed_exactly() {
+    const FRAMES: usize = 400;
+    let faults = FaultConfig {
+        drop_ppm: 500_000,
+        seed: 0x00AE_5EED,
+        ..FaultConfig::default()
+    };
+    let expected = predicted_drops(&faults, FRAMES);
+    assert!((150..250).contains(&expected), "{expected}");
+
+    let pair = veth_pair("xdpseed");
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        // A fresh attach each time: new maps, dice seeded from scratch.
+        let steering = attach(&pair, XdpMode::Auto).expect("attach");
+        steering.set_faults(&faults).expect("set faults");
+        let d = send_and_count(&pair, &steering, FRAMES);
+        assert_eq!(d.dropped_by_fault + d.no_socket, FRAMES as u64, "{d}");
+        runs.push(d.dropped_by_fault);
+
+        // Setting the same configuration again restarts the dice.
+        steering.set_faults(&faults).expect("set faults");
+        let again = send_and_count(&pair, &steering, FRAMES);
+        runs.push(again.dropped_by_fault);
+    }
+    assert_eq!(runs, [expected; 4]);
+}
+
+#[test]
+fn corruption_is_counted_and_the_frame_still_steered() {
+    const FRAMES: usize = 200;
+    let pair = veth_pair("xdpflip");
+    let steering = attach(&pair, XdpMode::Auto).expect("attach");
+
+    let always = FaultConfig {
+        corrupt_ppm: 1_000_000,
+        corrupt_offset: CORRUPT_RANDOM_OFFSET,
+        ..FaultConfig::default()
+    };
+    steering.set_faults(&always).expect("set faults");
+    let d = send_and_count(&pair, &steering, FRAMES);
+    assert_eq!((d.corrupted_by_fault, d.no_socket), (200, 200), "{d}");
+
+    let sometimes = FaultConfig {
+        corrupt_ppm: 300_000,
+        seed: 99,
+        ..always
+    };
+    steering.set_faults(&sometimes).expect("set faults");
+    let d = send_and_count(&pair, &steering, FRAMES);
+    assert_eq!(
+        d.corrupted_by_fault,
+        predicted_corruptions(&sometimes, FRAMES),
+        "{d}"
+    );
+    assert_eq!(d.no_socket, 200, "{d}");
+
+    // A fixed offset past the end of the frame leaves it alone.
+    let beyond = FaultConfig {
+        corrupt_offset: 1000,
+        ..always
+    };
+    steering.set_faults(&beyond).expect("set faults");
+    let d = send_and_count(&pair, &steering, 50);
+    assert_eq!((d.corrupted_by_fault, d.no_socket), (0, 50), "{d}");
+
+    let inside = FaultConfig {
+        corrupt_offset: 20,
+        ..always
+    };
+    steering.set_faults(&inside).expect("set faults");
+    let d = send_and_count(&pair, &steering, 50);
+    assert_eq!(d.corrupted_by_fault, 50, "{d}");
+}
+
+#[test]
+fn the_program_leaves_with_the_steering() {
+    let pair = veth_pair("xdpdrop");
+    for mode in [XdpMode::Driver, XdpMode::Skb] {
+        let steering = attach(&pair, mode).expect("attach");
+        assert_eq!(steering.mode(), mode);
+        let program = attached_program(&pair).expect("ip link shows the program");
+        assert!(program.contains("oae_steer"), "{program}");
+        drop(steering);
+        assert_eq!(attached_program(&pair), None);
+    }
+}
+
+#[test]
+fn auto_mode_falls_back_to_skb_when_the_driver_refuses() {
+    let pair = veth_pair("xdpmtu");
+    // Native XDP on veth refuses a peer MTU above what fits in one page.
+    netns::ip_in(
+        &pair.ns[0],
+        &["link", "set", "dev", &pair.ifname[0], "mtu", "4000"],
+    )
+    .expect("raise the peer's MTU");
+    let err = attach(&pair, XdpMode::Driver).expect_err("driver mode must be refused");
+    assert!(
+        matches!(
+            err,
+            XdpError::ModeUnsupported {
+                mode: XdpMode::Driver,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("use skb mode"), "{err}");
+    let steering = attach(&pair, XdpMode::Auto).expect("attach");
+    assert_eq!(steering.mode(), XdpMode::Skb);
+    let d = send_and_count(&pair, &steering, 20);
+    assert_eq!(d.no_socket, 20, "{d}");
+}
+
+#[test]
+fn a_second_program_is_refused_with_a_fix() {
+    let pair = veth_pair("xdpbusy");
+    let _first = attach(&pair, XdpMode::Auto).expect("attach");
+    let err = attach(&pair, XdpMode::Auto).expect_err("second attach must fail");
+    assert!(matches!(err, XdpError::AlreadyAttached { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("ip link set dev oae1 xdp off"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_interface_is_named() {
+    let err = Steering::attach("nosuch0", XdpMode::Auto).expect_err("no such interface");
+    assert!(
+        err.to_string().contains("'nosuch0' does not exist"),
+        "{err}"
+    );
+}
