@@ -1,7 +1,13 @@
 //! The OAE dataplane: pinned polling cores running receive burst → OAE core →
-//! verbs → transmit burst over AF_XDP or DPDK.
-//!
-//! Not built yet: today the core runs only under the simulator (`oae-sim`).
-//! Nothing here pretends otherwise.
+//! verbs → transmit burst over AF_XDP, a control socket, and in-process
+//! submission/completion queues for applications.
+
+pub mod config;
+pub mod control;
+pub mod daemon;
+pub mod epoch;
+pub mod pipeline;
+pub mod report;
+pub mod workload;
 
 pub use oae_proto as proto;

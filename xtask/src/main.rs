@@ -1,9 +1,11 @@
 //! Build orchestration for oae. Two commands from a fresh machine:
 //!
-//! * `cargo xtask run`  — the main job (today: the fault-injection simulator
-//!   campaign, one table row per fault class);
+//! * `cargo xtask run`  — the main job: two network namespaces joined by a
+//!   veth pair, a dataplane in each, a mixed verb workload with loss
+//!   injected, and an exactly-once check (`oaectl demo`);
 //! * `cargo xtask test` — every check: formatting, lints, unit, property,
-//!   simulator-campaign and model-checking tests, and the benchmarks in quick mode.
+//!   simulator-campaign, model-checking and real-link tests, and the
+//!   benchmarks in quick mode.
 //!
 //! Each first installs what it needs, idempotently.
 
@@ -14,7 +16,10 @@ use std::process::{Command, ExitCode, Stdio};
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
-  run     run the main job: the simulator campaign over every fault class
+  run     run the main job: OAE between two namespaces over AF_XDP, with loss
+          injected and an exactly-once check (needs root); arguments go
+          to `oaectl demo`, e.g. cargo xtask run --seconds 20 --loss-ppm 50000
+  sim     the simulator campaign over every fault class
   test    run every test (what CI runs)
   soak    a long simulator campaign: cargo xtask soak [--seeds N] [--verbs N]
   bench   the core micro-benchmark at full length
@@ -26,6 +31,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("run") => setup().and_then(|()| run_main_job(&args[1..])),
+        Some("sim") => setup().and_then(|()| sim_table(&args[1..])),
         Some("test") => setup().and_then(|()| test()),
         Some("soak") => setup().and_then(|()| soak(&args[1..])),
         Some("bench") => setup().and_then(|()| {
@@ -249,6 +255,30 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
 }
 
 fn run_main_job(extra: &[String]) -> Result<(), String> {
+    cargo(
+        &[
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "oae-dataplane",
+            "-p",
+            "oae-ctl",
+            "--bins",
+        ],
+        &[],
+    )?;
+    let mut args = vec!["demo"];
+    args.extend(extra.iter().map(String::as_str));
+    run(
+        "target/release/oaectl",
+        &args,
+        &[],
+        "the two-namespace demo",
+    )
+}
+
+fn sim_table(extra: &[String]) -> Result<(), String> {
     let mut args = vec!["run", "--release", "-p", "oae-sim", "--", "table"];
     args.extend(extra.iter().map(String::as_str));
     cargo(&args, &[])
@@ -285,6 +315,12 @@ fn test() -> Result<(), String> {
     cargo(
         &["bench", "-p", "oae-perf", "--bench", "cas_round_trip"],
         &[("OAE_BENCH_QUICK", "1")],
+    )?;
+    // The real-link tests start `oaed` and `oaectl` as processes: build
+    // them with the tests' profile, into the directory the tests look in.
+    cargo(
+        &["build", "--profile", "test", "--workspace", "--bins"],
+        &[],
     )?;
     let mut totals = [0u64; 3];
     let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);

@@ -1,0 +1,473 @@
+//! `oaectl demo`: the product's main job on one machine. Two network
+//! namespaces joined by a veth pair, a dataplane in each, a mixed verb
+//! workload with loss injected for a while, and an exactly-once check of
+//! both sides' memory against the ledger of the issued verbs. Everything it
+//! creates it removes, on success, on failure and on Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use oae_dataplane::config::{DemoSettings, Deployment};
+use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_pmd::netns::{VethPair, parse_mac};
+use serde_json::Value;
+
+const EMBEDDED: &str = include_str!("../../configs/veth-pair.toml");
+const STEP: Duration = Duration::from_secs(10);
+
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    /// Deployment file; the embedded configs/veth-pair.toml by default.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Overrides demo.seconds.
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Overrides demo.lanes.
+    #[arg(long)]
+    lanes: Option<u32>,
+    /// Overrides demo.loss_ppm (loss during the middle third).
+    #[arg(long)]
+    loss_ppm: Option<u32>,
+    /// The oaed binary; by default the one next to oaectl.
+    #[arg(long)]
+    oaed: Option<PathBuf>,
+    /// Print the final report as JSON too.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Everything the demo started; dropping it stops the dataplanes and
+/// deletes the namespaces.
+struct Setup {
+    children: Vec<(String, Child)>,
+    sockets: Vec<PathBuf>,
+    dir: PathBuf,
+    pair: Option<VethPair>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for socket in &self.sockets {
+            let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
+        }
+        let deadline = Instant::now() + Duration::from_secs(6);
+        for (name, child) in &mut self.children {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    _ => {
+                        eprintln!(
+                            "oaectl: dataplane {name} did not stop; killing pid {}",
+                            child.id()
+                        );
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        // Deleting the namespaces deletes the veth pair and its XDP programs.
+        self.pair.take();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn run(args: &DemoArgs) -> Result<(), String> {
+    let (text, path) = match &args.config {
+        Some(p) => (
+            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+            p.clone(),
+        ),
+        None => (
+            EMBEDDED.to_string(),
+            PathBuf::from("configs/veth-pair.toml (embedded)"),
+        ),
+    };
+    let deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
+    let mut settings = deployment.demo.clone();
+    if let Some(s) = args.seconds {
+        settings.seconds = s;
+    }
+    if let Some(l) = args.lanes {
+        settings.lanes = l;
+    }
+    if let Some(p) = args.loss_ppm {
+        settings.loss_ppm = p;
+    }
+    if !(settings.seconds > 0.0 && settings.seconds <= 3600.0) {
+        return Err("--seconds must be in (0, 3600]".into());
+    }
+    if settings.loss_ppm > 1_000_000 {
+        return Err("--loss-ppm is at most 1000000".into());
+    }
+    let oaed = match &args.oaed {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("oaed"),
+    };
+    if !oaed.exists() {
+        return Err(format!(
+            "{} not found: build it (cargo build --release) or pass --oaed",
+            oaed.display()
+        ));
+    }
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .map_err(|e| format!("cannot install the signal handler: {e}"))?;
+    }
+
+    let names: Vec<String> = deployment.dataplane.keys().cloned().collect();
+    let macs = [
+        parse_mac(&deployment.topology.macs[0]).ok_or("validated")?,
+        parse_mac(&deployment.topology.macs[1]).ok_or("validated")?,
+    ];
+    let dir = std::env::temp_dir().join(format!("oae-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let config_file = dir.join("deployment.toml");
+    std::fs::write(&config_file, &text).map_err(|e| e.to_string())?;
+    let mut setup = Setup {
+        children: Vec::new(),
+        sockets: Vec::new(),
+        dir: dir.clone(),
+        pair: None,
+    };
+    println!("setting up two namespaces joined by a veth pair ...");
+    let pair = VethPair::create_with_macs("demo", Some(macs))
+        .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
+    println!(
+        "  {} ({}) <-> {} ({})",
+        pair.ns[0], pair.ifname[0], pair.ns[1], pair.ifname[1]
+    );
+    let ns = pair.ns.clone();
+    setup.pair = Some(pair);
+
+    for (i, name) in names.iter().enumerate() {
+        let socket = dir.join(format!("{name}.sock"));
+        let log =
+            std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns[i]])
+            .arg(&oaed)
+            .arg("--config")
+            .arg(&config_file)
+            .args(["--name", name])
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.join(format!("{name}.state")))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", oaed.display()))?;
+        setup.children.push((name.clone(), child));
+        setup.sockets.push(socket);
+    }
+
+    wait_for_links(&mut setup, &interrupted)?;
+    println!(
+        "links up; running the workload for {:.1} s",
+        settings.seconds
+    );
+    let report = run_workload(&setup, &deployment, &settings, &interrupted)?;
+    let check = exactly_once_check(&setup, &report)?;
+    let stats: Vec<Value> = setup
+        .sockets
+        .iter()
+        .map(|s| call(s, &Request::Stats, STEP))
+        .collect::<Result<_, _>>()?;
+    print_table(&names, &settings, &report, &stats, &check);
+    if args.json {
+        let v = serde_json::json!({"workload": report, "stats": stats,
+                                   "exactly_once": check.ok(), "differences": check.differences});
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    drop(setup);
+    println!("namespaces, XDP programs and dataplanes removed");
+    if check.ok() && report.mismatches == 0 {
+        Ok(())
+    } else {
+        Err("the exactly-once check FAILED (see above)".into())
+    }
+}
+
+fn log_tail(setup: &Setup, name: &str) -> String {
+    let text = std::fs::read_to_string(setup.dir.join(format!("{name}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if interrupted.load(Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        for (name, child) in &mut setup.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                let name = name.clone();
+                return Err(format!(
+                    "dataplane {name} exited ({status}) during start-up:\n{}",
+                    log_tail(setup, &name)
+                ));
+            }
+        }
+        let up = setup.sockets.iter().all(|s| {
+            call(s, &Request::Status, Duration::from_secs(1)).is_ok_and(|v| {
+                v["queues"]
+                    .as_array()
+                    .is_some_and(|qs| qs.iter().all(|q| q["link"]["up"].as_bool() == Some(true)))
+            })
+        });
+        if up {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = setup
+                .children
+                .iter()
+                .map(|(n, _)| format!("--- {n}:\n{}", log_tail(setup, n)))
+                .collect();
+            return Err(format!(
+                "the links did not come up within 20 s\n{}",
+                logs.join("\n")
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn set_loss(setup: &Setup, ppm: u32, seed: u64) -> Result<(), String> {
+    for s in &setup.sockets {
+        call(
+            s,
+            &Request::Fault(FaultChange {
+                drop_ppm: Some(ppm),
+                seed: Some(seed),
+                ..FaultChange::default()
+            }),
+            STEP,
+        )?;
+    }
+    Ok(())
+}
+
+fn run_workload(
+    setup: &Setup,
+    deployment: &Deployment,
+    settings: &DemoSettings,
+    interrupted: &AtomicBool,
+) -> Result<WorkloadReport, String> {
+    let issuer = &setup.sockets[0];
+    let target_cfg = deployment.dataplane.values().nth(1).ok_or("validated")?;
+    let region = target_cfg.regions.first().ok_or_else(|| {
+        "the second dataplane needs a region for the workload to target".to_string()
+    })?;
+    let local = deployment
+        .dataplane
+        .values()
+        .next()
+        .and_then(|c| c.regions.get(1))
+        .ok_or("the first dataplane needs a second region for bilateral swaps")?;
+    call(
+        issuer,
+        &Request::WorkloadStart(WorkloadSpec {
+            queue: 0,
+            region: region.id,
+            key: region.key,
+            local_region: local.id,
+            lanes: settings.lanes,
+            seconds: settings.seconds,
+            seed: settings.seed,
+            verbs: Vec::new(),
+        }),
+        STEP,
+    )?;
+    let third = settings.seconds / 3.0;
+    let mut loss_on = false;
+    let mut loss_done = false;
+    let started = Instant::now();
+    let hard_deadline = started + Duration::from_secs_f64(settings.seconds + 30.0);
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        if interrupted.load(Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        let t = started.elapsed().as_secs_f64();
+        if !loss_on && !loss_done && t >= third && settings.loss_ppm > 0 {
+            set_loss(setup, settings.loss_ppm, settings.seed)?;
+            loss_on = true;
+        }
+        if loss_on && t >= 2.0 * third {
+            set_loss(setup, 0, settings.seed)?;
+            loss_on = false;
+            loss_done = true;
+        }
+        let v = call(issuer, &Request::WorkloadStatus { queue: 0 }, STEP)?;
+        let r: WorkloadReport = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        let rate = if r.elapsed_s > 0.0 {
+            r.completed as f64 / r.elapsed_s
+        } else {
+            0.0
+        };
+        print!(
+            "\r  [{:>5.1} s] {:>9} verbs {:>9.0}/s  failed {:>5}  p99 {:>8.1} us  loss {:<4}",
+            r.elapsed_s,
+            r.completed,
+            rate,
+            r.failed,
+            r.latency.p99 as f64 / 1e3,
+            if loss_on { "on" } else { "off" }
+        );
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        if !r.running {
+            println!();
+            if loss_on {
+                set_loss(setup, 0, settings.seed)?;
+            }
+            return Ok(r);
+        }
+        if Instant::now() > hard_deadline {
+            return Err("the workload did not finish in time".into());
+        }
+    }
+}
+
+struct Check {
+    compared_bytes: usize,
+    differences: Vec<String>,
+}
+
+impl Check {
+    fn ok(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+/// Compares both sides' memory with the ledger's expected images.
+fn exactly_once_check(setup: &Setup, report: &WorkloadReport) -> Result<Check, String> {
+    let mut differences = Vec::new();
+    let mut compared = 0;
+    let dump = |socket: &Path, id: u16| -> Result<String, String> {
+        let v = call(socket, &Request::RegionDump { id, queue: 0 }, STEP)?;
+        Ok(v["data"].as_str().unwrap_or_default().to_string())
+    };
+    for (what, socket, id, expected) in [
+        (
+            "peer's target region",
+            &setup.sockets[1],
+            1u16,
+            &report.expected_remote,
+        ),
+        (
+            "issuer's local region",
+            &setup.sockets[0],
+            2u16,
+            &report.expected_local,
+        ),
+    ] {
+        let actual = dump(socket, id)?;
+        let actual = &actual[..expected.len().min(actual.len())];
+        compared += expected.len() / 2;
+        if actual != expected {
+            let at = actual
+                .bytes()
+                .zip(expected.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0)
+                / 2;
+            differences.push(format!(
+                "{what} differs from the ledger first at byte {at} (lane {})",
+                at / 64
+            ));
+        }
+    }
+    Ok(Check {
+        compared_bytes: compared,
+        differences,
+    })
+}
+
+fn print_table(
+    names: &[String],
+    settings: &DemoSettings,
+    r: &WorkloadReport,
+    stats: &[Value],
+    check: &Check,
+) {
+    let sum = |key: &str| -> u64 {
+        stats
+            .iter()
+            .flat_map(|s| s["queues"].as_array().into_iter().flatten())
+            .map(|q| q["link"][key].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let xdp = |key: &str| -> u64 {
+        stats
+            .iter()
+            .flat_map(|s| s["xdp"].as_array().into_iter().flatten())
+            .map(|x| x["counters"][key].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let us = |ns: u64| format!("{:.1} us", ns as f64 / 1e3);
+    println!();
+    println!(
+        "OAE over AF_XDP, {} -> {} ({} lanes, {:.1} s, {} ppm loss in the middle third)",
+        names[0], names[1], settings.lanes, settings.seconds, settings.loss_ppm
+    );
+    let rows: Vec<(&str, String)> = vec![
+        ("verbs completed", r.completed.to_string()),
+        (
+            "verbs/s",
+            format!("{:.0}", r.completed as f64 / r.elapsed_s.max(1e-9)),
+        ),
+        ("verbs failed (no effect)", r.failed.to_string()),
+        ("latency p50", us(r.latency.p50)),
+        ("latency p99", us(r.latency.p99)),
+        ("latency p99.9", us(r.latency.p999)),
+        ("latency max", us(r.latency.max)),
+        ("reversals", sum("reversals").to_string()),
+        (
+            "transfers reversed at target",
+            sum("transfers_reversed").to_string(),
+        ),
+        (
+            "frames dropped by fault (XDP)",
+            xdp("dropped_by_fault").to_string(),
+        ),
+        (
+            "frames corrupted by fault (XDP)",
+            xdp("corrupted_by_fault").to_string(),
+        ),
+        ("malformed frames", sum("malformed_total").to_string()),
+        ("results contradicting the ledger", r.mismatches.to_string()),
+        (
+            "exactly-once (memory vs ledger)",
+            if check.ok() && r.mismatches == 0 {
+                format!("PASS ({} bytes on both sides)", check.compared_bytes)
+            } else {
+                format!("FAIL: {}", check.differences.join("; "))
+            },
+        ),
+    ];
+    for (k, v) in rows {
+        println!("  {k:<34} {v}");
+    }
+    let mix: Vec<String> = r.per_verb.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    println!("  {:<34} {}", "mix", mix.join(", "));
+    if !r.errors.is_empty() {
+        let errs: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!("  {:<34} {}", "failures by reason", errs.join(", "));
+    }
+}

@@ -1,0 +1,530 @@
+//! `oaectl`: talks to running OAE dataplanes over their control sockets, and
+//! runs the two-namespace demo.
+
+mod demo;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
+use oae_pmd::xdp::{FaultConfig, apply_fault_setting};
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(35);
+
+#[derive(Parser)]
+#[command(version, about = "Control tool for OAE dataplanes")]
+struct Cli {
+    /// Control socket of the dataplane.
+    #[arg(long, short, env = "OAE_SOCKET", global = true)]
+    socket: Option<PathBuf>,
+    /// Dataplane name: its socket is /run/oae/<name>.sock.
+    #[arg(long, short, global = true)]
+    name: Option<String>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Links: state, epochs, slots in use, credits, RTT estimate.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every counter: link, pipeline, driver, XDP.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Latency percentiles of completed verbs.
+    Hist {
+        #[arg(long, default_value_t = 0)]
+        queue: u16,
+    },
+    /// Runs one verb against the peer's memory and prints its result.
+    Verb {
+        #[arg(long, default_value_t = 0)]
+        queue: u16,
+        #[command(subcommand)]
+        verb: VerbCmd,
+    },
+    /// Registered memory.
+    Region {
+        #[command(subcommand)]
+        cmd: RegionCmd,
+    },
+    /// The XDP fault injector.
+    Fault {
+        #[command(subcommand)]
+        cmd: FaultCmd,
+    },
+    /// Refreshing view of status and counters.
+    Watch {
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after this many refreshes (0: until Ctrl-C).
+        #[arg(long, default_value_t = 0)]
+        count: u64,
+    },
+    /// Asks the dataplane to stop (it drains, detaches XDP and exits).
+    Shutdown,
+    /// Two namespaces joined by a veth pair, a dataplane in each, a mixed
+    /// verb workload with loss injected, and an exactly-once check.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Subcommand)]
+enum VerbCmd {
+    Read {
+        #[command(flatten)]
+        at: Target,
+        #[arg(long)]
+        len: u16,
+    },
+    Write {
+        #[command(flatten)]
+        at: Target,
+        /// Bytes in hex.
+        #[arg(long)]
+        data: String,
+    },
+    Cas {
+        #[command(flatten)]
+        at: Target,
+        #[arg(long)]
+        expected: u64,
+        #[arg(long)]
+        new: u64,
+    },
+    Faa {
+        #[command(flatten)]
+        at: Target,
+        #[arg(long)]
+        add: u64,
+    },
+    Swap {
+        #[command(flatten)]
+        at: Target,
+        #[arg(long)]
+        new: u64,
+    },
+    /// Multi-word compare-and-swap: --word OFFSET:EXPECTED:NEW, repeated.
+    Mcas {
+        #[arg(long)]
+        region: u16,
+        #[arg(long)]
+        key: u32,
+        #[arg(long = "word", value_parser = parse_word, required = true)]
+        words: Vec<(u32, u64, u64)>,
+    },
+    /// Bilateral swap of a local block with the peer's block.
+    Bswap {
+        #[command(flatten)]
+        at: Target,
+        #[arg(long)]
+        local_region: u16,
+        #[arg(long)]
+        local_offset: u32,
+        #[arg(long)]
+        len: u16,
+    },
+}
+
+#[derive(clap::Args)]
+struct Target {
+    #[arg(long)]
+    region: u16,
+    #[arg(long)]
+    key: u32,
+    #[arg(long)]
+    offset: u32,
+}
+
+#[derive(Subcommand)]
+enum RegionCmd {
+    Add {
+        #[arg(long)]
+        id: u16,
+        #[arg(long)]
+        key: u32,
+        #[arg(long)]
+        len: u32,
+        /// Any of r, w, a.
+        #[arg(long, default_value = "rwa")]
+        perms: String,
+    },
+    List,
+    /// Prints a region's bytes in hex.
+    Dump {
+        #[arg(long)]
+        id: u16,
+        #[arg(long, default_value_t = 0)]
+        queue: u16,
+    },
+}
+
+#[derive(Subcommand)]
+enum FaultCmd {
+    /// e.g. `fault set drop=0.01 corrupt=0.001 link=down seed=7`
+    /// (probabilities as fractions, or with a ppm suffix: drop=10000ppm).
+    Set {
+        #[arg(value_parser = parse_fault, required = true)]
+        settings: Vec<FaultSetting>,
+    },
+    /// Clears every fault.
+    Clear,
+}
+
+#[derive(Clone, Debug)]
+enum FaultSetting {
+    Drop(u32),
+    Corrupt(u32),
+    Offset(u32),
+    Link(bool),
+    Seed(u64),
+}
+
+fn parse_word(s: &str) -> Result<(u32, u64, u64), String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [o, e, n] = parts[..] else {
+        return Err(format!("'{s}': expected OFFSET:EXPECTED:NEW"));
+    };
+    let num = |x: &str| {
+        x.parse::<u64>()
+            .map_err(|_| format!("'{x}' is not a number"))
+    };
+    let offset = u32::try_from(num(o)?).map_err(|_| format!("offset {o} too large"))?;
+    Ok((offset, num(e)?, num(n)?))
+}
+
+/// One `key=value` fault setting, read by the same parser the XDP
+/// configuration uses, so `oaectl` and the library accept the same text.
+fn parse_fault(s: &str) -> Result<FaultSetting, String> {
+    let mut parsed = FaultConfig::default();
+    apply_fault_setting(&mut parsed, s).map_err(|e| e.to_string())?;
+    let key = s.split_once('=').map_or("", |(k, _)| k.trim());
+    Ok(match key {
+        "drop" => FaultSetting::Drop(parsed.drop_ppm),
+        "corrupt" => FaultSetting::Corrupt(parsed.corrupt_ppm),
+        "offset" => FaultSetting::Offset(parsed.corrupt_offset),
+        "link" => FaultSetting::Link(parsed.link_down != 0),
+        _ => FaultSetting::Seed(parsed.seed),
+    })
+}
+
+fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
+    if let Some(s) = &cli.socket {
+        return Ok(s.clone());
+    }
+    if let Some(n) = &cli.name {
+        return Ok(PathBuf::from(format!("/run/oae/{n}.sock")));
+    }
+    let found: Vec<PathBuf> = std::fs::read_dir("/run/oae")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(
+            "no dataplane found in /run/oae: start one with `oaed --config <file>`, \
+                   or give --socket"
+                .into(),
+        ),
+        many => Err(format!(
+            "several dataplanes are running ({}): choose one with --name or --socket",
+            many.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Cmd::Demo(args) => demo::run(args),
+        _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("oaectl: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
+    let ask = |r: &Request| call(socket, r, TIMEOUT);
+    match cmd {
+        Cmd::Status { json } => {
+            let v = ask(&Request::Status)?;
+            if *json {
+                print_json(&v);
+            } else {
+                print_status(&v);
+            }
+        }
+        Cmd::Stats { json } => {
+            let v = ask(&Request::Stats)?;
+            if *json {
+                print_json(&v);
+            } else {
+                print_flat("", &v);
+            }
+        }
+        Cmd::Hist { queue } => {
+            let v = ask(&Request::Hist { queue: *queue })?;
+            let l = &v["latency_ns"];
+            println!("verbs completed: {}", l["count"]);
+            for p in ["min", "p50", "p90", "p99", "p999", "max"] {
+                println!("  {p:>5}: {:>10.3} us", l[p].as_f64().unwrap_or(0.0) / 1e3);
+            }
+        }
+        Cmd::Verb { queue, verb } => {
+            let v = ask(&Request::Verb {
+                queue: *queue,
+                verb: verb_spec(verb),
+            })?;
+            print_json(&v);
+        }
+        Cmd::Region { cmd } => {
+            let request = match cmd {
+                RegionCmd::Add {
+                    id,
+                    key,
+                    len,
+                    perms,
+                } => Request::RegionAdd {
+                    id: *id,
+                    key: *key,
+                    len: *len,
+                    perms: perms.clone(),
+                },
+                RegionCmd::List => Request::RegionList,
+                RegionCmd::Dump { id, queue } => Request::RegionDump {
+                    id: *id,
+                    queue: *queue,
+                },
+            };
+            let v = ask(&request)?;
+            match cmd {
+                RegionCmd::List => {
+                    println!("{:>6} {:>10} {:>10} perms", "id", "key", "len");
+                    for r in v.as_array().into_iter().flatten() {
+                        println!(
+                            "{:>6} {:>10} {:>10} {}",
+                            r["id"],
+                            r["key"],
+                            r["len"],
+                            r["perms"].as_str().unwrap_or("")
+                        );
+                    }
+                }
+                RegionCmd::Dump { .. } => println!("{}", v["data"].as_str().unwrap_or("")),
+                RegionCmd::Add { .. } => print_json(&v),
+            }
+        }
+        Cmd::Fault { cmd } => {
+            let mut change = FaultChange::default();
+            match cmd {
+                FaultCmd::Clear => {
+                    change = FaultChange {
+                        drop_ppm: Some(0),
+                        corrupt_ppm: Some(0),
+                        corrupt_offset: None,
+                        link_down: Some(false),
+                        seed: None,
+                    }
+                }
+                FaultCmd::Set { settings } => {
+                    for s in settings {
+                        match *s {
+                            FaultSetting::Drop(p) => change.drop_ppm = Some(p),
+                            FaultSetting::Corrupt(p) => change.corrupt_ppm = Some(p),
+                            FaultSetting::Offset(o) => change.corrupt_offset = Some(o),
+                            FaultSetting::Link(down) => change.link_down = Some(down),
+                            FaultSetting::Seed(s) => change.seed = Some(s),
+                        }
+                    }
+                }
+            }
+            print_json(&ask(&Request::Fault(change))?);
+        }
+        Cmd::Watch { interval, count } => {
+            if interval.is_nan() || *interval < 0.05 {
+                return Err("--interval must be at least 0.05 seconds".into());
+            }
+            let mut n = 0;
+            loop {
+                let status = ask(&Request::Status)?;
+                let stats = ask(&Request::Stats)?;
+                print!("\x1b[2J\x1b[H");
+                print_status(&status);
+                println!();
+                print_watch_counters(&stats);
+                n += 1;
+                if *count != 0 && n >= *count {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs_f64(*interval));
+            }
+        }
+        Cmd::Shutdown => print_json(&ask(&Request::Shutdown)?),
+        Cmd::Demo(_) => unreachable!("handled before a socket is chosen"),
+    }
+    Ok(())
+}
+
+fn verb_spec(v: &VerbCmd) -> VerbSpec {
+    match v {
+        VerbCmd::Read { at, len } => VerbSpec::Read {
+            region: at.region,
+            key: at.key,
+            offset: at.offset,
+            len: *len,
+        },
+        VerbCmd::Write { at, data } => VerbSpec::Write {
+            region: at.region,
+            key: at.key,
+            offset: at.offset,
+            data: data.clone(),
+        },
+        VerbCmd::Cas { at, expected, new } => VerbSpec::Cas {
+            region: at.region,
+            key: at.key,
+            offset: at.offset,
+            expected: *expected,
+            new: *new,
+        },
+        VerbCmd::Faa { at, add } => VerbSpec::Faa {
+            region: at.region,
+            key: at.key,
+            offset: at.offset,
+            add: *add,
+        },
+        VerbCmd::Swap { at, new } => VerbSpec::Swap {
+            region: at.region,
+            key: at.key,
+            offset: at.offset,
+            new: *new,
+        },
+        VerbCmd::Mcas { region, key, words } => VerbSpec::Mcas {
+            region: *region,
+            key: *key,
+            words: words.clone(),
+        },
+        VerbCmd::Bswap {
+            at,
+            local_region,
+            local_offset,
+            len,
+        } => VerbSpec::Bswap {
+            region: at.region,
+            key: at.key,
+            offset: at.offset,
+            local_region: *local_region,
+            local_offset: *local_offset,
+            len: *len,
+        },
+    }
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn print_status(v: &Value) {
+    println!(
+        "dataplane {} (pid {}, epoch {})",
+        v["name"].as_str().unwrap_or("?"),
+        v["pid"],
+        v["epoch"]
+    );
+    println!(
+        "{:>3} {:<10} {:<6} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
+        "q", "iface", "state", "role", "peer-e", "slots", "credit", "rtt", "in-flight"
+    );
+    for q in v["queues"].as_array().into_iter().flatten() {
+        let l = &q["link"];
+        let state = if l["up"].as_bool() == Some(true) {
+            "up"
+        } else if l["unreachable"].as_bool() == Some(true) {
+            "unreach"
+        } else {
+            "down"
+        };
+        println!(
+            "{:>3} {:<10} {:<6} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
+            q["queue"]["index"],
+            q["queue"]["iface"].as_str().unwrap_or("?"),
+            state,
+            l["role"].as_str().unwrap_or("?"),
+            l["peer_epoch"],
+            format!("{}/{}", l["credits_in_use"], l["active_slots"]),
+            l["peer_credits"],
+            l["srtt_ns"].as_f64().unwrap_or(0.0) / 1e3,
+            q["in_flight"],
+        );
+    }
+}
+
+fn print_watch_counters(stats: &Value) {
+    for q in stats["queues"].as_array().into_iter().flatten() {
+        let l = &q["link"];
+        println!(
+            "queue {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
+            q["queue"]["index"],
+            l["rx_frames"],
+            l["tx_frames"],
+            l["transfers_applied"],
+            l["transfers_committed"],
+            l["transfers_reversed"],
+            l["reversals"],
+            l["retries"],
+            l["malformed_total"]
+        );
+    }
+    for x in stats["xdp"].as_array().into_iter().flatten() {
+        let c = &x["counters"];
+        println!(
+            "xdp {}: steered {} passed {} dropped-by-fault {} corrupted-by-fault {}",
+            x["iface"].as_str().unwrap_or("?"),
+            c["steered"],
+            c["passed"],
+            c["dropped_by_fault"],
+            c["corrupted_by_fault"]
+        );
+    }
+}
+
+/// Prints nested counters as `path.to.counter value` lines.
+fn print_flat(prefix: &str, v: &Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                print_flat(&p, x);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                print_flat(&format!("{prefix}[{i}]"), x);
+            }
+        }
+        other => println!("{prefix} {other}"),
+    }
+}

@@ -1,0 +1,523 @@
+//! The dataplane's TOML configuration. Every setting is checked before
+//! anything starts; a refusal names the file, the setting and what to do.
+//!
+//! A file holds either one dataplane (its settings at top level, as in
+//! `configs/host-nic.toml`) or several under `[dataplane.<name>]` plus a
+//! `[topology]` that says how to build the network they run on (as in
+//! `configs/veth-pair.toml`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use oae_pmd::netns::parse_mac;
+use oae_proto::config::LinkConfig;
+use oae_proto::memory::{Permissions, RegionSpec};
+use serde::Deserialize;
+
+/// A refused configuration: where, and what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One dataplane process.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Names the process in logs, sockets and state; defaults to the
+    /// `[dataplane.<name>]` key.
+    #[serde(default)]
+    pub name: String,
+    /// Unique among the nodes that talk to each other; breaks role ties.
+    pub node_id: u64,
+    /// Unix socket of the control interface (mode 0600).
+    #[serde(default)]
+    pub control_socket: Option<PathBuf>,
+    /// Where the incarnation counter lives; it must survive restarts, so a
+    /// restarted dataplane is recognised as a new incarnation.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// One polling core per queue.
+    #[serde(rename = "queue")]
+    pub queues: Vec<QueueConfig>,
+    /// Registered memory, the same regions on every queue's node.
+    #[serde(default, rename = "region")]
+    pub regions: Vec<RegionConfig>,
+}
+
+/// One NIC queue, its polling core and the OAE link it carries.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    pub iface: String,
+    #[serde(default)]
+    pub queue_id: u32,
+    /// CPU the polling thread is pinned to; none means unpinned.
+    #[serde(default)]
+    pub core: Option<usize>,
+    /// MAC address of the peer at the other end of this queue's link.
+    pub peer_mac: String,
+    #[serde(default)]
+    pub xdp_mode: XdpModeSetting,
+    #[serde(default)]
+    pub bind_mode: BindModeSetting,
+    /// UMEM frames (receive and transmit pools together).
+    #[serde(default = "default_frames")]
+    pub frames: u32,
+    /// Size of each of the fill, completion, receive and transmit rings.
+    #[serde(default = "default_ring")]
+    pub ring_size: u32,
+    #[serde(default)]
+    pub link: LinkSettings,
+}
+
+fn default_frames() -> u32 {
+    4096
+}
+
+fn default_ring() -> u32 {
+    2048
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum XdpModeSetting {
+    /// Driver mode where the NIC supports it, generic (skb) mode otherwise.
+    #[default]
+    Auto,
+    Driver,
+    Skb,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum BindModeSetting {
+    /// Zero-copy where the driver allows it, copy mode otherwise.
+    #[default]
+    Auto,
+    ZeroCopy,
+    Copy,
+}
+
+/// Overrides of the link's protocol settings; see `oae_proto::LinkConfig`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSettings {
+    pub slots: Option<u16>,
+    pub credits: Option<u16>,
+    pub max_class: Option<u8>,
+    pub unreachable_after_rounds: Option<u32>,
+    pub echo_patience_rounds: Option<u32>,
+    pub rtt_multiplier: Option<u32>,
+    pub min_round_ns: Option<u64>,
+    pub initial_rtt_ns: Option<u64>,
+    pub hello_interval_ns: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub submit_queue: Option<usize>,
+}
+
+impl LinkSettings {
+    pub fn to_link_config(&self) -> LinkConfig {
+        let d = LinkConfig::default();
+        LinkConfig {
+            slots: self.slots.unwrap_or(d.slots),
+            receive_credits: self.credits.unwrap_or(d.receive_credits),
+            max_class: self.max_class.unwrap_or(d.max_class),
+            unreachable_after_rounds: self
+                .unreachable_after_rounds
+                .unwrap_or(d.unreachable_after_rounds),
+            echo_patience_rounds: self.echo_patience_rounds.unwrap_or(d.echo_patience_rounds),
+            rtt_multiplier: self.rtt_multiplier.unwrap_or(d.rtt_multiplier),
+            min_round: self.min_round_ns.unwrap_or(d.min_round),
+            initial_rtt: self.initial_rtt_ns.unwrap_or(d.initial_rtt),
+            hello_interval: self.hello_interval_ns.unwrap_or(d.hello_interval),
+            max_attempts: self.max_attempts.unwrap_or(d.max_attempts),
+            submit_queue: self.submit_queue.unwrap_or(d.submit_queue),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionConfig {
+    pub id: u16,
+    pub key: u32,
+    /// Bytes, a positive multiple of 8.
+    pub len: u32,
+    /// Any of `r`, `w`, `a` (atomics).
+    pub perms: String,
+}
+
+impl RegionConfig {
+    pub fn to_spec(&self) -> Result<RegionSpec, String> {
+        let permissions = Permissions::parse(&self.perms).ok_or_else(|| {
+            format!(
+                "region {}: perms = \"{}\" is not a combination of r, w and a",
+                self.id, self.perms
+            )
+        })?;
+        if self.len == 0 || !self.len.is_multiple_of(8) {
+            return Err(format!(
+                "region {}: len = {} must be a positive multiple of 8",
+                self.id, self.len
+            ));
+        }
+        Ok(RegionSpec {
+            id: self.id,
+            key: self.key,
+            len: self.len,
+            permissions,
+        })
+    }
+}
+
+/// How a multi-dataplane file's network is built.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// `veth-pair`: two namespaces joined by a veth pair, made by `oaectl demo`.
+    pub kind: TopologyKind,
+    /// MAC given to each end of the pair, in `[dataplane]` key order.
+    #[serde(default)]
+    pub macs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    VethPair,
+}
+
+/// The default workload of `oaectl demo`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DemoSettings {
+    #[serde(default = "default_demo_seconds")]
+    pub seconds: f64,
+    /// Independent verb streams (each owns its words, one verb in flight).
+    #[serde(default = "default_lanes")]
+    pub lanes: u32,
+    /// Loss injected in the middle third of the run, parts per million.
+    #[serde(default = "default_loss_ppm")]
+    pub loss_ppm: u32,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_demo_seconds() -> f64 {
+    9.0
+}
+
+fn default_lanes() -> u32 {
+    32
+}
+
+fn default_loss_ppm() -> u32 {
+    10_000
+}
+
+impl Default for DemoSettings {
+    fn default() -> Self {
+        DemoSettings {
+            seconds: default_demo_seconds(),
+            lanes: default_lanes(),
+            loss_ppm: default_loss_ppm(),
+            seed: 0,
+        }
+    }
+}
+
+/// A file with several dataplanes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deployment {
+    pub topology: Topology,
+    pub dataplane: BTreeMap<String, Config>,
+    #[serde(default)]
+    pub demo: DemoSettings,
+}
+
+impl Deployment {
+    pub fn load(path: &Path) -> Result<Deployment, ConfigError> {
+        let text = read(path)?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Deployment, ConfigError> {
+        let mut d: Deployment = toml::from_str(text).map_err(|e| toml_error(path, e))?;
+        for (name, cfg) in &mut d.dataplane {
+            if cfg.name.is_empty() {
+                cfg.name.clone_from(name);
+            }
+            cfg.validate().map_err(|e| in_file(path, e))?;
+        }
+        match d.topology.kind {
+            TopologyKind::VethPair => {
+                if d.dataplane.len() != 2 {
+                    return Err(in_file(
+                        path,
+                        format!(
+                            "topology veth-pair needs exactly two [dataplane.<name>] tables, found {}",
+                            d.dataplane.len()
+                        ),
+                    ));
+                }
+                if d.topology.macs.len() != 2 {
+                    return Err(in_file(
+                        path,
+                        "topology.macs: give the two MAC addresses of the veth ends".into(),
+                    ));
+                }
+                for mac in &d.topology.macs {
+                    parse_mac(mac).ok_or_else(|| {
+                        in_file(path, format!("topology.macs: '{mac}' is not a MAC address"))
+                    })?;
+                }
+            }
+        }
+        if !(d.demo.seconds > 0.0 && d.demo.seconds <= 3600.0) {
+            return Err(in_file(
+                path,
+                format!("demo.seconds = {} must be in (0, 3600]", d.demo.seconds),
+            ));
+        }
+        if d.demo.lanes == 0 {
+            return Err(in_file(path, "demo.lanes must be at least 1".into()));
+        }
+        if d.demo.loss_ppm > 1_000_000 {
+            return Err(in_file(path, "demo.loss_ppm is at most 1000000".into()));
+        }
+        Ok(d)
+    }
+}
+
+impl Config {
+    /// Loads one dataplane: the whole file, or `[dataplane.<name>]` of a
+    /// multi-dataplane file.
+    pub fn load(path: &Path, name: Option<&str>) -> Result<Config, ConfigError> {
+        let text = read(path)?;
+        let table: toml::Table = text.parse().map_err(|e| toml_error(path, e))?;
+        if table.contains_key("dataplane") {
+            let mut d = Deployment::parse(&text, path)?;
+            let names: Vec<String> = d.dataplane.keys().cloned().collect();
+            let name = name.ok_or_else(|| {
+                in_file(
+                    path,
+                    format!(
+                        "the file holds several dataplanes ({}): choose one with --name",
+                        names.join(", ")
+                    ),
+                )
+            })?;
+            d.dataplane.remove(name).ok_or_else(|| {
+                in_file(
+                    path,
+                    format!(
+                        "no [dataplane.{name}] here; there are: {}",
+                        names.join(", ")
+                    ),
+                )
+            })
+        } else {
+            let mut cfg: Config = toml::from_str(&text).map_err(|e| toml_error(path, e))?;
+            if let Some(name) = name
+                && cfg.name.is_empty()
+            {
+                cfg.name = name.to_string();
+            }
+            if cfg.name.is_empty() {
+                return Err(in_file(path, "name: give the dataplane a name".into()));
+            }
+            cfg.validate().map_err(|e| in_file(path, e))?;
+            Ok(cfg)
+        }
+    }
+
+    /// One dataplane from TOML text (the single-dataplane form).
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        cfg.validate().map_err(ConfigError)?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let ctx = |e: String| format!("dataplane '{}': {e}", self.name);
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(ctx(format!(
+                "name '{}' must be non-empty letters, digits, '-' or '_'",
+                self.name
+            )));
+        }
+        if self.queues.is_empty() {
+            return Err(ctx("add at least one [[queue]]".into()));
+        }
+        if self.queues.len() > usize::from(u16::MAX) {
+            return Err(ctx("too many queues".into()));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for (i, q) in self.queues.iter().enumerate() {
+            let at = |e: String| ctx(format!("queue {i} ({} queue {}): {e}", q.iface, q.queue_id));
+            if q.iface.is_empty() || q.iface.len() > 15 {
+                return Err(at(format!(
+                    "iface = '{}' must be an interface name of 1 to 15 bytes",
+                    q.iface
+                )));
+            }
+            parse_mac(&q.peer_mac).ok_or_else(|| {
+                at(format!(
+                    "peer_mac = '{}' is not a MAC address like 02:00:00:00:00:01",
+                    q.peer_mac
+                ))
+            })?;
+            if let Some(core) = q.core
+                && core >= cores
+            {
+                return Err(at(format!(
+                    "core = {core}, but this machine has cores 0 to {}",
+                    cores - 1
+                )));
+            }
+            if !q.frames.is_power_of_two() || !(256..=1 << 20).contains(&q.frames) {
+                return Err(at(format!(
+                    "frames = {} must be a power of two from 256 to 1048576",
+                    q.frames
+                )));
+            }
+            if !q.ring_size.is_power_of_two() || !(64..=q.frames).contains(&q.ring_size) {
+                return Err(at(format!(
+                    "ring_size = {} must be a power of two from 64 to frames ({})",
+                    q.ring_size, q.frames
+                )));
+            }
+            q.link
+                .to_link_config()
+                .validate()
+                .map_err(|e| at(format!("link.{}: {}", e.field, e.problem)))?;
+            if self.queues[..i]
+                .iter()
+                .any(|o| o.iface == q.iface && o.queue_id == q.queue_id)
+            {
+                return Err(at("the same interface queue appears twice".into()));
+            }
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for r in &self.regions {
+            r.to_spec().map_err(ctx)?;
+            if !ids.insert(r.id) {
+                return Err(ctx(format!("region {} is defined twice", r.id)));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn control_socket(&self) -> PathBuf {
+        self.control_socket
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("/run/oae/{}.sock", self.name)))
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("/var/lib/oae/{}", self.name)))
+    }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))
+}
+
+fn toml_error(path: &Path, e: toml::de::Error) -> ConfigError {
+    ConfigError(format!("{}: {e}", path.display()))
+}
+
+fn in_file(path: &Path, e: String) -> ConfigError {
+    ConfigError(format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+        name = "a"
+        node_id = 1
+        [[queue]]
+        iface = "eth0"
+        peer_mac = "02:00:00:00:00:02"
+        [queue.link]
+        slots = 128
+        credits = 128
+        [[region]]
+        id = 1
+        key = 7
+        len = 4096
+        perms = "rwa"
+    "#;
+
+    fn parse_one(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn a_good_config_loads_with_its_overrides() {
+        let cfg = parse_one(ONE).unwrap();
+        assert_eq!(cfg.queues[0].link.to_link_config().slots, 128);
+        assert_eq!(cfg.queues[0].frames, 4096);
+        assert_eq!(cfg.control_socket(), PathBuf::from("/run/oae/a.sock"));
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_what_to_fix() {
+        let cases = [
+            (
+                ONE.replace("slots = 128", "slotz = 128"),
+                "unknown field `slotz`",
+            ),
+            (
+                ONE.replace("02:00:00:00:00:02", "02:00:00"),
+                "is not a MAC address",
+            ),
+            (
+                ONE.replace("credits = 128", "credits = 999"),
+                "link.receive_credits",
+            ),
+            (
+                ONE.replace("\"rwa\"", "\"rwx\""),
+                "not a combination of r, w and a",
+            ),
+            (
+                ONE.replace("len = 4096", "len = 4097"),
+                "positive multiple of 8",
+            ),
+            (
+                ONE.replace("iface = \"eth0\"", "iface = \"eth0\"\ncore = 4096"),
+                "this machine has cores",
+            ),
+            (
+                ONE.replace("iface = \"eth0\"", "iface = \"eth0\"\nframes = 1000"),
+                "power of two",
+            ),
+            (ONE.replace("node_id = 1", ""), "missing field `node_id`"),
+        ];
+        for (text, expected) in cases {
+            let err = parse_one(&text).expect_err(expected);
+            assert!(err.contains(expected), "'{err}' should say '{expected}'");
+        }
+    }
+}

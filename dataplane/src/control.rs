@@ -1,0 +1,439 @@
+//! The control protocol between `oaed` and its clients (`oaectl`, tests,
+//! other processes submitting verbs): one JSON request per line on a Unix
+//! socket, one JSON response line back.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
+use serde::{Deserialize, Serialize};
+
+/// What a client asks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "request")]
+pub enum Request {
+    Status,
+    Stats,
+    /// Latency percentiles of the verbs completed on a queue.
+    Hist {
+        #[serde(default)]
+        queue: u16,
+    },
+    Verb {
+        #[serde(default)]
+        queue: u16,
+        verb: VerbSpec,
+    },
+    RegionAdd {
+        id: u16,
+        key: u32,
+        len: u32,
+        perms: String,
+    },
+    RegionList,
+    RegionDump {
+        id: u16,
+        #[serde(default)]
+        queue: u16,
+    },
+    /// Changes the XDP fault injector of every attached interface; fields
+    /// left out keep their value.
+    Fault(FaultChange),
+    WorkloadStart(WorkloadSpec),
+    WorkloadStatus {
+        #[serde(default)]
+        queue: u16,
+    },
+    /// Stop accepting work, finish what is in flight, exit.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FaultChange {
+    pub drop_ppm: Option<u32>,
+    pub corrupt_ppm: Option<u32>,
+    /// Byte offset of the flipped bit's byte; `null` in JSON keeps it,
+    /// `u32::MAX` means random.
+    pub corrupt_offset: Option<u32>,
+    pub link_down: Option<bool>,
+    pub seed: Option<u64>,
+}
+
+/// A verb in the control protocol's terms (data in hex).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum VerbSpec {
+    Read {
+        region: u16,
+        key: u32,
+        offset: u32,
+        len: u16,
+    },
+    Write {
+        region: u16,
+        key: u32,
+        offset: u32,
+        data: String,
+    },
+    Cas {
+        region: u16,
+        key: u32,
+        offset: u32,
+        expected: u64,
+        new: u64,
+    },
+    Faa {
+        region: u16,
+        key: u32,
+        offset: u32,
+        add: u64,
+    },
+    Swap {
+        region: u16,
+        key: u32,
+        offset: u32,
+        new: u64,
+    },
+    /// Words as (offset, expected, new).
+    Mcas {
+        region: u16,
+        key: u32,
+        words: Vec<(u32, u64, u64)>,
+    },
+    Bswap {
+        region: u16,
+        key: u32,
+        offset: u32,
+        local_region: u16,
+        local_offset: u32,
+        len: u16,
+    },
+}
+
+impl VerbSpec {
+    pub fn to_verb(&self) -> Result<Verb, String> {
+        let target = |region: u16, key: u32| RegionRef { id: region, key };
+        Ok(match self {
+            VerbSpec::Read {
+                region,
+                key,
+                offset,
+                len,
+            } => Verb::Read {
+                target: target(*region, *key),
+                offset: *offset,
+                len: *len,
+            },
+            VerbSpec::Write {
+                region,
+                key,
+                offset,
+                data,
+            } => {
+                let bytes = from_hex(data)?;
+                let data = Block::new(&bytes).ok_or_else(|| {
+                    format!("write data is {} bytes; at most {MAX_BLOCK}", bytes.len())
+                })?;
+                Verb::Write {
+                    target: target(*region, *key),
+                    offset: *offset,
+                    data,
+                }
+            }
+            VerbSpec::Cas {
+                region,
+                key,
+                offset,
+                expected,
+                new,
+            } => Verb::CompareAndSwap {
+                target: target(*region, *key),
+                offset: *offset,
+                expected: *expected,
+                new: *new,
+            },
+            VerbSpec::Faa {
+                region,
+                key,
+                offset,
+                add,
+            } => Verb::FetchAdd {
+                target: target(*region, *key),
+                offset: *offset,
+                add: *add,
+            },
+            VerbSpec::Swap {
+                region,
+                key,
+                offset,
+                new,
+            } => Verb::Swap {
+                target: target(*region, *key),
+                offset: *offset,
+                new: *new,
+            },
+            VerbSpec::Mcas { region, key, words } => {
+                if words.is_empty() || words.len() > MAX_MCAS_WORDS {
+                    return Err(format!(
+                        "mcas takes 1 to {MAX_MCAS_WORDS} words, got {}",
+                        words.len()
+                    ));
+                }
+                let mut all = [McasWord::default(); MAX_MCAS_WORDS];
+                for (w, &(offset, expected, new)) in all.iter_mut().zip(words) {
+                    *w = McasWord {
+                        offset,
+                        expected,
+                        new,
+                    };
+                }
+                Verb::MultiWordCommit {
+                    target: target(*region, *key),
+                    count: words.len() as u8,
+                    words: all,
+                }
+            }
+            VerbSpec::Bswap {
+                region,
+                key,
+                offset,
+                local_region,
+                local_offset,
+                len,
+            } => Verb::BilateralSwap {
+                target: target(*region, *key),
+                offset: *offset,
+                local_region: *local_region,
+                local_offset: *local_offset,
+                len: *len,
+            },
+        })
+    }
+}
+
+/// A verb's result in the control protocol's terms.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum OutputView {
+    Read { data: String },
+    Write,
+    Cas { old: u64, swapped: bool },
+    Faa { old: u64 },
+    Swap { old: u64 },
+    Mcas { committed: bool, old: Vec<u64> },
+    Bswap { data: String },
+}
+
+impl From<&Output> for OutputView {
+    fn from(o: &Output) -> OutputView {
+        match o {
+            Output::Read(b) => OutputView::Read {
+                data: to_hex(b.as_slice()),
+            },
+            Output::Write => OutputView::Write,
+            Output::CompareAndSwap { old, swapped } => OutputView::Cas {
+                old: *old,
+                swapped: *swapped,
+            },
+            Output::FetchAdd { old } => OutputView::Faa { old: *old },
+            Output::Swap { old } => OutputView::Swap { old: *old },
+            Output::MultiWordCommit {
+                committed,
+                count,
+                old,
+            } => OutputView::Mcas {
+                committed: *committed,
+                old: old[..usize::from(*count)].to_vec(),
+            },
+            Output::BilateralSwap(b) => OutputView::Bswap {
+                data: to_hex(b.as_slice()),
+            },
+        }
+    }
+}
+
+/// The mixed workload run inside a queue's polling loop.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadSpec {
+    #[serde(default)]
+    pub queue: u16,
+    /// Target region on the peer, and the local region bilateral swaps
+    /// trade with.
+    pub region: u16,
+    pub key: u32,
+    pub local_region: u16,
+    /// Independent streams: each owns 64 bytes of both regions and keeps
+    /// one verb in flight.
+    pub lanes: u32,
+    pub seconds: f64,
+    pub seed: u64,
+    /// Which verbs to mix; empty means CAS, FAA, WRITE, MCAS and BSWAP.
+    #[serde(default)]
+    pub verbs: Vec<String>,
+}
+
+/// Counters and histogram of a workload, while it runs and when done.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadReport {
+    pub running: bool,
+    pub elapsed_s: f64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Completed verbs whose result contradicts the ledger's model.
+    pub mismatches: u64,
+    pub per_verb: Vec<(String, u64)>,
+    pub errors: Vec<(String, u64)>,
+    pub latency: Percentiles,
+    /// Expected contents, from the ledger of issued verbs: the peer's
+    /// region and this side's local region, each `lanes * 64` bytes from 0.
+    pub expected_remote: String,
+    pub expected_local: String,
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+impl Percentiles {
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+        }
+    }
+}
+
+/// The answer to a request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    Ok(serde_json::Value),
+    Error(String),
+}
+
+/// Sends one request and waits for its response. Errors say whether the
+/// daemon is there at all.
+pub fn call(
+    socket: &Path,
+    request: &Request,
+    timeout: Duration,
+) -> Result<serde_json::Value, String> {
+    let stream = UnixStream::connect(socket).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => format!(
+            "no dataplane is listening on {} ({e}); start one with `oaed --config <file>`",
+            socket.display()
+        ),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "permission denied on {}: the control socket is private to its owner (mode 0600)",
+            socket.display()
+        ),
+        _ => format!("cannot connect to {}: {e}", socket.display()),
+    })?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    line.push('\n');
+    (&stream)
+        .write_all(line.as_bytes())
+        .map_err(|e| format!("sending to {}: {e}", socket.display()))?;
+    let mut reader = BufReader::new(&stream);
+    let mut answer = String::new();
+    reader
+        .read_line(&mut answer)
+        .map_err(|e| format!("waiting for {}: {e}", socket.display()))?;
+    if answer.is_empty() {
+        return Err(format!(
+            "{} closed the connection without answering",
+            socket.display()
+        ));
+    }
+    match serde_json::from_str::<Response>(&answer).map_err(|e| format!("bad answer: {e}"))? {
+        Response::Ok(v) => Ok(v),
+        Response::Error(e) => Err(e),
+    }
+}
+
+pub fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    if !s.len().is_multiple_of(2) {
+        return Err(format!("hex data '{s}' has an odd number of digits"));
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16)
+                .map_err(|_| format!("'{}' in '{s}' is not a hex byte", &s[i..i + 2]))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_refuses_junk() {
+        assert_eq!(
+            from_hex(&to_hex(&[0, 1, 0xab, 0xff])).unwrap(),
+            [0, 1, 0xab, 0xff]
+        );
+        assert!(from_hex("abc").unwrap_err().contains("odd"));
+        assert!(from_hex("zz").unwrap_err().contains("not a hex byte"));
+    }
+
+    #[test]
+    fn requests_read_as_documented() {
+        let r: Request = serde_json::from_str(
+            r#"{"request":"verb","verb":{"op":"cas","region":1,"key":7,"offset":8,"expected":0,"new":5}}"#,
+        )
+        .unwrap();
+        let Request::Verb { queue: 0, verb } = r else {
+            panic!("{r:?}")
+        };
+        assert!(matches!(
+            verb.to_verb().unwrap(),
+            Verb::CompareAndSwap {
+                offset: 8,
+                new: 5,
+                ..
+            }
+        ));
+        let too_many = VerbSpec::Mcas {
+            region: 1,
+            key: 7,
+            words: vec![(0, 0, 0); 9],
+        };
+        assert!(too_many.to_verb().unwrap_err().contains("1 to 8 words"));
+    }
+}

@@ -1,0 +1,437 @@
+//! `oaed`: builds the queues a configuration describes, runs one pinned
+//! polling thread per queue, serves the control socket, and on SIGINT or
+//! SIGTERM stops accepting work, drains, detaches XDP and prints its final
+//! counters.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use oae_common::FaultConfig;
+use oae_pmd::Driver;
+use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
+use oae_pmd::netns::{format_mac, parse_mac};
+use oae_pmd::xdp::{Steering, XdpCounters, XdpMode};
+use oae_proto::Node;
+use serde_json::{Value, json};
+
+use crate::config::{BindModeSetting, Config, XdpModeSetting};
+use crate::control::{FaultChange, Request, Response};
+use crate::pipeline::{Command, CommandKind, FinalReport, Pipeline, QueueInfo, QueueShared};
+
+/// How long a stopping queue keeps running to finish or reverse what is in
+/// flight.
+const DRAIN: Duration = Duration::from_secs(2);
+/// How long a control request waits for its polling core.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Options that override the file (unique paths for tests and the demo).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub control_socket: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+}
+
+/// A running dataplane, as the control server sees it.
+struct Shared {
+    queues: Vec<Arc<QueueShared>>,
+    steering: Mutex<BTreeMap<String, Steering>>,
+    stop: Arc<AtomicBool>,
+    name: String,
+    epoch: u32,
+}
+
+/// Attaches the XDP program to the queue's interface (once per interface),
+/// opens its AF_XDP socket, and builds its node and pipeline. Must run in
+/// the network namespace of the interface.
+pub fn build_queue(
+    config: &Config,
+    index: usize,
+    epoch: u32,
+    steering: &mut BTreeMap<String, Steering>,
+) -> Result<(Pipeline<AfXdp>, Arc<QueueShared>), String> {
+    let q = &config.queues[index];
+    if !steering.contains_key(&q.iface) {
+        let mode = match q.xdp_mode {
+            XdpModeSetting::Auto => XdpMode::Auto,
+            XdpModeSetting::Driver => XdpMode::Driver,
+            XdpModeSetting::Skb => XdpMode::Skb,
+        };
+        let s = Steering::attach(&q.iface, mode).map_err(|e| e.to_string())?;
+        steering.insert(q.iface.clone(), s);
+    }
+    let driver = AfXdp::new(&AfXdpConfig {
+        iface: q.iface.clone(),
+        queue_id: q.queue_id,
+        frame_count: q.frames,
+        fill_size: q.ring_size,
+        comp_size: q.ring_size,
+        rx_size: q.ring_size,
+        tx_size: q.ring_size,
+        mode: match q.bind_mode {
+            BindModeSetting::Auto => BindMode::Auto,
+            BindModeSetting::ZeroCopy => BindMode::ZeroCopy,
+            BindModeSetting::Copy => BindMode::Copy,
+        },
+        ..AfXdpConfig::default()
+    })
+    .map_err(|e| format!("{} queue {}: {e}", q.iface, q.queue_id))?;
+    steering[&q.iface]
+        .register_socket(q.queue_id, driver.fd())
+        .map_err(|e| e.to_string())?;
+
+    let mut node = Node::new(config.node_id, epoch);
+    for r in &config.regions {
+        node.register(r.to_spec()?)
+            .map_err(|e| format!("region {}: {e}", r.id))?;
+    }
+    let link_cfg = q.link.to_link_config();
+    let inflight = link_cfg.submit_queue + usize::from(link_cfg.slots) + 64;
+    let link = node
+        .add_link(link_cfg)
+        .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
+    let peer_mac = parse_mac(&q.peer_mac).ok_or("peer_mac was validated")?;
+    let shared = Arc::new(QueueShared::new(4096));
+    let info = QueueInfo {
+        index: index as u16,
+        iface: q.iface.clone(),
+        queue_id: q.queue_id,
+        core: q.core,
+        driver: format!("af_xdp ({})", driver.bind_mode()),
+        mac: format_mac(driver.mac()),
+        peer_mac: q.peer_mac.clone(),
+    };
+    let pipeline = Pipeline::new(
+        driver,
+        node,
+        link,
+        peer_mac,
+        info,
+        Arc::clone(&shared),
+        inflight,
+    );
+    Ok((pipeline, shared))
+}
+
+/// Runs the dataplane until a signal or a `shutdown` request.
+pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
+    let socket = overrides
+        .control_socket
+        .clone()
+        .unwrap_or_else(|| config.control_socket());
+    let state_dir = overrides
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| config.state_dir());
+    let listener = bind_control(&socket)?;
+    let epoch = crate::epoch::next(&state_dir)?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| format!("cannot install the signal handler: {e}"))?;
+    }
+
+    let mut steering = BTreeMap::new();
+    let mut threads: Vec<JoinHandle<FinalReport>> = Vec::new();
+    let mut queues = Vec::new();
+    let result = (|| -> Result<(), String> {
+        for (index, q) in config.queues.iter().enumerate() {
+            let (pipeline, shared) = build_queue(&config, index, epoch, &mut steering)?;
+            let core = q.core;
+            let handle = std::thread::Builder::new()
+                .name(format!("oae-q{index}"))
+                .spawn(move || {
+                    if let Some(core) = core
+                        && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+                    {
+                        eprintln!("oaed: could not pin queue {index} to core {core}");
+                    }
+                    pipeline.run(DRAIN)
+                })
+                .map_err(|e| format!("cannot start the polling thread: {e}"))?;
+            threads.push(handle);
+            queues.push(shared);
+        }
+        Ok(())
+    })();
+
+    let shared = Arc::new(Shared {
+        queues,
+        steering: Mutex::new(steering),
+        stop: Arc::clone(&stop),
+        name: config.name.clone(),
+        epoch,
+    });
+    if let Err(e) = result {
+        shared.stop.store(true, Ordering::Relaxed);
+        finish(&shared, threads, &socket);
+        return Err(e);
+    }
+    for s in shared.steering.lock().expect("not poisoned").values() {
+        eprintln!("oaed: {}: XDP attached in {} mode", s.iface(), s.mode());
+    }
+    eprintln!(
+        "oaed: {} running, epoch {epoch}, {} queue(s), control socket {}",
+        config.name,
+        shared.queues.len(),
+        socket.display()
+    );
+    serve(&listener, &shared);
+    finish(&shared, threads, &socket);
+    Ok(())
+}
+
+fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path) {
+    for q in &shared.queues {
+        q.stop.store(true, Ordering::Relaxed);
+    }
+    let mut reports = Vec::new();
+    for t in threads {
+        match t.join() {
+            Ok(r) => reports.push(r),
+            Err(_) => eprintln!("oaed: a polling thread panicked"),
+        }
+    }
+    let xdp: Vec<Value> = shared
+        .steering
+        .lock()
+        .map(|s| {
+            s.values()
+                .map(|st| json!({"iface": st.iface(), "counters": xdp_counters_json(&st.counters())}))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Dropping the steering detaches the XDP programs.
+    if let Ok(mut s) = shared.steering.lock() {
+        s.clear();
+    }
+    let _ = std::fs::remove_file(socket);
+    let summary =
+        json!({"name": shared.name, "epoch": shared.epoch, "queues": reports, "xdp": xdp});
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&summary).unwrap_or_default()
+    );
+    eprintln!("oaed: {} stopped; XDP detached", shared.name);
+}
+
+/// Binds the control socket, refusing to steal one a live daemon answers on.
+fn bind_control(path: &Path) -> Result<UnixListener, String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "another dataplane is listening on {}: stop it or choose another control_socket",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| format!("cannot remove the stale socket {}: {e}", path.display()))?;
+    }
+    let listener = UnixListener::bind(path)
+        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("control socket: {e}"))?;
+    Ok(listener)
+}
+
+fn serve(listener: &UnixListener, shared: &Arc<Shared>) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let shared = Arc::clone(shared);
+                let _ = std::thread::Builder::new()
+                    .name("oae-control".into())
+                    .spawn(move || connection(stream, &shared));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                eprintln!("oaed: control socket: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if shared
+            .queues
+            .iter()
+            .any(|q| q.stopped.load(Ordering::Acquire))
+        {
+            eprintln!("oaed: a polling thread stopped; shutting down");
+            break;
+        }
+    }
+}
+
+fn connection(stream: UnixStream, shared: &Shared) {
+    let _ = stream.set_nonblocking(false);
+    let reader = BufReader::new(&stream);
+    for line in reader.lines() {
+        let Ok(line) = line else { return };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = match serde_json::from_str::<Request>(&line) {
+            Ok(request) => match handle(request, shared) {
+                Ok(v) => Response::Ok(v),
+                Err(e) => Response::Error(e),
+            },
+            Err(e) => Response::Error(format!("bad request: {e}")),
+        };
+        let mut text = serde_json::to_string(&response).unwrap_or_default();
+        text.push('\n');
+        if (&stream).write_all(text.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
+    let ask = |queue: u16, what: CommandKind| ask(shared, queue, what);
+    match request {
+        Request::Status => {
+            let queues = (0..shared.queues.len() as u16)
+                .map(|q| ask(q, CommandKind::Status))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(
+                json!({"name": shared.name, "pid": std::process::id(), "epoch": shared.epoch,
+                      "queues": queues}),
+            )
+        }
+        Request::Stats => {
+            let queues = (0..shared.queues.len() as u16)
+                .map(|q| ask(q, CommandKind::Stats))
+                .collect::<Result<Vec<_>, _>>()?;
+            let xdp: Vec<Value> = shared
+                .steering
+                .lock()
+                .map_err(|_| "steering lock poisoned")?
+                .values()
+                .map(|s| {
+                    json!({"iface": s.iface(), "mode": s.mode().name(),
+                                "counters": xdp_counters_json(&s.counters()),
+                                "faults": fault_json(&s.faults())})
+                })
+                .collect();
+            Ok(json!({"name": shared.name, "queues": queues, "xdp": xdp}))
+        }
+        Request::Hist { queue } => ask(queue, CommandKind::Hist),
+        Request::Verb { queue, verb } => ask(queue, CommandKind::Verb(Box::new(verb.to_verb()?))),
+        Request::RegionAdd {
+            id,
+            key,
+            len,
+            perms,
+        } => {
+            let spec = crate::config::RegionConfig {
+                id,
+                key,
+                len,
+                perms,
+            }
+            .to_spec()?;
+            let answers = (0..shared.queues.len() as u16)
+                .map(|q| ask(q, CommandKind::RegionAdd(spec)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Value::Array(answers))
+        }
+        Request::RegionList => ask(0, CommandKind::RegionList),
+        Request::RegionDump { id, queue } => ask(queue, CommandKind::RegionDump(id)),
+        Request::Fault(change) => set_faults(shared, &change),
+        Request::WorkloadStart(spec) => {
+            let queue = spec.queue;
+            ask(queue, CommandKind::WorkloadStart(spec))
+        }
+        Request::WorkloadStatus { queue } => ask(queue, CommandKind::WorkloadStatus),
+        Request::Shutdown => {
+            shared.stop.store(true, Ordering::Relaxed);
+            Ok(json!({"stopping": true}))
+        }
+    }
+}
+
+fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Value, String> {
+    let q = shared.queues.get(usize::from(queue)).ok_or_else(|| {
+        format!(
+            "no queue {queue}: this dataplane has queues 0 to {}",
+            shared.queues.len().saturating_sub(1)
+        )
+    })?;
+    if shared.stop.load(Ordering::Relaxed) {
+        return Err("the dataplane is shutting down".into());
+    }
+    let (reply, answer) = mpsc::sync_channel(1);
+    q.commands
+        .push(Command { what, reply })
+        .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
+    answer
+        .recv_timeout(CONTROL_TIMEOUT)
+        .map_err(|_| format!("queue {queue} did not answer within {CONTROL_TIMEOUT:?}"))?
+}
+
+fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
+    let steering = shared
+        .steering
+        .lock()
+        .map_err(|_| "steering lock poisoned")?;
+    let mut out = Vec::new();
+    for s in steering.values() {
+        let mut f: FaultConfig = s.faults();
+        if let Some(v) = change.drop_ppm {
+            f.drop_ppm = v;
+        }
+        if let Some(v) = change.corrupt_ppm {
+            f.corrupt_ppm = v;
+        }
+        if let Some(v) = change.corrupt_offset {
+            f.corrupt_offset = v;
+        }
+        if let Some(v) = change.link_down {
+            f.link_down = u32::from(v);
+        }
+        if let Some(v) = change.seed {
+            f.seed = v;
+        }
+        if f.drop_ppm > oae_common::PPM || f.corrupt_ppm > oae_common::PPM {
+            return Err("probabilities are parts per million: at most 1000000".into());
+        }
+        s.set_faults(&f).map_err(|e| e.to_string())?;
+        out.push(json!({"iface": s.iface(), "faults": fault_json(&f)}));
+    }
+    Ok(Value::Array(out))
+}
+
+/// The XDP program's counters as a JSON object, by counter name.
+pub fn xdp_counters_json(c: &XdpCounters) -> Value {
+    c.iter()
+        .map(|(name, n)| (name.to_string(), Value::from(n)))
+        .collect()
+}
+
+pub fn fault_json(f: &FaultConfig) -> Value {
+    json!({
+        "drop_ppm": f.drop_ppm,
+        "corrupt_ppm": f.corrupt_ppm,
+        "corrupt_offset": if f.corrupt_offset == oae_common::CORRUPT_RANDOM_OFFSET {
+            Value::from("random")
+        } else {
+            Value::from(f.corrupt_offset)
+        },
+        "link_down": f.link_down != 0,
+        "seed": f.seed,
+    })
+}

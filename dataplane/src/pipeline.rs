@@ -1,0 +1,547 @@
+//! One polling core: receive burst → OAE core → verbs → transmit burst, run
+//! to completion, over any [`Driver`].
+//!
+//! The loop reads the clock once per burst. Everything it touches per packet
+//! was allocated before it started: the in-flight table, the bursts, the
+//! node's slots. Control requests (rare) arrive through a lock-free queue and
+//! are answered on the same thread, between bursts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::ArrayQueue;
+use hdrhistogram::Histogram;
+use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
+use oae_proto::verb::{Output, Verb, VerbError};
+use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
+use oae_proto::{Event, LinkChange, LinkId, Nanos, Node, RegionSpec, SubmitError, VerbId};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::control::{OutputView, Percentiles, WorkloadSpec};
+use crate::report::{link_report, stats_report};
+use crate::workload::Workload;
+
+/// A verb submitted by an in-process application.
+#[derive(Clone, Copy, Debug)]
+pub struct Submission {
+    /// The application's name for it, returned in its completion.
+    pub id: u64,
+    pub verb: Verb,
+}
+
+/// The one completion of a submitted verb. `Err` means it had no effect.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub id: u64,
+    pub result: Result<Output, AppError>,
+    /// From the burst that submitted it to the burst that completed it.
+    pub latency_ns: u64,
+}
+
+/// Why an application's verb did nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppError {
+    Verb(VerbError),
+    /// Refused before it reached the link: queue full, invalid, shutting down.
+    NotSubmitted(&'static str),
+}
+
+/// What the rest of the process shares with one polling core.
+pub struct QueueShared {
+    pub commands: ArrayQueue<Command>,
+    pub submissions: ArrayQueue<Submission>,
+    pub completions: ArrayQueue<Completion>,
+    /// Set to stop: no new work, finish or reverse what is in flight, exit.
+    pub stop: AtomicBool,
+    pub stopped: AtomicBool,
+}
+
+impl QueueShared {
+    pub fn new(depth: usize) -> QueueShared {
+        QueueShared {
+            commands: ArrayQueue::new(64),
+            submissions: ArrayQueue::new(depth),
+            completions: ArrayQueue::new(depth),
+            stop: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A control request for a polling core, with where to send the answer.
+pub struct Command {
+    pub what: CommandKind,
+    pub reply: SyncSender<Result<Value, String>>,
+}
+
+pub enum CommandKind {
+    Status,
+    Stats,
+    Hist,
+    /// Boxed: control requests are rare, and the other kinds stay small.
+    Verb(Box<Verb>),
+    RegionAdd(RegionSpec),
+    RegionList,
+    RegionDump(u16),
+    WorkloadStart(WorkloadSpec),
+    WorkloadStatus,
+}
+
+/// Who is waiting for a verb.
+#[derive(Clone, Copy)]
+enum Origin {
+    App(u64),
+    Control(usize),
+    Workload(u32),
+}
+
+#[derive(Clone, Copy)]
+struct InFlight {
+    origin: Origin,
+    submitted: Nanos,
+}
+
+/// Counters of the loop itself.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PipelineCounters {
+    pub bursts: u64,
+    pub rx_frames: u64,
+    /// Frames of another EtherType (the XDP program passes those to the kernel).
+    pub rx_not_oae: u64,
+    /// OAE frames from a MAC other than this queue's peer.
+    pub rx_foreign: u64,
+    pub tx_frames: u64,
+    /// Iterations whose transmit burst found the ring full.
+    pub tx_ring_full: u64,
+    pub app_submitted: u64,
+    pub app_refused: u64,
+    /// Completions dropped because the application's queue was full.
+    pub app_completions_lost: u64,
+}
+
+/// Static facts about the queue, for status reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct QueueInfo {
+    pub index: u16,
+    pub iface: String,
+    pub queue_id: u32,
+    pub core: Option<usize>,
+    pub driver: String,
+    pub mac: String,
+    pub peer_mac: String,
+}
+
+pub struct Pipeline<D: Driver> {
+    driver: D,
+    node: Node,
+    link: LinkId,
+    mac: [u8; 6],
+    peer_mac: [u8; 6],
+    info: QueueInfo,
+    shared: Arc<QueueShared>,
+    clock: Instant,
+    inflight: Vec<Option<InFlight>>,
+    free_ids: Vec<u32>,
+    control_waiting: Vec<Option<SyncSender<Result<Value, String>>>>,
+    workload: Option<Workload>,
+    last_workload: Option<Value>,
+    latency: Histogram<u64>,
+    counters: PipelineCounters,
+    rx: Burst<D::Buf>,
+    tx: Burst<D::Buf>,
+    spare: Burst<D::Buf>,
+}
+
+impl<D: Driver> Pipeline<D> {
+    pub fn new(
+        driver: D,
+        node: Node,
+        link: LinkId,
+        peer_mac: [u8; 6],
+        info: QueueInfo,
+        shared: Arc<QueueShared>,
+        inflight_capacity: usize,
+    ) -> Pipeline<D> {
+        let mac = driver.mac();
+        Pipeline {
+            driver,
+            node,
+            link,
+            mac,
+            peer_mac,
+            info,
+            shared,
+            clock: Instant::now(),
+            inflight: vec![None; inflight_capacity],
+            free_ids: (0..inflight_capacity as u32).rev().collect(),
+            control_waiting: Vec::new(),
+            workload: None,
+            last_workload: None,
+            latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+            counters: PipelineCounters::default(),
+            rx: Burst::new(),
+            tx: Burst::new(),
+            spare: Burst::new(),
+        }
+    }
+
+    fn now(&self) -> Nanos {
+        self.clock.elapsed().as_nanos() as Nanos
+    }
+
+    /// Runs until asked to stop, then drains for at most `drain` and returns
+    /// the final counters.
+    pub fn run(mut self, drain: Duration) -> FinalReport {
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            self.iterate(true);
+        }
+        if let Some(w) = &mut self.workload {
+            w.stop();
+        }
+        // Finish or reverse what is in flight: keep the link running, accept
+        // nothing new.
+        let until = Instant::now() + drain;
+        while Instant::now() < until && !self.quiet() {
+            self.iterate(false);
+        }
+        self.refuse_queued_submissions();
+        let report = FinalReport {
+            info: self.info.clone(),
+            in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
+            pipeline: self.counters,
+            driver: self.driver.stats(),
+            link: serde_json::to_value(stats_report(&self.node, self.link)).unwrap_or_default(),
+        };
+        self.shared.stopped.store(true, Ordering::Release);
+        report
+    }
+
+    fn quiet(&self) -> bool {
+        self.node.is_quiescent() && self.inflight.iter().all(Option::is_none)
+    }
+
+    /// One burst: receive, timers, events, submissions, transmit.
+    fn iterate(&mut self, accepting: bool) {
+        let now = self.now();
+        self.counters.bursts += 1;
+        self.receive(now);
+        if self.node.poll_timeout().is_some_and(|t| t <= now) {
+            self.node.handle_timeout(now);
+        }
+        self.drain_events(now);
+        if accepting {
+            self.take_submissions(now);
+            self.run_workload(now);
+            self.take_commands(now);
+        } else {
+            self.run_workload(now);
+        }
+        self.transmit(now);
+    }
+
+    fn receive(&mut self, now: Nanos) {
+        self.rx.clear();
+        let n = self.driver.rx_burst(&mut self.rx);
+        if n == 0 {
+            return;
+        }
+        self.counters.rx_frames += n as u64;
+        for buf in &self.rx {
+            let frame = self.driver.frame(buf);
+            let Some(payload) = eth::oae_payload(frame) else {
+                self.counters.rx_not_oae += 1;
+                continue;
+            };
+            if frame[6..12] != self.peer_mac {
+                self.counters.rx_foreign += 1;
+                continue;
+            }
+            self.node.handle_frame(self.link, payload, now);
+        }
+        self.driver.release(&mut self.rx);
+    }
+
+    fn transmit(&mut self, now: Nanos) {
+        loop {
+            if self.spare.is_empty() {
+                self.driver.alloc(&mut self.spare, MAX_BURST);
+            }
+            let mut exhausted = false;
+            while self.tx.len() < MAX_BURST {
+                let Some(mut buf) = self.spare.pop() else {
+                    break;
+                };
+                let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
+                eth::write_header(frame, self.peer_mac, self.mac);
+                match self
+                    .node
+                    .poll_transmit(self.link, now, &mut frame[ETH_HEADER_LEN..])
+                {
+                    Some(len) => {
+                        self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
+                        self.tx.push(buf);
+                    }
+                    None => {
+                        self.spare.push(buf);
+                        exhausted = true;
+                        break;
+                    }
+                }
+            }
+            if self.tx.is_empty() {
+                return;
+            }
+            let queued = self.tx.len();
+            let sent = self.driver.tx_burst(&mut self.tx);
+            self.counters.tx_frames += sent as u64;
+            if sent < queued {
+                // Ring full: the rest goes out with the next burst.
+                self.counters.tx_ring_full += 1;
+                return;
+            }
+            if exhausted || self.spare.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn drain_events(&mut self, now: Nanos) {
+        while let Some(event) = self.node.poll_event() {
+            match event {
+                Event::Completed { id, result, .. } => self.complete(id, &result, now),
+                Event::Link { change, .. } => {
+                    let status = self.node.link_status(self.link);
+                    let epoch = status.map_or(0, |s| s.peer_epoch);
+                    let what = match change {
+                        LinkChange::Up => "up",
+                        LinkChange::Unreachable => "unreachable",
+                        LinkChange::PeerRestarted => "peer restarted",
+                    };
+                    eprintln!(
+                        "oaed: {} queue {}: link {what} (peer epoch {epoch})",
+                        self.info.iface, self.info.queue_id
+                    );
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, id: VerbId, result: &Result<Output, VerbError>, now: Nanos) {
+        let index = id.0 as usize;
+        let Some(entry) = self.inflight.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        self.free_ids.push(index as u32);
+        let latency = now.saturating_sub(entry.submitted);
+        let _ = self.latency.record(latency.max(1));
+        match entry.origin {
+            Origin::App(app_id) => {
+                let completion = Completion {
+                    id: app_id,
+                    result: result.map_err(AppError::Verb),
+                    latency_ns: latency,
+                };
+                if self.shared.completions.push(completion).is_err() {
+                    self.counters.app_completions_lost += 1;
+                }
+            }
+            Origin::Control(waiter) => {
+                if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
+                    let answer = match result {
+                        Ok(output) => Ok(json!({
+                            "result": OutputView::from(output),
+                            "latency_ns": latency,
+                        })),
+                        Err(e) => Err(format!("verb failed, no effect: {e:?}")),
+                    };
+                    let _ = reply.send(answer);
+                }
+            }
+            Origin::Workload(lane) => {
+                if let Some(w) = &mut self.workload {
+                    w.complete(lane, result, latency);
+                }
+            }
+        }
+    }
+
+    fn submit(&mut self, origin: Origin, verb: Verb, now: Nanos) -> Result<(), SubmitError> {
+        let Some(index) = self.free_ids.pop() else {
+            return Err(SubmitError::QueueFull);
+        };
+        match self.node.submit(self.link, VerbId(u64::from(index)), verb) {
+            Ok(()) => {
+                self.inflight[index as usize] = Some(InFlight {
+                    origin,
+                    submitted: now,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.free_ids.push(index);
+                Err(e)
+            }
+        }
+    }
+
+    fn take_submissions(&mut self, now: Nanos) {
+        for _ in 0..MAX_BURST {
+            let Some(s) = self.shared.submissions.pop() else {
+                return;
+            };
+            match self.submit(Origin::App(s.id), s.verb, now) {
+                Ok(()) => self.counters.app_submitted += 1,
+                Err(e) => {
+                    self.counters.app_refused += 1;
+                    let why = match e {
+                        SubmitError::QueueFull => "submission queue full",
+                        SubmitError::Invalid(why) => why,
+                        SubmitError::UnknownLink(_) => "no such link",
+                    };
+                    let _ = self.shared.completions.push(Completion {
+                        id: s.id,
+                        result: Err(AppError::NotSubmitted(why)),
+                        latency_ns: 0,
+                    });
+                }
+            }
+        }
+    }
+
+    fn refuse_queued_submissions(&mut self) {
+        while let Some(s) = self.shared.submissions.pop() {
+            let _ = self.shared.completions.push(Completion {
+                id: s.id,
+                result: Err(AppError::NotSubmitted("the dataplane is shutting down")),
+                latency_ns: 0,
+            });
+        }
+        while let Some(c) = self.shared.commands.pop() {
+            let _ = c.reply.send(Err("the dataplane is shutting down".into()));
+        }
+    }
+
+    fn run_workload(&mut self, now: Nanos) {
+        let Some(mut w) = self.workload.take() else {
+            return;
+        };
+        w.poll(now, |lane, verb| {
+            self.submit(Origin::Workload(lane), *verb, now).is_ok()
+        });
+        if w.is_finished() {
+            let report = w.report(now);
+            self.last_workload = serde_json::to_value(report).ok();
+        } else {
+            self.workload = Some(w);
+        }
+    }
+
+    fn take_commands(&mut self, now: Nanos) {
+        while let Some(cmd) = self.shared.commands.pop() {
+            let answer = match cmd.what {
+                CommandKind::Status => Ok(json!({
+                    "queue": self.info,
+                    "link": link_report(&self.node, self.link),
+                    "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
+                    "workload_running": self.workload.is_some(),
+                })),
+                CommandKind::Stats => Ok(json!({
+                    "queue": self.info,
+                    "pipeline": self.counters,
+                    "driver": driver_json(&self.driver.stats()),
+                    "link": stats_report(&self.node, self.link),
+                })),
+                CommandKind::Hist => Ok(json!({
+                    "queue": self.info.index,
+                    "latency_ns": Percentiles::of(&self.latency),
+                })),
+                CommandKind::Verb(verb) => {
+                    let slot = match self.control_waiting.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.control_waiting.push(None);
+                            self.control_waiting.len() - 1
+                        }
+                    };
+                    match self.submit(Origin::Control(slot), *verb, now) {
+                        Ok(()) => {
+                            self.control_waiting[slot] = Some(cmd.reply);
+                            continue;
+                        }
+                        Err(e) => Err(format!("verb not submitted: {e}")),
+                    }
+                }
+                CommandKind::RegionAdd(spec) => self
+                    .node
+                    .register(spec)
+                    .map(|()| json!({"registered": spec.id}))
+                    .map_err(|e| format!("region {} not registered: {e}", spec.id)),
+                CommandKind::RegionList => Ok(Value::Array(
+                    self.node
+                        .memory()
+                        .regions()
+                        .map(|r| {
+                            json!({"id": r.id, "key": r.key, "len": r.len,
+                                   "perms": r.permissions.to_string()})
+                        })
+                        .collect(),
+                )),
+                CommandKind::RegionDump(id) => match self.node.memory().bytes(id) {
+                    Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(bytes),
+                                            "locked_words": self.node.memory().locked_words()})),
+                    None => Err(format!("region {id} is not registered")),
+                },
+                CommandKind::WorkloadStart(spec) => {
+                    if self.workload.is_some() {
+                        Err("a workload is already running on this queue".into())
+                    } else {
+                        Workload::new(spec, self.node.memory()).map(|w| {
+                            self.workload = Some(w);
+                            self.last_workload = None;
+                            json!({"started": true})
+                        })
+                    }
+                }
+                CommandKind::WorkloadStatus => match (&self.workload, &self.last_workload) {
+                    (Some(w), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
+                    (None, Some(done)) => Ok(done.clone()),
+                    (None, None) => Err("no workload has run on this queue".into()),
+                },
+            };
+            let _ = cmd.reply.send(answer);
+        }
+    }
+}
+
+/// What a polling core reports when it stops.
+#[derive(Debug, Serialize)]
+pub struct FinalReport {
+    pub info: QueueInfo,
+    pub in_flight_at_exit: usize,
+    pub pipeline: PipelineCounters,
+    #[serde(serialize_with = "serialize_driver")]
+    pub driver: DriverStats,
+    pub link: Value,
+}
+
+fn serialize_driver<S: serde::Serializer>(d: &DriverStats, s: S) -> Result<S::Ok, S::Error> {
+    driver_json(d).serialize(s)
+}
+
+pub fn driver_json(d: &DriverStats) -> Value {
+    json!({
+        "rx_packets": d.rx_packets,
+        "tx_packets": d.tx_packets,
+        "tx_ring_full": d.tx_ring_full,
+        "alloc_failed": d.alloc_failed,
+        "kernel_rx_dropped": d.kernel_rx_dropped,
+        "kernel_rx_ring_full": d.kernel_rx_ring_full,
+        "kernel_fill_ring_empty": d.kernel_fill_ring_empty,
+        "kernel_rx_invalid": d.kernel_rx_invalid,
+        "kernel_tx_invalid": d.kernel_tx_invalid,
+        "kernel_tx_ring_empty": d.kernel_tx_ring_empty,
+    })
+}

@@ -1,0 +1,91 @@
+//! Link status and counters as the control protocol reports them.
+
+use oae_proto::wire::Malformed;
+use oae_proto::{LinkId, Node};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkReport {
+    pub up: bool,
+    pub unreachable: bool,
+    pub knowledge: String,
+    pub role: String,
+    pub epoch: u32,
+    pub peer_epoch: u32,
+    pub peer_id: u64,
+    pub srtt_ns: u64,
+    pub round_ns: u64,
+    pub active_slots: u16,
+    pub peer_credits: u16,
+    pub credits_in_use: u16,
+    pub tentative: u16,
+    pub receive_credits: u16,
+    pub queued_verbs: usize,
+    pub in_doubt: usize,
+    pub locked_words: usize,
+}
+
+pub fn link_report(node: &Node, link: LinkId) -> Option<LinkReport> {
+    let s = node.link_status(link)?;
+    Some(LinkReport {
+        up: s.up,
+        unreachable: s.unreachable,
+        knowledge: format!("{:?}", s.knowledge),
+        role: format!("{:?}", s.role),
+        epoch: s.epoch,
+        peer_epoch: s.peer_epoch,
+        peer_id: s.peer_id,
+        srtt_ns: s.srtt,
+        round_ns: s.round_len,
+        active_slots: s.active_slots,
+        peer_credits: s.peer_credits,
+        credits_in_use: s.credits_in_use,
+        tentative: s.tentative,
+        receive_credits: s.receive_credits,
+        queued_verbs: s.queued_verbs,
+        in_doubt: node.in_doubt(),
+        locked_words: node.memory().locked_words(),
+    })
+}
+
+/// Every counter of the link, malformed frames by reason.
+pub fn stats_report(node: &Node, link: LinkId) -> serde_json::Value {
+    let Some(s) = node.link_stats(link) else {
+        return serde_json::Value::Null;
+    };
+    let malformed: serde_json::Map<String, serde_json::Value> = Malformed::ALL
+        .iter()
+        .zip(s.malformed)
+        .map(|(m, n)| (m.name().to_string(), n.into()))
+        .collect();
+    serde_json::json!({
+        "rx_frames": s.rx_frames,
+        "tx_frames": s.tx_frames,
+        "malformed_total": s.malformed.iter().sum::<u64>(),
+        "malformed": malformed,
+        "stale_epoch": s.stale_epoch,
+        "stale_slot_frames": s.stale_slot_frames,
+        "duplicate_requests": s.duplicate_requests,
+        "requests_sent": s.requests_sent,
+        "echoes_verified": s.echoes_verified,
+        "echo_mismatches": s.echo_mismatches,
+        "echo_missing": s.echo_missing,
+        "reversals": s.reversals,
+        "retries": s.retries,
+        "refusals_received": s.refusals_received,
+        "commits_sent": s.commits_sent,
+        "transfers_applied": s.transfers_applied,
+        "transfers_committed": s.transfers_committed,
+        "transfers_reversed": s.transfers_reversed,
+        "refusals_sent": s.refusals_sent,
+        "overruns": s.overruns,
+        "protocol_violations": s.protocol_violations,
+        "ticks_sent": s.ticks_sent,
+        "rtt_samples": s.rtt_samples,
+        "unreachable_declared": s.unreachable_declared,
+        "peer_restarts": s.peer_restarts,
+        "presumed_commits": s.presumed_commits,
+        "completions_ok": s.completions_ok,
+        "completions_err": s.completions_err,
+    })
+}

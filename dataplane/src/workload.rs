@@ -1,0 +1,468 @@
+//! A mixed verb workload that runs inside a queue's polling loop, with a
+//! ledger that predicts every result and the final memory on both sides.
+//!
+//! Lane `i` owns bytes `[64 i, 64 i + 64)` of the peer's target region and
+//! of the local region that bilateral swaps trade with, and keeps one verb
+//! in flight. Words of one lane therefore change only through that lane's
+//! verbs, in issue order, so the ledger is a plain sequential model: a verb
+//! that completed `Ok` took effect exactly once, one that completed `Err`
+//! took none. Any result that contradicts the model, and any difference
+//! between the model and the memory dumped at the end, is a violation of
+//! exactly-once.
+
+use hdrhistogram::Histogram;
+use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
+use oae_proto::{Memory, Nanos};
+
+use crate::control::{Percentiles, WorkloadReport, WorkloadSpec, to_hex};
+
+/// Bytes of each region a lane owns.
+pub const LANE_BYTES: usize = 64;
+const WORDS: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Read,
+    Write,
+    Cas,
+    Faa,
+    Swap,
+    Mcas,
+    Bswap,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::Read,
+        Kind::Write,
+        Kind::Cas,
+        Kind::Faa,
+        Kind::Swap,
+        Kind::Mcas,
+        Kind::Bswap,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Cas => "cas",
+            Kind::Faa => "faa",
+            Kind::Swap => "swap",
+            Kind::Mcas => "mcas",
+            Kind::Bswap => "bswap",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+// Lanes are allocated once, when the workload starts; boxing the verb would
+// allocate once per verb instead.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy)]
+enum LaneState {
+    /// The model is unknown: the next verb reads the lane.
+    Unknown,
+    Idle,
+    /// `learning`: this read sets the model rather than checking it.
+    Busy {
+        kind: Kind,
+        verb: Verb,
+        learning: bool,
+    },
+}
+
+struct Lane {
+    state: LaneState,
+    remote: [u8; LANE_BYTES],
+    local: [u8; LANE_BYTES],
+}
+
+pub struct Workload {
+    spec: WorkloadSpec,
+    kinds: Vec<Kind>,
+    lanes: Vec<Lane>,
+    rng: u64,
+    started: Option<Nanos>,
+    deadline: Nanos,
+    latency: Histogram<u64>,
+    completed: [u64; 7],
+    errors: Vec<(String, u64)>,
+    failed: u64,
+    mismatches: u64,
+    stopping: bool,
+}
+
+impl Workload {
+    /// Checks the spec against this node's memory and prepares the lanes.
+    pub fn new(spec: WorkloadSpec, memory: &Memory) -> Result<Workload, String> {
+        if spec.lanes == 0 || spec.lanes > 4096 {
+            return Err(format!("lanes = {} must be 1 to 4096", spec.lanes));
+        }
+        if !(spec.seconds > 0.0 && spec.seconds <= 3600.0) {
+            return Err(format!("seconds = {} must be in (0, 3600]", spec.seconds));
+        }
+        let kinds = if spec.verbs.is_empty() {
+            vec![Kind::Cas, Kind::Faa, Kind::Write, Kind::Mcas, Kind::Bswap]
+        } else {
+            spec.verbs
+                .iter()
+                .map(|v| {
+                    Kind::parse(v).ok_or_else(|| {
+                        format!("unknown verb '{v}': use read, write, cas, faa, swap, mcas, bswap")
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let span = spec.lanes as usize * LANE_BYTES;
+        let local = memory.bytes(spec.local_region).ok_or_else(|| {
+            format!(
+                "local region {} is not registered here (bilateral swaps need it)",
+                spec.local_region
+            )
+        })?;
+        if local.len() < span {
+            return Err(format!(
+                "local region {} has {} bytes; {} lanes need {span}",
+                spec.local_region,
+                local.len(),
+                spec.lanes
+            ));
+        }
+        let lanes = (0..spec.lanes as usize)
+            .map(|i| {
+                let mut l = Lane {
+                    state: LaneState::Unknown,
+                    remote: [0; LANE_BYTES],
+                    local: [0; LANE_BYTES],
+                };
+                l.local
+                    .copy_from_slice(&local[i * LANE_BYTES..(i + 1) * LANE_BYTES]);
+                l
+            })
+            .collect();
+        Ok(Workload {
+            rng: spec.seed ^ 0x9E37_79B9_7F4A_7C15,
+            kinds,
+            lanes,
+            started: None,
+            deadline: 0,
+            latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+            completed: [0; 7],
+            errors: Vec::new(),
+            failed: 0,
+            mismatches: 0,
+            stopping: false,
+            spec,
+        })
+    }
+
+    pub fn queue(&self) -> u16 {
+        self.spec.queue
+    }
+
+    /// No more verbs are issued; those in flight still complete.
+    pub fn stop(&mut self) {
+        self.stopping = true;
+    }
+
+    pub fn is_running(&self) -> bool {
+        !self.is_finished()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.stopping
+            && self
+                .lanes
+                .iter()
+                .all(|l| !matches!(l.state, LaneState::Busy { .. }))
+    }
+
+    /// The next verb of every idle lane; `issue(lane, verb)` submits it and
+    /// says whether it was accepted.
+    pub fn poll(&mut self, now: Nanos, mut issue: impl FnMut(u32, &Verb) -> bool) {
+        let started = *self.started.get_or_insert(now);
+        if self.deadline == 0 {
+            self.deadline = started + (self.spec.seconds * 1e9) as Nanos;
+        }
+        if now >= self.deadline {
+            self.stopping = true;
+        }
+        if self.stopping {
+            return;
+        }
+        for i in 0..self.lanes.len() {
+            let (kind, verb, learning) = match self.lanes[i].state {
+                LaneState::Busy { .. } => continue,
+                LaneState::Unknown => (Kind::Read, self.read_lane(i), true),
+                LaneState::Idle => {
+                    let pick = self.next() as usize % self.kinds.len();
+                    let kind = self.kinds[pick];
+                    (kind, self.make(i, kind), false)
+                }
+            };
+            if !issue(i as u32, &verb) {
+                return;
+            }
+            self.lanes[i].state = LaneState::Busy {
+                kind,
+                verb,
+                learning,
+            };
+        }
+    }
+
+    fn target(&self) -> RegionRef {
+        RegionRef {
+            id: self.spec.region,
+            key: self.spec.key,
+        }
+    }
+
+    fn base(i: usize) -> u32 {
+        (i * LANE_BYTES) as u32
+    }
+
+    fn read_lane(&self, i: usize) -> Verb {
+        Verb::Read {
+            target: self.target(),
+            offset: Self::base(i),
+            len: LANE_BYTES as u16,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*: the workload's choices repeat for a given seed.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn word(lane: &[u8; LANE_BYTES], w: usize) -> u64 {
+        u64::from_le_bytes(lane[w * 8..w * 8 + 8].try_into().expect("eight bytes"))
+    }
+
+    fn make(&mut self, i: usize, kind: Kind) -> Verb {
+        let target = self.target();
+        let base = Self::base(i);
+        let w = self.next() as usize % WORDS;
+        let offset = base + (w * 8) as u32;
+        let current = Self::word(&self.lanes[i].remote, w);
+        // One verb in ten expects a stale value, so failed comparisons are
+        // exercised (and must change nothing).
+        let stale = self.next().is_multiple_of(10);
+        match kind {
+            Kind::Read => self.read_lane(i),
+            Kind::Write => {
+                let len = 8 * (1 + self.next() as usize % 4);
+                let at = 8 * (self.next() as usize % (WORDS + 1 - len / 8));
+                let mut bytes = [0u8; 32];
+                for chunk in bytes[..len].chunks_mut(8) {
+                    chunk.copy_from_slice(&self.next().to_le_bytes());
+                }
+                Verb::Write {
+                    target,
+                    offset: base + at as u32,
+                    data: Block::new(&bytes[..len]).expect("32 bytes fit"),
+                }
+            }
+            Kind::Cas => Verb::CompareAndSwap {
+                target,
+                offset,
+                expected: current.wrapping_add(u64::from(stale)),
+                new: self.next(),
+            },
+            Kind::Faa => Verb::FetchAdd {
+                target,
+                offset,
+                add: self.next() % 1000 + 1,
+            },
+            Kind::Swap => Verb::Swap {
+                target,
+                offset,
+                new: self.next(),
+            },
+            Kind::Mcas => {
+                let count = 2 + self.next() as usize % (WORDS - 1);
+                let first = self.next() as usize % (WORDS + 1 - count);
+                let mut words = [McasWord::default(); MAX_MCAS_WORDS];
+                for (k, word) in words[..count].iter_mut().enumerate() {
+                    let wi = first + k;
+                    let expected = Self::word(&self.lanes[i].remote, wi);
+                    *word = McasWord {
+                        offset: base + (wi * 8) as u32,
+                        expected: if stale && k == count - 1 {
+                            expected ^ 1
+                        } else {
+                            expected
+                        },
+                        new: self.next(),
+                    };
+                }
+                Verb::MultiWordCommit {
+                    target,
+                    count: count as u8,
+                    words,
+                }
+            }
+            Kind::Bswap => Verb::BilateralSwap {
+                target,
+                offset: base + 32,
+                local_region: self.spec.local_region,
+                local_offset: base + 32,
+                len: 32,
+            },
+        }
+    }
+
+    /// A lane's verb completed after `latency` nanoseconds.
+    pub fn complete(&mut self, lane: u32, result: &Result<Output, VerbError>, latency: Nanos) {
+        let i = lane as usize;
+        let LaneState::Busy {
+            kind,
+            verb,
+            learning,
+        } = self.lanes[i].state
+        else {
+            // A completion for a lane with nothing in flight: never expected.
+            self.mismatches += 1;
+            return;
+        };
+        self.lanes[i].state = LaneState::Idle;
+        match result {
+            Ok(output) => {
+                self.completed[kind as usize] += 1;
+                let _ = self.latency.record(latency.max(1));
+                if !self.apply(i, &verb, output, learning) {
+                    self.mismatches += 1;
+                }
+            }
+            Err(e) => {
+                self.failed += 1;
+                let name = format!("{e:?}");
+                match self.errors.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, c)) => *c += 1,
+                    None => self.errors.push((name, 1)),
+                }
+                // The model stays unknown after a failed first read; after
+                // a peer restart the memory is a new incarnation's.
+                if learning || matches!(e, VerbError::PeerRestarted) {
+                    self.lanes[i].state = LaneState::Unknown;
+                }
+            }
+        }
+    }
+
+    /// Checks `output` against the model and applies the verb to it;
+    /// false if they disagree.
+    fn apply(&mut self, i: usize, verb: &Verb, output: &Output, learning: bool) -> bool {
+        let base = Self::base(i);
+        let lane = &mut self.lanes[i];
+        let at = |offset: u32| (offset - base) as usize;
+        let word = |lane: &Lane, offset: u32| Self::word(&lane.remote, at(offset) / 8);
+        let set = |lane: &mut Lane, offset: u32, v: u64| {
+            lane.remote[at(offset)..at(offset) + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        match (verb, output) {
+            (Verb::Read { .. }, Output::Read(data)) => {
+                let ok = learning || data.as_slice() == lane.remote;
+                lane.remote.copy_from_slice(data.as_slice());
+                ok
+            }
+            (Verb::Write { offset, data, .. }, Output::Write) => {
+                lane.remote[at(*offset)..at(*offset) + data.len()].copy_from_slice(data.as_slice());
+                true
+            }
+            (
+                Verb::CompareAndSwap {
+                    offset,
+                    expected,
+                    new,
+                    ..
+                },
+                Output::CompareAndSwap { old, swapped },
+            ) => {
+                let before = word(lane, *offset);
+                if *swapped {
+                    set(lane, *offset, *new);
+                }
+                *old == before && *swapped == (before == *expected)
+            }
+            (Verb::FetchAdd { offset, add, .. }, Output::FetchAdd { old }) => {
+                let before = word(lane, *offset);
+                set(lane, *offset, before.wrapping_add(*add));
+                *old == before
+            }
+            (Verb::Swap { offset, new, .. }, Output::Swap { old }) => {
+                let before = word(lane, *offset);
+                set(lane, *offset, *new);
+                *old == before
+            }
+            (
+                Verb::MultiWordCommit { count, words, .. },
+                Output::MultiWordCommit {
+                    committed,
+                    count: out_count,
+                    old,
+                },
+            ) => {
+                let words = &words[..usize::from(*count)];
+                let before: Vec<u64> = words.iter().map(|w| word(lane, w.offset)).collect();
+                let all_match = words.iter().zip(&before).all(|(w, b)| w.expected == *b);
+                if *committed {
+                    for w in words {
+                        set(lane, w.offset, w.new);
+                    }
+                }
+                count == out_count && *committed == all_match && old[..words.len()] == before[..]
+            }
+            (
+                Verb::BilateralSwap {
+                    offset,
+                    local_offset,
+                    len,
+                    ..
+                },
+                Output::BilateralSwap(theirs),
+            ) => {
+                let (r, l, n) = (at(*offset), at(*local_offset), usize::from(*len));
+                let ok = theirs.as_slice() == &lane.remote[r..r + n];
+                let mine = lane.local;
+                lane.remote[r..r + n].copy_from_slice(&mine[l..l + n]);
+                lane.local[l..l + n].copy_from_slice(theirs.as_slice());
+                ok
+            }
+            _ => false,
+        }
+    }
+
+    pub fn report(&self, now: Nanos) -> WorkloadReport {
+        let elapsed = self.started.map_or(0, |s| now.saturating_sub(s));
+        let mut remote = Vec::with_capacity(self.lanes.len() * LANE_BYTES);
+        let mut local = Vec::with_capacity(self.lanes.len() * LANE_BYTES);
+        for l in &self.lanes {
+            remote.extend_from_slice(&l.remote);
+            local.extend_from_slice(&l.local);
+        }
+        WorkloadReport {
+            running: self.is_running(),
+            elapsed_s: elapsed as f64 / 1e9,
+            completed: self.completed.iter().sum(),
+            failed: self.failed,
+            mismatches: self.mismatches,
+            per_verb: Kind::ALL
+                .iter()
+                .map(|k| (k.name().to_string(), self.completed[*k as usize]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            errors: self.errors.clone(),
+            latency: Percentiles::of(&self.latency),
+            expected_remote: to_hex(&remote),
+            expected_local: to_hex(&local),
+        }
+    }
+}

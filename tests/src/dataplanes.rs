@@ -1,0 +1,289 @@
+//! Two real dataplanes (`oaed` processes) in two fresh network namespaces
+//! joined by a veth pair, for end-to-end tests. Dropping a [`Dataplanes`]
+//! stops both processes by their PIDs and deletes the namespaces (which
+//! detaches their XDP programs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oae_dataplane::control::{Request, call};
+use oae_pmd::netns::{VethPair, format_mac};
+use serde_json::Value;
+
+/// MACs of the two veth ends, as the generated configuration names them.
+pub const MACS: [[u8; 6]; 2] = [[2, 0x0a, 0xe0, 0, 0, 1], [2, 0x0a, 0xe0, 0, 0, 2]];
+pub const TARGET_REGION: u16 = 1;
+pub const TARGET_KEY: u32 = 0x0ae1;
+pub const LOCAL_REGION: u16 = 2;
+
+/// Path of a workspace binary built beside the test executable
+/// (`target/<profile>/<name>`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first (cargo build --workspace --bins), \
+         as `cargo xtask test` does",
+        path.display()
+    );
+    path
+}
+
+/// Settings that differ between tests.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub slots: u16,
+    pub unreachable_after_rounds: u32,
+    /// Pin the dataplanes to cores 0 and 1.
+    pub pin: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            slots: 32,
+            unreachable_after_rounds: 8,
+            pin: false,
+        }
+    }
+}
+
+pub struct Dataplanes {
+    pub pair: VethPair,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub sockets: [PathBuf; 2],
+    children: [Option<Child>; 2],
+    names: [&'static str; 2],
+}
+
+impl Dataplanes {
+    /// Makes the namespaces, writes the configuration, starts both
+    /// dataplanes and waits until their link is up.
+    pub fn start(tag: &str, options: &Options) -> Dataplanes {
+        let pair = VethPair::create_with_macs(tag, Some(MACS)).expect("create veth pair");
+        let dir = std::env::temp_dir().join(format!("oae-test-{}", pair.ns[0]));
+        std::fs::create_dir_all(&dir).expect("test directory");
+        let config = dir.join("deployment.toml");
+        std::fs::write(&config, deployment(&pair, options)).expect("write config");
+        let sockets = [dir.join("a.sock"), dir.join("b.sock")];
+        let mut d = Dataplanes {
+            pair,
+            dir,
+            config,
+            sockets,
+            children: [None, None],
+            names: ["a", "b"],
+        };
+        d.launch(0);
+        d.launch(1);
+        d.wait_up(Duration::from_secs(20));
+        d
+    }
+
+    /// Starts dataplane `i` (again).
+    pub fn launch(&mut self, i: usize) {
+        assert!(self.children[i].is_none(), "dataplane {i} is running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))
+            .expect("log file");
+        let child = self
+            .pair
+            .command(i, binary("oaed").to_str().expect("utf-8 path"))
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--name", self.names[i]])
+            .arg("--socket")
+            .arg(&self.sockets[i])
+            .arg("--state-dir")
+            .arg(self.dir.join(format!("{}.state", self.names[i])))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start oaed");
+        self.children[i] = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while call(&self.sockets[i], &Request::Status, Duration::from_secs(1)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "oaed {i} did not start:\n{}",
+                self.log(i)
+            );
+            if let Some(status) = self.children[i]
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("oaed {i} exited with {status}:\n{}", self.log(i));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("{}.log", self.names[i]))
+    }
+
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.log_path(i)).unwrap_or_default()
+    }
+
+    /// Kills dataplane `i` with SIGKILL: no draining, no detaching.
+    pub fn kill9(&mut self, i: usize) {
+        let mut child = self.children[i].take().expect("running");
+        // `ip netns exec` execs oaed in place, so the child PID is oaed's.
+        child.kill().expect("kill -9");
+        child.wait().expect("reap");
+    }
+
+    /// Asks dataplane `i` to shut down and waits for it (bounded).
+    pub fn stop(&mut self, i: usize) -> std::process::ExitStatus {
+        let _ = self.call(i, &Request::Shutdown);
+        let mut child = self.children[i].take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("oaed {i} did not stop within 10 s:\n{}", self.log(i));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn call(&self, i: usize, request: &Request) -> Result<Value, String> {
+        call(&self.sockets[i], request, Duration::from_secs(30))
+    }
+
+    pub fn status(&self, i: usize) -> Value {
+        self.call(i, &Request::Status).expect("status")
+    }
+
+    pub fn link(&self, i: usize) -> Value {
+        self.status(i)["queues"][0]["link"].clone()
+    }
+
+    pub fn stats(&self, i: usize) -> Value {
+        self.call(i, &Request::Stats).expect("stats")
+    }
+
+    /// Waits until both ends report the link up.
+    pub fn wait_up(&self, limit: Duration) {
+        self.wait_for(limit, "both links up", |d| {
+            (0..2).all(|i| {
+                d.children[i].is_some()
+                    && d.call(i, &Request::Status)
+                        .is_ok_and(|v| v["queues"][0]["link"]["up"].as_bool() == Some(true))
+            })
+        });
+    }
+
+    /// Polls `cond` every 50 ms until it holds; panics with the logs after
+    /// `limit`.
+    pub fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&Self) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !cond(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\n--- a:\n{}\n--- b:\n{}",
+                self.log(0),
+                self.log(1)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Region `id` of dataplane `i`, as bytes.
+    pub fn region(&self, i: usize, id: u16) -> Vec<u8> {
+        let v = self
+            .call(i, &Request::RegionDump { id, queue: 0 })
+            .expect("region dump");
+        oae_dataplane::control::from_hex(v["data"].as_str().expect("data")).expect("hex")
+    }
+}
+
+impl Drop for Dataplanes {
+    fn drop(&mut self) {
+        for i in 0..2 {
+            if let Some(mut child) = self.children[i].take() {
+                let _ = call(&self.sockets[i], &Request::Shutdown, Duration::from_secs(2));
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn deployment(pair: &VethPair, o: &Options) -> String {
+    let side = |i: usize, name: &str| {
+        let core = if o.pin {
+            format!("core = {i}\n")
+        } else {
+            String::new()
+        };
+        format!(
+            r#"
+[dataplane.{name}]
+node_id = {node}
+
+[[dataplane.{name}.queue]]
+iface = "{iface}"
+peer_mac = "{peer}"
+{core}
+[dataplane.{name}.queue.link]
+slots = {slots}
+credits = {slots}
+unreachable_after_rounds = {unreach}
+
+[[dataplane.{name}.region]]
+id = {TARGET_REGION}
+key = {TARGET_KEY}
+len = 65536
+perms = "rwa"
+
+[[dataplane.{name}.region]]
+id = {LOCAL_REGION}
+key = 2
+len = 65536
+perms = "rw"
+"#,
+            node = i + 1,
+            iface = pair.ifname[i],
+            peer = format_mac(MACS[1 - i]),
+            slots = o.slots,
+            unreach = o.unreachable_after_rounds,
+        )
+    };
+    format!(
+        "[topology]\nkind = \"veth-pair\"\nmacs = [\"{}\", \"{}\"]\n{}{}",
+        format_mac(MACS[0]),
+        format_mac(MACS[1]),
+        side(0, "a"),
+        side(1, "b")
+    )
+}
+
+/// Runs `cmd` and returns (success, stdout, stderr).
+pub fn output(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.output().expect("run command");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,672 @@
+//! End to end over real links: two `oaed` processes in fresh network
+//! namespaces, AF_XDP sockets on a veth pair, the XDP program loaded by aya,
+//! driven through their control sockets. Needs root.
+
+use std::process::Command;
+use std::time::Duration;
+
+use oae_dataplane::control::{
+    FaultChange, OutputView, Request, VerbSpec, WorkloadReport, WorkloadSpec, from_hex, to_hex,
+};
+use oae_tests::SCAPY_PYTHON;
+use oae_tests::dataplanes::{
+    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, binary, output,
+};
+use serde_json::Value;
+
+fn verb(d: &Dataplanes, spec: VerbSpec) -> Result<OutputView, String> {
+    let v = d.call(
+        0,
+        &Request::Verb {
+            queue: 0,
+            verb: spec,
+        },
+    )?;
+    Ok(serde_json::from_value(v["result"].clone()).expect("verb result"))
+}
+
+fn target(offset: u32) -> (u16, u32, u32) {
+    (TARGET_REGION, TARGET_KEY, offset)
+}
+
+#[test]
+fn links_come_up_with_distinct_roles_and_epochs() {
+    let d = Dataplanes::start("up", &Options::default());
+    let (a, b) = (d.link(0), d.link(1));
+    assert_eq!(a["up"], true);
+    assert_eq!(b["up"], true);
+    assert_ne!(a["role"], b["role"], "one Alice, one Bob");
+    assert_eq!(a["peer_epoch"], b["epoch"]);
+    assert_eq!(b["peer_epoch"], a["epoch"]);
+    assert_eq!(a["peer_id"], 2);
+    let xdp = &d.stats(1)["xdp"][0]["counters"];
+    assert!(xdp["steered"].as_u64().unwrap() > 0, "{xdp}");
+}
+
+#[test]
+fn every_verb_end_to_end() {
+    let d = Dataplanes::start("verbs", &Options::default());
+    let (region, key, _) = target(0);
+    let w = verb(
+        &d,
+        VerbSpec::Write {
+            region,
+            key,
+            offset: 64,
+            data: to_hex(&[7u8; 24]),
+        },
+    );
+    assert_eq!(w, Ok(OutputView::Write));
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Read {
+                region,
+                key,
+                offset: 64,
+                len: 24
+            }
+        ),
+        Ok(OutputView::Read {
+            data: to_hex(&[7u8; 24])
+        })
+    );
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Cas {
+                region,
+                key,
+                offset: 0,
+                expected: 0,
+                new: 41
+            }
+        ),
+        Ok(OutputView::Cas {
+            old: 0,
+            swapped: true
+        })
+    );
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Cas {
+                region,
+                key,
+                offset: 0,
+                expected: 0,
+                new: 99
+            }
+        ),
+        Ok(OutputView::Cas {
+            old: 41,
+            swapped: false
+        })
+    );
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Faa {
+                region,
+                key,
+                offset: 0,
+                add: 1
+            }
+        ),
+        Ok(OutputView::Faa { old: 41 })
+    );
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Swap {
+                region,
+                key,
+                offset: 8,
+                new: 5
+            }
+        ),
+        Ok(OutputView::Swap { old: 0 })
+    );
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Mcas {
+                region,
+                key,
+                words: vec![(0, 42, 1), (8, 5, 2)]
+            }
+        ),
+        Ok(OutputView::Mcas {
+            committed: true,
+            old: vec![42, 5]
+        })
+    );
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Mcas {
+                region,
+                key,
+                words: vec![(0, 1, 10), (8, 999, 20)]
+            }
+        ),
+        Ok(OutputView::Mcas {
+            committed: false,
+            old: vec![1, 2]
+        })
+    );
+    // Bilateral swap: a's local block (zeros) trades places with b's 7s.
+    assert_eq!(
+        verb(
+            &d,
+            VerbSpec::Bswap {
+                region,
+                key,
+                offset: 64,
+                local_region: LOCAL_REGION,
+                local_offset: 0,
+                len: 24
+            }
+        ),
+        Ok(OutputView::Bswap {
+            data: to_hex(&[7u8; 24])
+        })
+    );
+    assert_eq!(&d.region(0, LOCAL_REGION)[..24], &[7u8; 24]);
+    let b = d.region(1, TARGET_REGION);
+    assert_eq!(&b[64..88], &[0u8; 24]);
+    assert_eq!(u64::from_le_bytes(b[0..8].try_into().unwrap()), 1);
+    assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 2);
+
+    // Outside the registered memory: refused, and nothing changes.
+    let before = d.region(1, TARGET_REGION);
+    for bad in [
+        VerbSpec::Cas {
+            region,
+            key,
+            offset: 65536,
+            expected: 0,
+            new: 1,
+        },
+        VerbSpec::Write {
+            region: 9,
+            key,
+            offset: 0,
+            data: "ff".into(),
+        },
+        VerbSpec::Faa {
+            region,
+            key: key + 1,
+            offset: 0,
+            add: 1,
+        },
+        VerbSpec::Faa {
+            region,
+            key,
+            offset: 3,
+            add: 1,
+        },
+    ] {
+        let err = verb(&d, bad.clone()).expect_err("refused");
+        assert!(err.contains("Refused"), "{bad:?}: {err}");
+    }
+    assert_eq!(d.region(1, TARGET_REGION), before);
+    assert_eq!(d.link(1)["locked_words"], 0);
+}
+
+#[test]
+fn arp_and_udp_still_pass_with_xdp_attached() {
+    let d = Dataplanes::start("arp", &Options::default());
+    let (ok, out, _) = output(d.pair.command(0, "ping").args([
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        &d.pair.ip[1].to_string(),
+    ]));
+    assert!(ok, "ping through the XDP program failed:\n{out}");
+    // UDP both ways with a plain socket in each namespace.
+    let b_addr = format!("{}:7777", d.pair.ip[1]);
+    let receiver = {
+        let ns = d.pair.ns[1].clone();
+        let addr = b_addr.clone();
+        std::thread::spawn(move || {
+            oae_pmd::netns::enter(&ns).unwrap();
+            let s = std::net::UdpSocket::bind(&addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 64];
+            let (n, from) = s.recv_from(&mut buf).unwrap();
+            s.send_to(&buf[..n], from).unwrap();
+            buf[..n].to_vec()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let ns = d.pair.ns[0].clone();
+    let echoed = std::thread::spawn(move || {
+        oae_pmd::netns::enter(&ns).unwrap();
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.send_to(b"hello over udp", &b_addr).unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.recv(&mut buf).unwrap();
+        buf[..n].to_vec()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(receiver.join().unwrap(), b"hello over udp");
+    assert_eq!(echoed, b"hello over udp");
+    let passed = d.stats(1)["xdp"][0]["counters"]["passed"].as_u64().unwrap();
+    assert!(
+        passed >= 4,
+        "ARP, ICMP and UDP went to the kernel: passed = {passed}"
+    );
+    assert_eq!(d.link(0)["up"], true);
+}
+
+fn start_workload(d: &Dataplanes, lanes: u32, seconds: f64, seed: u64) {
+    d.call(
+        0,
+        &Request::WorkloadStart(WorkloadSpec {
+            queue: 0,
+            region: TARGET_REGION,
+            key: TARGET_KEY,
+            local_region: LOCAL_REGION,
+            lanes,
+            seconds,
+            seed,
+            verbs: Vec::new(),
+        }),
+    )
+    .expect("workload start");
+}
+
+fn workload(d: &Dataplanes) -> WorkloadReport {
+    serde_json::from_value(
+        d.call(0, &Request::WorkloadStatus { queue: 0 })
+            .expect("status"),
+    )
+    .expect("report")
+}
+
+fn wait_workload(d: &Dataplanes, limit: Duration) -> WorkloadReport {
+    d.wait_for(limit, "the workload to finish", |d| !workload(d).running);
+    workload(d)
+}
+
+/// Both sides' memory equals the ledger's model, and no result
+/// contradicted it.
+fn assert_exactly_once(d: &Dataplanes, r: &WorkloadReport) {
+    assert_eq!(r.mismatches, 0, "results contradicting the ledger: {r:?}");
+    let remote = from_hex(&r.expected_remote).unwrap();
+    let local = from_hex(&r.expected_local).unwrap();
+    assert_eq!(
+        &d.region(1, TARGET_REGION)[..remote.len()],
+        &remote[..],
+        "target memory vs ledger"
+    );
+    assert_eq!(
+        &d.region(0, LOCAL_REGION)[..local.len()],
+        &local[..],
+        "local memory vs ledger"
+    );
+    assert!(r.completed > 0);
+}
+
+fn faults(d: &Dataplanes, change: FaultChange) {
+    for i in 0..2 {
+        d.call(i, &Request::Fault(change.clone()))
+            .expect("fault set");
+    }
+}
+
+fn xdp_counter(d: &Dataplanes, name: &str) -> u64 {
+    (0..2)
+        .map(|i| d.stats(i)["xdp"][0]["counters"][name].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
+    let d = Dataplanes::start("faults", &Options::default());
+    start_workload(&d, 16, 4.0, 3);
+    std::thread::sleep(Duration::from_millis(500));
+    faults(
+        &d,
+        FaultChange {
+            drop_ppm: Some(20_000),
+            seed: Some(9),
+            ..Default::default()
+        },
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    faults(
+        &d,
+        FaultChange {
+            drop_ppm: Some(0),
+            corrupt_ppm: Some(20_000),
+            corrupt_offset: Some(u32::MAX),
+            ..Default::default()
+        },
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    faults(
+        &d,
+        FaultChange {
+            corrupt_ppm: Some(0),
+            ..Default::default()
+        },
+    );
+    let r = wait_workload(&d, Duration::from_secs(30));
+    assert!(xdp_counter(&d, "dropped_by_fault") > 0);
+    assert!(xdp_counter(&d, "corrupted_by_fault") > 0);
+    let malformed: u64 = (0..2)
+        .map(|i| {
+            d.stats(i)["queues"][0]["link"]["malformed_total"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert!(malformed > 0, "corrupted frames are caught and counted");
+    assert_exactly_once(&d, &r);
+    assert_eq!(d.link(0)["up"], true);
+}
+
+#[test]
+fn link_down_and_up_from_the_xdp_fault_map_keep_exactly_once() {
+    let d = Dataplanes::start("flap", &Options::default());
+    start_workload(&d, 16, 5.0, 4);
+    std::thread::sleep(Duration::from_millis(800));
+    faults(
+        &d,
+        FaultChange {
+            link_down: Some(true),
+            ..Default::default()
+        },
+    );
+    d.wait_for(
+        Duration::from_secs(10),
+        "a to declare the link unreachable",
+        |d| d.link(0)["unreachable"] == true,
+    );
+    faults(
+        &d,
+        FaultChange {
+            link_down: Some(false),
+            ..Default::default()
+        },
+    );
+    d.wait_up(Duration::from_secs(10));
+    let r = wait_workload(&d, Duration::from_secs(30));
+    assert!(xdp_counter(&d, "dropped_by_fault") > 0);
+    assert_exactly_once(&d, &r);
+    assert_eq!(d.link(0)["in_doubt"], 0);
+    assert_eq!(d.link(1)["locked_words"], 0);
+}
+
+#[test]
+fn killing_the_target_mid_workload_is_noticed_and_resolved() {
+    let options = Options {
+        unreachable_after_rounds: 8,
+        ..Options::default()
+    };
+    let mut d = Dataplanes::start("kill", &options);
+    let first_epoch = d.link(1)["epoch"].as_u64().unwrap();
+    start_workload(&d, 16, 6.0, 5);
+    std::thread::sleep(Duration::from_millis(1000));
+    d.kill9(1);
+    // The survivor notices within the configured number of round trips; a
+    // round is at least min_round (20 µs) and at most a few ms here, so a
+    // second is generous.
+    d.wait_for(Duration::from_secs(2), "a to notice b is gone", |d| {
+        d.link(0)["unreachable"] == true
+    });
+    d.launch(1);
+    d.wait_up(Duration::from_secs(10));
+    let restarted = d.link(1);
+    assert!(
+        restarted["epoch"].as_u64().unwrap() > first_epoch,
+        "a new incarnation"
+    );
+    assert_eq!(d.link(0)["peer_epoch"], restarted["epoch"]);
+    let r = wait_workload(&d, Duration::from_secs(30));
+    // Verbs in doubt when b died completed as PeerRestarted (their effects
+    // died with b's memory); the lanes re-read the new memory and the
+    // ledger still matches both sides exactly.
+    assert_exactly_once(&d, &r);
+    assert_eq!(d.link(0)["in_doubt"], 0);
+}
+
+#[test]
+fn killing_the_initiator_presumes_commit_at_the_target() {
+    let mut d = Dataplanes::start("killa", &Options::default());
+    start_workload(&d, 16, 30.0, 6);
+    std::thread::sleep(Duration::from_millis(800));
+    d.kill9(0);
+    d.launch(0);
+    d.wait_up(Duration::from_secs(10));
+    // Whatever a's dead incarnation left tentative at b was committed, so no
+    // word stays locked and nothing is left to reverse.
+    d.wait_for(
+        Duration::from_secs(5),
+        "b to resolve a's tentative transfers",
+        |d| {
+            let l = d.link(1);
+            l["locked_words"] == 0 && l["tentative"] == 0
+        },
+    );
+    let presumed = d.stats(1)["queues"][0]["link"]["presumed_commits"]
+        .as_u64()
+        .unwrap();
+    let restarts = d.stats(1)["queues"][0]["link"]["peer_restarts"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(restarts, 1);
+    // The new a works normally.
+    let (region, key, _) = target(0);
+    verb(
+        &d,
+        VerbSpec::Faa {
+            region,
+            key,
+            offset: 4096,
+            add: 1,
+        },
+    )
+    .expect("verb after restart");
+    eprintln!("presumed commits: {presumed}");
+}
+
+/// Frames crafted with scapy from a's namespace, with a's MAC so they reach
+/// b's link: each is counted as malformed for its reason and dropped, and
+/// the link stays up.
+#[test]
+fn malformed_frames_from_scapy_are_counted_and_dropped() {
+    let d = Dataplanes::start("scapy", &Options::default());
+    let before = d.stats(1)["queues"][0]["link"]["malformed"].clone();
+    let valid = hello_frame();
+    let mut bad_crc = valid.clone();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0xff;
+    let mut bad_version = valid.clone();
+    bad_version[0] = (0xF << 4) | (bad_version[0] & 0x0F);
+    oae_proto::wire::seal(&mut bad_version);
+    let mut wrong_slices = valid.clone();
+    wrong_slices.extend_from_slice(&[0u8; 64]);
+    let random: Vec<u8> = (0..64u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let frames = [
+        ("truncated", valid[..40].to_vec()),
+        ("bad crc", bad_crc),
+        ("unknown version", bad_version),
+        ("wrong slice count", wrong_slices),
+        ("random bytes", random),
+    ];
+    let script = format!(
+        "from scapy.all import Ether, Raw, sendp\n\
+         for h in {hexes:?}:\n    \
+         sendp(Ether(src='02:0a:e0:00:00:01', dst='02:0a:e0:00:00:02', type=0x88b5)/Raw(bytes.fromhex(h)), iface='{iface}', count=3, verbose=0)\n",
+        hexes = frames.iter().map(|(_, f)| to_hex(f)).collect::<Vec<_>>(),
+        iface = d.pair.ifname[0],
+    );
+    let (ok, out, err) = output(d.pair.command(0, SCAPY_PYTHON).args(["-c", &script]));
+    assert!(ok, "scapy failed: {out}{err}");
+    d.wait_for(Duration::from_secs(5), "15 malformed frames counted", |d| {
+        let m = d.stats(1)["queues"][0]["link"]["malformed_total"]
+            .as_u64()
+            .unwrap();
+        m >= 15
+    });
+    let after = d.stats(1)["queues"][0]["link"]["malformed"].clone();
+    let grew: Vec<String> = after
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, v)| v.as_u64() > before[k.as_str()].as_u64())
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(grew.len() >= 3, "several distinct reasons counted: {after}");
+    assert_eq!(d.link(1)["up"], true);
+    assert_eq!(d.link(0)["up"], true);
+    let (region, key, _) = target(0);
+    verb(
+        &d,
+        VerbSpec::Faa {
+            region,
+            key,
+            offset: 0,
+            add: 1,
+        },
+    )
+    .expect("the link still works");
+}
+
+/// A well-formed HELLO from a node nobody knows: the template the
+/// malformed frames are cut from.
+fn hello_frame() -> Vec<u8> {
+    let mut node = oae_proto::Node::new(77, 1);
+    let link = node.add_link(oae_proto::LinkConfig::default()).unwrap();
+    let mut buf = [0u8; oae_proto::wire::MAX_FRAME];
+    let n = node.poll_transmit(link, 0, &mut buf).expect("a hello");
+    buf[..n].to_vec()
+}
+
+#[test]
+fn bad_configs_are_refused_with_what_to_fix() {
+    let dir = std::env::temp_dir().join(format!("oae-badcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/veth-pair.toml"
+    ))
+    .unwrap();
+    let cases = [
+        (
+            good.replace("slots = 64", "slotz = 64"),
+            "unknown field `slotz`",
+        ),
+        (
+            good.replace("credits = 64", "credits = 100"),
+            "receive_credits",
+        ),
+        (good.replace("perms = \"rwa\"", "perms = \"rwx\""), "perms"),
+        (
+            good.replace("peer_mac = \"02:0a:e0:00:00:02\"", "peer_mac = \"nope\""),
+            "not a MAC address",
+        ),
+        (
+            good.replace("core = 1", "core = 999"),
+            "this machine has cores",
+        ),
+        ("this is = not toml [".to_string(), "TOML"),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let path = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let (ok, _, err) = output(
+            Command::new(binary("oaed"))
+                .arg("--config")
+                .arg(&path)
+                .args(["--name", "a", "--check"]),
+        );
+        assert!(!ok, "case {i} accepted");
+        assert!(
+            err.to_lowercase().contains(&expected.to_lowercase()),
+            "case {i}: '{err}' should mention '{expected}'"
+        );
+    }
+    let (ok, out, _) = output(Command::new(binary("oaed")).args([
+        "--config",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/host-nic.toml"),
+        "--check",
+    ]));
+    assert!(ok && out.contains("valid"), "host-nic.toml checks: {out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ctl_against_a_stopped_daemon_says_so() {
+    let socket = std::env::temp_dir().join(format!("oae-nobody-{}.sock", std::process::id()));
+    let (ok, _, err) = output(
+        Command::new(binary("oaectl"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("status"),
+    );
+    assert!(!ok);
+    assert!(err.contains("no dataplane is listening"), "{err}");
+    let (ok, _, err) = output(Command::new(binary("oaectl")).args(["fault", "set", "drop=2"]));
+    assert!(!ok);
+    assert!(err.contains("between 0 and 1"), "{err}");
+}
+
+#[test]
+fn ctl_drives_a_running_dataplane() {
+    let d = Dataplanes::start("ctl", &Options::default());
+    let ctl = |args: &[&str]| {
+        output(
+            Command::new(binary("oaectl"))
+                .arg("--socket")
+                .arg(&d.sockets[0])
+                .args(args),
+        )
+    };
+    let (ok, out, err) = ctl(&["status"]);
+    assert!(ok && out.contains(" up "), "{out}{err}");
+    let (ok, out, _) = ctl(&[
+        "verb",
+        "cas",
+        "--region",
+        "1",
+        "--key",
+        &TARGET_KEY.to_string(),
+        "--offset",
+        "16",
+        "--expected",
+        "0",
+        "--new",
+        "9",
+    ]);
+    assert!(ok && out.contains("\"swapped\": true"), "{out}");
+    let (ok, out, _) = ctl(&["region", "list"]);
+    assert!(ok && out.contains("rwa"), "{out}");
+    let (ok, out, _) = ctl(&["region", "add", "--id", "5", "--key", "1", "--len", "64"]);
+    assert!(ok, "{out}");
+    let (ok, out, _) = ctl(&["fault", "set", "drop=1%", "seed=3"]);
+    assert!(ok && out.contains("10000"), "{out}");
+    let (ok, _, _) = ctl(&["fault", "clear"]);
+    assert!(ok);
+    let (ok, out, _) = ctl(&["stats", "--json"]);
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert!(ok && v["queues"][0]["link"]["requests_sent"].as_u64().unwrap() >= 1);
+    let (ok, out, _) = ctl(&["hist"]);
+    assert!(ok && out.contains("p99"), "{out}");
+    let (ok, out, _) = ctl(&["watch", "--count", "1"]);
+    assert!(ok && out.contains("steered"), "{out}");
+    let (ok, _, err) = ctl(&[
+        "verb", "faa", "--region", "1", "--key", "1", "--offset", "0", "--add", "1",
+    ]);
+    assert!(!ok && err.contains("BadKey"), "{err}");
+}
