@@ -4,6 +4,7 @@
 //! both sides' memory against the ledger of the issued verbs. Everything it
 //! creates it removes, on success, on failure and on Ctrl-C.
 
+use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -296,6 +297,8 @@ fn run_workload(
     let third = settings.seconds / 3.0;
     let mut loss_on = false;
     let mut loss_done = false;
+    let terminal = std::io::stdout().is_terminal();
+    let mut polls = 0u64;
     let started = Instant::now();
     let hard_deadline = started + Duration::from_secs_f64(settings.seconds + 30.0);
     loop {
@@ -315,13 +318,14 @@ fn run_workload(
         }
         let v = call(issuer, &Request::WorkloadStatus { queue: 0 }, STEP)?;
         let r: WorkloadReport = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        polls += 1;
         let rate = if r.elapsed_s > 0.0 {
             r.completed as f64 / r.elapsed_s
         } else {
             0.0
         };
-        print!(
-            "\r  [{:>5.1} s] {:>9} verbs {:>9.0}/s  failed {:>5}  p99 {:>8.1} us  loss {:<4}",
+        let line = format!(
+            "  [{:>5.1} s] {:>9} verbs {:>9.0}/s  failed {:>5}  p99 {:>8.1} us  loss {:<4}",
             r.elapsed_s,
             r.completed,
             rate,
@@ -329,10 +333,18 @@ fn run_workload(
             r.latency.p99 as f64 / 1e3,
             if loss_on { "on" } else { "off" }
         );
-        use std::io::Write as _;
-        let _ = std::io::stdout().flush();
+        // A terminal gets one line rewritten in place; a log gets a line a
+        // second.
+        if terminal {
+            print!("\r{line}");
+            let _ = std::io::stdout().flush();
+        } else if polls.is_multiple_of(4) || !r.running {
+            println!("{line}");
+        }
         if !r.running {
-            println!();
+            if terminal {
+                println!();
+            }
             if loss_on {
                 set_loss(setup, 0, settings.seed)?;
             }

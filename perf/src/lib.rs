@@ -1,6 +1,9 @@
 //! Benchmark helpers: a counting global allocator, a two-node driver that
 //! pushes verbs through the sans-IO core of both ends over a perfect in-memory
-//! wire, batch statistics, CPU pinning and machine facts for reports.
+//! wire, batch statistics, CPU pinning and machine facts for reports; in
+//! [`raw`], the driver-level references (reflector, flood, ping-pong) OAE
+//! over a real link is compared against; and in [`link`], OAE itself over
+//! that link.
 //!
 //! Nothing here reads a clock inside the core: the driver advances a
 //! simulated `now` itself and never calls `handle_timeout`, so what is
@@ -14,6 +17,9 @@ use oae_proto::{
     Event, LinkConfig, LinkId, LinkStats, Nanos, Node, Output, Permissions, RegionRef, RegionSpec,
     Verb, VerbId,
 };
+
+pub mod link;
+pub mod raw;
 
 // ----- counting allocator ---------------------------------------------------
 

@@ -22,7 +22,9 @@ usage: cargo xtask <command>
   sim     the simulator campaign over every fault class
   test    run every test (what CI runs)
   soak    a long simulator campaign: cargo xtask soak [--seeds N] [--verbs N]
-  bench   the core micro-benchmark at full length
+  bench   the benchmarks at full length: the core micro-benchmark, then OAE
+          over AF_XDP against the raw AF_XDP reflector and ping-pong
+          (arguments go to oae-linkbench, e.g. --reps 9 --lanes 256)
   fuzz    run the fuzz targets (installs cargo-fuzz): cargo xtask fuzz [SECONDS]
   setup   install what the project needs (done by the commands above): Debian
           packages, rustfmt, clippy, nightly's rust-src, bpf-linker";
@@ -34,12 +36,7 @@ fn main() -> ExitCode {
         Some("sim") => setup().and_then(|()| sim_table(&args[1..])),
         Some("test") => setup().and_then(|()| test()),
         Some("soak") => setup().and_then(|()| soak(&args[1..])),
-        Some("bench") => setup().and_then(|()| {
-            cargo(
-                &["bench", "-p", "oae-perf", "--bench", "cas_round_trip"],
-                &[],
-            )
-        }),
+        Some("bench") => setup().and_then(|()| bench(&args[1..])),
         Some("fuzz") => setup().and_then(|()| fuzz(&args[1..])),
         Some("setup") => setup(),
         Some("-h" | "--help") | None => {
@@ -284,6 +281,24 @@ fn sim_table(extra: &[String]) -> Result<(), String> {
     cargo(&args, &[])
 }
 
+fn bench(extra: &[String]) -> Result<(), String> {
+    cargo(
+        &["bench", "-p", "oae-perf", "--bench", "cas_round_trip"],
+        &[],
+    )?;
+    cargo(
+        &["build", "--release", "--quiet", "-p", "oae-perf", "--bins"],
+        &[],
+    )?;
+    let args: Vec<&str> = extra.iter().map(String::as_str).collect();
+    run(
+        "target/release/oae-linkbench",
+        &args,
+        &[],
+        "the link benchmark",
+    )
+}
+
 fn soak(extra: &[String]) -> Result<(), String> {
     let mut args = vec![
         "run",
@@ -321,6 +336,14 @@ fn test() -> Result<(), String> {
     cargo(
         &["build", "--profile", "test", "--workspace", "--bins"],
         &[],
+    )?;
+    // OAE against raw AF_XDP in quick mode: checks that every part of the
+    // comparison runs on real links; the figures mean nothing this short.
+    run(
+        "target/debug/oae-linkbench",
+        &["--quick"],
+        &[],
+        "the link benchmark in quick mode",
     )?;
     let mut totals = [0u64; 3];
     let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);

@@ -1,0 +1,171 @@
+//! OAE over a real link: two pipelines, one per namespace of a fresh veth
+//! pair, each on its own pinned core, running a CAS workload. The same
+//! shape as the raw reflector and ping-pong it is compared with.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use oae_dataplane::config::Config;
+use oae_dataplane::control::{Percentiles, WorkloadReport, WorkloadSpec};
+use oae_dataplane::daemon::build_queue;
+use oae_dataplane::pipeline::{Command, CommandKind, FinalReport, QueueShared};
+use oae_pmd::netns::{self, VethPair, format_mac};
+use serde_json::Value;
+
+/// What one OAE run measured.
+#[derive(Clone, Debug)]
+pub struct OaeRun {
+    pub verbs_per_s: f64,
+    pub latency: Percentiles,
+    pub completed: u64,
+    pub failed: u64,
+    pub mismatches: u64,
+    /// Frames both sides sent per completed verb: 2 when every commit
+    /// rides on the slot's next request, up to 4 when each goes alone.
+    pub frames_per_verb: f64,
+    /// Explicit COMMIT frames (commits that found no request to ride on).
+    pub explicit_commits: u64,
+}
+
+/// Runs `lanes` CAS streams (one verb in flight each) from side 0 to side
+/// 1 for `seconds`, side `i` pinned to `cores[i]`.
+pub fn cas_workload(
+    pair: &VethPair,
+    slots: u16,
+    lanes: u32,
+    seconds: f64,
+    cores: [usize; 2],
+) -> Result<OaeRun, String> {
+    let mut threads = Vec::new();
+    let mut queues: Vec<Arc<QueueShared>> = Vec::new();
+    for (i, &core) in cores.iter().enumerate() {
+        let text = format!(
+            r#"
+name = "bench{i}"
+node_id = {node}
+[[queue]]
+iface = "{iface}"
+peer_mac = "{peer}"
+core = {core}
+[queue.link]
+slots = {slots}
+credits = {slots}
+[[region]]
+id = 1
+key = 1
+len = {len}
+perms = "rwa"
+[[region]]
+id = 2
+key = 2
+len = {len}
+perms = "rw"
+"#,
+            node = i + 1,
+            iface = pair.ifname[i],
+            peer = format_mac(pair.mac[1 - i]),
+            len = (lanes as usize * 64).max(4096),
+        );
+        let cfg = Config::from_toml(&text).map_err(|e| e.to_string())?;
+        let ns = pair.ns[i].clone();
+        let (tx, rx) = mpsc::channel();
+        threads.push(std::thread::spawn(move || {
+            let built = netns::enter(&ns).and_then(|()| {
+                core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                let mut steering = Default::default();
+                build_queue(&cfg, 0, 1, &mut steering)
+                    .map(|b| (b, steering))
+                    .map_err(std::io::Error::other)
+            });
+            match built {
+                Ok(((pipeline, shared), steering)) => {
+                    let _ = tx.send(Ok(shared));
+                    let report = pipeline.run(Duration::from_secs(1));
+                    drop(steering);
+                    Some(report)
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                    None
+                }
+            }
+        }));
+        queues.push(rx.recv().map_err(|e| e.to_string())??);
+    }
+    let result = (|| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !queues
+            .iter()
+            .all(|q| ask(q, CommandKind::Status).is_ok_and(|v| v["link"]["up"] == true))
+        {
+            if Instant::now() > deadline {
+                return Err("the OAE link did not come up".to_string());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ask(
+            &queues[0],
+            CommandKind::WorkloadStart(WorkloadSpec {
+                queue: 0,
+                region: 1,
+                key: 1,
+                local_region: 2,
+                lanes,
+                seconds,
+                seed: 1,
+                verbs: vec!["cas".into()],
+            }),
+        )?;
+        let deadline = Instant::now() + Duration::from_secs_f64(seconds + 20.0);
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let r: WorkloadReport =
+                serde_json::from_value(ask(&queues[0], CommandKind::WorkloadStatus)?)
+                    .map_err(|e| e.to_string())?;
+            if !r.running {
+                return Ok(OaeRun {
+                    verbs_per_s: r.completed as f64 / r.elapsed_s.max(1e-9),
+                    latency: r.latency,
+                    completed: r.completed,
+                    failed: r.failed,
+                    mismatches: r.mismatches,
+                    frames_per_verb: 0.0,
+                    explicit_commits: 0,
+                });
+            }
+            if Instant::now() > deadline {
+                return Err("the workload did not finish".into());
+            }
+        }
+    })();
+    for q in &queues {
+        q.stop.store(true, Ordering::Relaxed);
+    }
+    let reports: Vec<FinalReport> = threads
+        .into_iter()
+        .filter_map(|t| t.join().ok().flatten())
+        .collect();
+    let counter = |name: &str| -> u64 {
+        reports
+            .iter()
+            .map(|r| r.link[name].as_u64().unwrap_or(0))
+            .sum()
+    };
+    result.map(|mut run| {
+        run.frames_per_verb = counter("tx_frames") as f64 / run.completed.max(1) as f64;
+        run.explicit_commits = counter("commits_sent");
+        run
+    })
+}
+
+fn ask(q: &QueueShared, what: CommandKind) -> Result<Value, String> {
+    let (reply, answer) = mpsc::sync_channel(1);
+    q.commands
+        .push(Command { what, reply })
+        .map_err(|_| "command queue full".to_string())?;
+    answer
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|e| e.to_string())?
+}
