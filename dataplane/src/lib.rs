@@ -5,6 +5,7 @@
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod embed;
 pub mod epoch;
 pub mod pipeline;
 pub mod report;

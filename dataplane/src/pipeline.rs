@@ -344,9 +344,7 @@ impl<D: Driver> Pipeline<D> {
                     result: result.map_err(AppError::Verb),
                     latency_ns: latency,
                 };
-                if self.shared.completions.push(completion).is_err() {
-                    self.counters.app_completions_lost += 1;
-                }
+                self.deliver(completion);
             }
             Origin::Control(waiter) => {
                 if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
@@ -401,7 +399,7 @@ impl<D: Driver> Pipeline<D> {
                         SubmitError::Invalid(why) => why,
                         SubmitError::UnknownLink(_) => "no such link",
                     };
-                    let _ = self.shared.completions.push(Completion {
+                    self.deliver(Completion {
                         id: s.id,
                         result: Err(AppError::NotSubmitted(why)),
                         latency_ns: 0,
@@ -411,9 +409,17 @@ impl<D: Driver> Pipeline<D> {
         }
     }
 
+    /// Hands a completion to the application; one that finds its queue full
+    /// is counted, never dropped silently.
+    fn deliver(&mut self, completion: Completion) {
+        if self.shared.completions.push(completion).is_err() {
+            self.counters.app_completions_lost += 1;
+        }
+    }
+
     fn refuse_queued_submissions(&mut self) {
         while let Some(s) = self.shared.submissions.pop() {
-            let _ = self.shared.completions.push(Completion {
+            self.deliver(Completion {
                 id: s.id,
                 result: Err(AppError::NotSubmitted("the dataplane is shutting down")),
                 latency_ns: 0,

@@ -2,17 +2,16 @@
 //! pair, each on its own pinned core, running a CAS workload. The same
 //! shape as the raw reflector and ping-pong it is compared with.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use oae_dataplane::config::Config;
 use oae_dataplane::control::{Percentiles, WorkloadReport, WorkloadSpec};
-use oae_dataplane::daemon::build_queue;
-use oae_dataplane::pipeline::{Command, CommandKind, FinalReport, QueueShared};
-use oae_pmd::netns::{self, VethPair, format_mac};
-use serde_json::Value;
+use oae_dataplane::embed::EmbeddedQueue;
+use oae_dataplane::pipeline::{CommandKind, FinalReport};
+use oae_pmd::netns::{VethPair, format_mac};
+
+/// How long a control question to a polling core may take.
+const ASK: Duration = Duration::from_secs(10);
 
 /// What one OAE run measured.
 #[derive(Clone, Debug)]
@@ -38,8 +37,7 @@ pub fn cas_workload(
     seconds: f64,
     cores: [usize; 2],
 ) -> Result<OaeRun, String> {
-    let mut threads = Vec::new();
-    let mut queues: Vec<Arc<QueueShared>> = Vec::new();
+    let mut queues: Vec<EmbeddedQueue> = Vec::new();
     for (i, &core) in cores.iter().enumerate() {
         let text = format!(
             r#"
@@ -69,44 +67,17 @@ perms = "rw"
             len = (lanes as usize * 64).max(4096),
         );
         let cfg = Config::from_toml(&text).map_err(|e| e.to_string())?;
-        let ns = pair.ns[i].clone();
-        let (tx, rx) = mpsc::channel();
-        threads.push(std::thread::spawn(move || {
-            let built = netns::enter(&ns).and_then(|()| {
-                core_affinity::set_for_current(core_affinity::CoreId { id: core });
-                let mut steering = Default::default();
-                build_queue(&cfg, 0, 1, &mut steering)
-                    .map(|b| (b, steering))
-                    .map_err(std::io::Error::other)
-            });
-            match built {
-                Ok(((pipeline, shared), steering)) => {
-                    let _ = tx.send(Ok(shared));
-                    let report = pipeline.run(Duration::from_secs(1));
-                    drop(steering);
-                    Some(report)
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
-                    None
-                }
-            }
-        }));
-        queues.push(rx.recv().map_err(|e| e.to_string())??);
+        queues.push(EmbeddedQueue::start(&cfg, 0, 1, Some(&pair.ns[i]))?);
     }
     let result = (|| {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !queues
-            .iter()
-            .all(|q| ask(q, CommandKind::Status).is_ok_and(|v| v["link"]["up"] == true))
-        {
+        while !queues.iter().all(EmbeddedQueue::link_up) {
             if Instant::now() > deadline {
                 return Err("the OAE link did not come up".to_string());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        ask(
-            &queues[0],
+        queues[0].ask(
             CommandKind::WorkloadStart(WorkloadSpec {
                 queue: 0,
                 region: 1,
@@ -117,12 +88,13 @@ perms = "rw"
                 seed: 1,
                 verbs: vec!["cas".into()],
             }),
+            ASK,
         )?;
         let deadline = Instant::now() + Duration::from_secs_f64(seconds + 20.0);
         loop {
             std::thread::sleep(Duration::from_millis(100));
             let r: WorkloadReport =
-                serde_json::from_value(ask(&queues[0], CommandKind::WorkloadStatus)?)
+                serde_json::from_value(queues[0].ask(CommandKind::WorkloadStatus, ASK)?)
                     .map_err(|e| e.to_string())?;
             if !r.running {
                 return Ok(OaeRun {
@@ -140,13 +112,7 @@ perms = "rw"
             }
         }
     })();
-    for q in &queues {
-        q.stop.store(true, Ordering::Relaxed);
-    }
-    let reports: Vec<FinalReport> = threads
-        .into_iter()
-        .filter_map(|t| t.join().ok().flatten())
-        .collect();
+    let reports: Vec<FinalReport> = queues.into_iter().filter_map(EmbeddedQueue::stop).collect();
     let counter = |name: &str| -> u64 {
         reports
             .iter()
@@ -158,14 +124,4 @@ perms = "rw"
         run.explicit_commits = counter("commits_sent");
         run
     })
-}
-
-fn ask(q: &QueueShared, what: CommandKind) -> Result<Value, String> {
-    let (reply, answer) = mpsc::sync_channel(1);
-    q.commands
-        .push(Command { what, reply })
-        .map_err(|_| "command queue full".to_string())?;
-    answer
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|e| e.to_string())?
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use oae_dataplane::config::{Config, Deployment};
 use oae_dataplane::control::{Request, call};
 use oae_pmd::netns::{VethPair, format_mac};
 use serde_json::Value;
@@ -43,7 +44,15 @@ pub struct Options {
     pub unreachable_after_rounds: u32,
     /// Pin the dataplanes to cores 0 and 1.
     pub pin: bool,
+    /// Shortest round; `None` keeps the link's default (20 µs).
+    pub min_round_ns: Option<u64>,
 }
+
+/// The tests' shortest round: 2 ms. Tests of one binary run two at a time,
+/// so four busy-polling dataplanes share this machine's two vCPUs, and a
+/// peer descheduled for a time slice must not look dead (the default 20 µs
+/// round assumes polling cores of their own; `configs/veth-pair.toml`).
+pub const SHARED_CPU_MIN_ROUND_NS: u64 = 2_000_000;
 
 impl Default for Options {
     fn default() -> Self {
@@ -51,6 +60,7 @@ impl Default for Options {
             slots: 32,
             unreachable_after_rounds: 8,
             pin: false,
+            min_round_ns: Some(SHARED_CPU_MIN_ROUND_NS),
         }
     }
 }
@@ -229,6 +239,14 @@ impl Drop for Dataplanes {
     }
 }
 
+/// The two dataplanes' configurations for `pair`, as `oaed` would load
+/// them, for tests that run queues inside their own process.
+pub fn configs(pair: &VethPair, o: &Options) -> [Config; 2] {
+    let text = deployment(pair, o);
+    let mut d = Deployment::parse(&text, Path::new("generated.toml")).expect("valid deployment");
+    ["a", "b"].map(|name| d.dataplane.remove(name).expect("both dataplanes"))
+}
+
 fn deployment(pair: &VethPair, o: &Options) -> String {
     let side = |i: usize, name: &str| {
         let core = if o.pin {
@@ -249,7 +267,7 @@ peer_mac = "{peer}"
 slots = {slots}
 credits = {slots}
 unreachable_after_rounds = {unreach}
-
+{min_round}
 [[dataplane.{name}.region]]
 id = {TARGET_REGION}
 key = {TARGET_KEY}
@@ -267,6 +285,9 @@ perms = "rw"
             peer = format_mac(MACS[1 - i]),
             slots = o.slots,
             unreach = o.unreachable_after_rounds,
+            min_round = o
+                .min_round_ns
+                .map_or_else(String::new, |ns| format!("min_round_ns = {ns}\n")),
         )
     };
     format!(

@@ -416,9 +416,9 @@ fn killing_the_target_mid_workload_is_noticed_and_resolved() {
     start_workload(&d, 16, 6.0, 5);
     std::thread::sleep(Duration::from_millis(1000));
     d.kill9(1);
-    // The survivor notices within the configured number of round trips; a
-    // round is at least min_round (20 µs) and at most a few ms here, so a
-    // second is generous.
+    // The survivor notices within the configured number of round trips: 8
+    // rounds of a few ms here (SHARED_CPU_MIN_ROUND_NS), so two seconds is
+    // generous.
     d.wait_for(Duration::from_secs(2), "a to notice b is gone", |d| {
         d.link(0)["unreachable"] == true
     });

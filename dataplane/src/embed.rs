@@ -1,0 +1,147 @@
+//! A dataplane queue inside an application's own process.
+//!
+//! [`EmbeddedQueue::start`] builds one configured queue (XDP program, AF_XDP
+//! socket, node, pipeline) on a thread of its own, pinned to the queue's
+//! core and, if asked, inside a network namespace, and returns a handle.
+//! The application submits verbs and collects their completions through the
+//! handle's lock-free queues; no system call and no lock sits between it
+//! and the polling core. Each submitted verb completes exactly once: with
+//! its result, or with an error saying it had no effect.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::daemon::build_queue;
+use crate::pipeline::{Command, CommandKind, Completion, FinalReport, QueueShared, Submission};
+
+/// How long a stopping queue keeps running to finish or reverse what is in
+/// flight.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// One running queue, owned by the application.
+pub struct EmbeddedQueue {
+    shared: Arc<QueueShared>,
+    thread: Option<JoinHandle<Option<FinalReport>>>,
+}
+
+impl EmbeddedQueue {
+    /// Builds queue `index` of `config` with incarnation `epoch` on a new
+    /// thread, inside network namespace `netns` if given, and starts its
+    /// polling loop. Returns once the queue runs, or with the reason it
+    /// could not be built.
+    pub fn start(
+        config: &Config,
+        index: usize,
+        epoch: u32,
+        netns: Option<&str>,
+    ) -> Result<EmbeddedQueue, String> {
+        let q = config
+            .queues
+            .get(index)
+            .ok_or_else(|| format!("the configuration has no queue {index}"))?;
+        let (config, netns, core) = (config.clone(), netns.map(str::to_string), q.core);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("oae-q{index}"))
+            .spawn(move || {
+                if let Some(ns) = &netns
+                    && let Err(e) = oae_pmd::netns::enter(ns)
+                {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return None;
+                }
+                if let Some(core) = core
+                    && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+                {
+                    let _ = ready_tx.send(Err(format!("cannot pin queue {index} to core {core}")));
+                    return None;
+                }
+                let mut steering = Default::default();
+                match build_queue(&config, index, epoch, &mut steering) {
+                    Ok((pipeline, shared)) => {
+                        let _ = ready_tx.send(Ok(shared));
+                        let report = pipeline.run(DRAIN);
+                        // Detaches the XDP program, after the socket is gone.
+                        drop(steering);
+                        Some(report)
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        None
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the polling thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(shared)) => Ok(EmbeddedQueue {
+                shared,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err("the polling thread exited while starting".into())
+            }
+        }
+    }
+
+    /// Queues a verb for the polling core. When the submission queue is
+    /// full the verb is handed back untouched: nothing was submitted.
+    // The verb comes back by value so the caller can retry it without
+    // keeping a copy; boxing it would allocate once per submission.
+    #[allow(clippy::result_large_err)]
+    pub fn submit(&self, submission: Submission) -> Result<(), Submission> {
+        self.shared.submissions.push(submission)
+    }
+
+    /// The next completion, if one is ready.
+    pub fn poll_completion(&self) -> Option<Completion> {
+        self.shared.completions.pop()
+    }
+
+    /// Asks the polling core a control question (status, counters, a
+    /// workload) and waits up to `timeout` for the answer.
+    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.shared
+            .commands
+            .push(Command { what, reply })
+            .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
+        answer
+            .recv_timeout(timeout)
+            .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
+    }
+
+    /// True once the link is up.
+    pub fn link_up(&self) -> bool {
+        self.ask(CommandKind::Status, Duration::from_secs(5))
+            .is_ok_and(|v| v["link"]["up"] == true)
+    }
+
+    /// Stops the queue: no new work, in-flight verbs finish or reverse,
+    /// queued submissions complete as not submitted; then the socket closes
+    /// and the XDP program detaches. Returns the final counters.
+    pub fn stop(mut self) -> Option<FinalReport> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Option<FinalReport> {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.thread.take()?.join().ok().flatten()
+    }
+}
+
+impl Drop for EmbeddedQueue {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

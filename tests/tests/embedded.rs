@@ -1,0 +1,148 @@
+//! An application in its own process, submitting verbs to a dataplane
+//! queue it embeds through the lock-free submission and completion queues;
+//! real AF_XDP sockets and the real XDP program on a fresh veth pair, the
+//! peer queue on another thread inside the other namespace. Needs root.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use oae_dataplane::embed::EmbeddedQueue;
+use oae_dataplane::pipeline::{AppError, Completion, Submission};
+use oae_pmd::netns::VethPair;
+use oae_proto::verb::{Output, Refusal, RegionRef, Verb, VerbError};
+use oae_tests::dataplanes::{MACS, Options, TARGET_KEY, TARGET_REGION, configs};
+
+const TARGET: RegionRef = RegionRef {
+    id: TARGET_REGION,
+    key: TARGET_KEY,
+};
+
+fn start_pair(tag: &str) -> (VethPair, EmbeddedQueue, EmbeddedQueue) {
+    let pair = VethPair::create_with_macs(tag, Some(MACS)).expect("veth pair");
+    let [a, b] = configs(&pair, &Options::default());
+    let b = EmbeddedQueue::start(&b, 0, 1, Some(&pair.ns[1])).expect("queue b");
+    let a = EmbeddedQueue::start(&a, 0, 1, Some(&pair.ns[0])).expect("queue a");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(a.link_up() && b.link_up()) {
+        assert!(Instant::now() < deadline, "the link did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (pair, a, b)
+}
+
+/// Waits for `n` completions, bounded in time.
+fn collect(q: &EmbeddedQueue, n: usize) -> Vec<Completion> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match q.poll_completion() {
+            Some(c) => out.push(c),
+            None => {
+                assert!(
+                    Instant::now() < deadline,
+                    "{} of {n} completions after 20 s",
+                    out.len()
+                );
+                std::thread::yield_now();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn verbs_submitted_in_process_complete_exactly_once() {
+    let (_pair, a, b) = start_pair("emb");
+    // Fetch-adds over 64 words, eight per word, all submitted at once.
+    const WORDS: u64 = 64;
+    const N: u64 = 512;
+    let word = |id: u64| (id % WORDS) as u32 * 8;
+    for id in 0..N {
+        let verb = Verb::FetchAdd {
+            target: TARGET,
+            offset: word(id),
+            add: id + 1,
+        };
+        a.submit(Submission { id, verb })
+            .unwrap_or_else(|_| panic!("submission queue full at {id}"));
+    }
+    let done = collect(&a, N as usize);
+    let mut ids = BTreeSet::new();
+    let mut model = [0u64; WORDS as usize];
+    let mut applied = 0;
+    for c in &done {
+        assert!(ids.insert(c.id), "verb {} completed twice", c.id);
+        match c.result {
+            Ok(Output::FetchAdd { .. }) => {
+                model[(c.id % WORDS) as usize] += c.id + 1;
+                applied += 1;
+            }
+            // Locked out through every attempt: refused, with no effect.
+            Err(AppError::Verb(VerbError::Refused(Refusal::Locked))) => {}
+            ref other => panic!("verb {}: {other:?}", c.id),
+        }
+    }
+    assert!(applied > N / 2, "only {applied} of {N} applied");
+    a.submit(Submission {
+        id: N,
+        verb: Verb::Read {
+            target: TARGET,
+            offset: 0,
+            len: (WORDS * 8) as u16,
+        },
+    })
+    .unwrap_or_else(|_| panic!("submission queue full"));
+    let read = collect(&a, 1).remove(0);
+    let Ok(Output::Read(bytes)) = read.result else {
+        panic!("{read:?}")
+    };
+    let memory: Vec<u64> = bytes
+        .as_slice()
+        .chunks(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("eight bytes")))
+        .collect();
+    // Every completed add applied exactly once, every refused one not at all.
+    assert_eq!(memory, model);
+
+    // Refused at the target, with no effect; refused before the link.
+    let bad_key = Verb::FetchAdd {
+        target: RegionRef {
+            id: TARGET_REGION,
+            key: TARGET_KEY ^ 1,
+        },
+        offset: 0,
+        add: 1,
+    };
+    let outside = Verb::FetchAdd {
+        target: TARGET,
+        offset: 1 << 20,
+        add: 1,
+    };
+    for (id, verb) in [(100_001, bad_key), (100_002, outside)] {
+        a.submit(Submission { id, verb })
+            .unwrap_or_else(|_| panic!("submission queue full"));
+    }
+    let mut refused = collect(&a, 2);
+    refused.sort_by_key(|c| c.id);
+    assert!(
+        matches!(
+            refused[0].result,
+            Err(AppError::Verb(VerbError::Refused(Refusal::BadKey)))
+        ),
+        "{:?}",
+        refused[0]
+    );
+    assert!(
+        matches!(
+            refused[1].result,
+            Err(AppError::Verb(VerbError::Refused(Refusal::OutOfBounds)))
+        ),
+        "{:?}",
+        refused[1]
+    );
+    let report = b.stop().expect("b's final report");
+    assert_eq!(report.in_flight_at_exit, 0);
+    let report = a.stop().expect("a's final report");
+    assert_eq!(report.pipeline.app_submitted, N + 3);
+    assert_eq!(report.pipeline.app_completions_lost, 0);
+}
