@@ -103,12 +103,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     if let Some(p) = args.loss_ppm {
         settings.loss_ppm = p;
     }
-    if !(settings.seconds > 0.0 && settings.seconds <= 3600.0) {
-        return Err("--seconds must be in (0, 3600]".into());
-    }
-    if settings.loss_ppm > 1_000_000 {
-        return Err("--loss-ppm is at most 1000000".into());
-    }
+    settings
+        .validate()
+        .map_err(|(field, problem)| format!("--{} {problem}", field.replace('_', "-")))?;
     let oaed = match &args.oaed {
         Some(p) => p.clone(),
         None => std::env::current_exe()

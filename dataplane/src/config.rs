@@ -223,6 +223,35 @@ fn default_loss_ppm() -> u32 {
     10_000
 }
 
+impl DemoSettings {
+    /// Lanes a demo may run: each owns 64 bytes of a 64 KiB region.
+    pub const MAX_LANES: u32 = 1024;
+
+    /// Checks the settings; a refusal is `(setting, what is wrong)`, for the
+    /// caller to name the setting as its user wrote it.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(self.seconds > 0.0 && self.seconds <= 3600.0) {
+            return Err((
+                "seconds",
+                format!("= {} must be in (0, 3600]", self.seconds),
+            ));
+        }
+        if !(1..=Self::MAX_LANES).contains(&self.lanes) {
+            return Err((
+                "lanes",
+                format!("= {} must be from 1 to {}", self.lanes, Self::MAX_LANES),
+            ));
+        }
+        if self.loss_ppm > 1_000_000 {
+            return Err((
+                "loss_ppm",
+                format!("= {} is more than 1000000 (certain loss)", self.loss_ppm),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for DemoSettings {
     fn default() -> Self {
         DemoSettings {
@@ -282,18 +311,9 @@ impl Deployment {
                 }
             }
         }
-        if !(d.demo.seconds > 0.0 && d.demo.seconds <= 3600.0) {
-            return Err(in_file(
-                path,
-                format!("demo.seconds = {} must be in (0, 3600]", d.demo.seconds),
-            ));
-        }
-        if d.demo.lanes == 0 {
-            return Err(in_file(path, "demo.lanes must be at least 1".into()));
-        }
-        if d.demo.loss_ppm > 1_000_000 {
-            return Err(in_file(path, "demo.loss_ppm is at most 1000000".into()));
-        }
+        d.demo
+            .validate()
+            .map_err(|(field, problem)| in_file(path, format!("demo.{field} {problem}")))?;
         Ok(d)
     }
 }
