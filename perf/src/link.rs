@@ -26,6 +26,10 @@ pub struct OaeRun {
     pub frames_per_verb: f64,
     /// Explicit COMMIT frames (commits that found no request to ride on).
     pub explicit_commits: u64,
+    /// Frames each side's polling loop received per iteration (side a,
+    /// side b), over the whole run: far below 1 means the loop mostly
+    /// spun idle, waiting for frames.
+    pub rx_per_iteration: [f64; 2],
 }
 
 /// Runs `lanes` CAS streams (one verb in flight each) from side 0 to side
@@ -105,6 +109,7 @@ perms = "rw"
                     mismatches: r.mismatches,
                     frames_per_verb: 0.0,
                     explicit_commits: 0,
+                    rx_per_iteration: [0.0; 2],
                 });
             }
             if Instant::now() > deadline {
@@ -122,6 +127,9 @@ perms = "rw"
     result.map(|mut run| {
         run.frames_per_verb = counter("tx_frames") as f64 / run.completed.max(1) as f64;
         run.explicit_commits = counter("commits_sent");
+        for (side, r) in run.rx_per_iteration.iter_mut().zip(&reports) {
+            *side = r.pipeline.rx_frames as f64 / r.pipeline.bursts.max(1) as f64;
+        }
         run
     })
 }

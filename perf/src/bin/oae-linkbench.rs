@@ -180,6 +180,7 @@ struct Figures {
     oae_tput_p50_us: Summary,
     oae_failed: u64,
     oae_frames_per_verb: Summary,
+    oae_rx_per_iteration: [Summary; 2],
     oae_explicit_commit_share: Summary,
     throughput_ratio: Summary,
     latency_ratio: Summary,
@@ -207,6 +208,7 @@ fn figures(reps: &[Rep]) -> Figures {
             .map(|r| r.rtt.failed + r.throughput.failed)
             .sum(),
         oae_frames_per_verb: s(&|r| r.throughput.frames_per_verb),
+        oae_rx_per_iteration: [0, 1].map(|i| s(&|r| r.throughput.rx_per_iteration[i])),
         oae_explicit_commit_share: s(&|r| {
             r.throughput.explicit_commits as f64 / r.throughput.completed.max(1) as f64
         }),
@@ -271,6 +273,13 @@ fn text(o: &Options, reps: &[Rep], f: &Figures) -> String {
         f.oae_frames_per_verb,
         "",
     );
+    for (side, summary) in ["a", "b"].iter().zip(f.oae_rx_per_iteration) {
+        out += &row(
+            &format!("OAE frames received per loop, side {side}"),
+            summary,
+            "",
+        );
+    }
     out += &row(
         "OAE verbs whose commit went alone",
         f.oae_explicit_commit_share,
@@ -320,6 +329,8 @@ fn json(o: &Options, reps: &[Rep], f: &Figures) -> String {
         s("oae_cas_loaded_p50_us", f.oae_tput_p50_us),
         format!("\"oae_failed\":{}", f.oae_failed),
         s("oae_frames_per_verb", f.oae_frames_per_verb),
+        s("oae_rx_per_iteration_a", f.oae_rx_per_iteration[0]),
+        s("oae_rx_per_iteration_b", f.oae_rx_per_iteration[1]),
         s("oae_explicit_commit_share", f.oae_explicit_commit_share),
         s("throughput_ratio", f.throughput_ratio),
         s("latency_ratio", f.latency_ratio),
