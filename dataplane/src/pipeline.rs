@@ -275,12 +275,14 @@ impl<D: Driver> Pipeline<D> {
                     break;
                 };
                 let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
-                eth::write_header(frame, self.peer_mac, self.mac);
                 match self
                     .node
                     .poll_transmit(self.link, now, &mut frame[ETH_HEADER_LEN..])
                 {
                     Some(len) => {
+                        // Only once there is a frame: most iterations send
+                        // nothing, and should cost as little as possible.
+                        eth::write_header(frame, self.peer_mac, self.mac);
                         self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
                         self.tx.push(buf);
                     }

@@ -85,6 +85,9 @@ pub struct Workload {
     spec: WorkloadSpec,
     kinds: Vec<Kind>,
     lanes: Vec<Lane>,
+    /// Lanes with no verb in flight, next to issue last: a loop iteration
+    /// visits only the lanes that completed, not all of them.
+    ready: Vec<u32>,
     rng: u64,
     started: Option<Nanos>,
     deadline: Nanos,
@@ -145,6 +148,7 @@ impl Workload {
             })
             .collect();
         Ok(Workload {
+            ready: (0..spec.lanes).rev().collect(),
             rng: spec.seed ^ 0x9E37_79B9_7F4A_7C15,
             kinds,
             lanes,
@@ -194,7 +198,8 @@ impl Workload {
         if self.stopping {
             return;
         }
-        for i in 0..self.lanes.len() {
+        while let Some(lane) = self.ready.pop() {
+            let i = lane as usize;
             let (kind, verb, learning) = match self.lanes[i].state {
                 LaneState::Busy { .. } => continue,
                 LaneState::Unknown => (Kind::Read, self.read_lane(i), true),
@@ -204,7 +209,9 @@ impl Workload {
                     (kind, self.make(i, kind), false)
                 }
             };
-            if !issue(i as u32, &verb) {
+            if !issue(lane, &verb) {
+                // Refused for now (queue full): this lane goes first next time.
+                self.ready.push(lane);
                 return;
             }
             self.lanes[i].state = LaneState::Busy {
@@ -333,6 +340,7 @@ impl Workload {
             return;
         };
         self.lanes[i].state = LaneState::Idle;
+        self.ready.push(lane);
         match result {
             Ok(output) => {
                 self.completed[kind as usize] += 1;
