@@ -545,6 +545,7 @@ pub fn driver_json(d: &DriverStats) -> Value {
         "tx_packets": d.tx_packets,
         "tx_ring_full": d.tx_ring_full,
         "alloc_failed": d.alloc_failed,
+        "rx_unsupported": d.rx_unsupported,
         "kernel_rx_dropped": d.kernel_rx_dropped,
         "kernel_rx_ring_full": d.kernel_rx_ring_full,
         "kernel_fill_ring_empty": d.kernel_fill_ring_empty,

@@ -72,6 +72,9 @@ pub struct DriverStats {
     pub tx_ring_full: u64,
     /// `alloc` calls that found the pool empty.
     pub alloc_failed: u64,
+    /// Frames the driver received but could not hand out, and dropped
+    /// (DPDK: frames chained over several mbufs).
+    pub rx_unsupported: u64,
     /// Kernel: frames dropped for reasons other than a full ring or an
     /// empty fill ring.
     pub kernel_rx_dropped: u64,
@@ -91,5 +94,9 @@ pub struct DriverStats {
 // which stays in this module.
 #[allow(unsafe_code)]
 pub mod afxdp;
+// DPDK's API is C; the driver's unsafe calls stay in this module.
+#[cfg(feature = "dpdk")]
+#[allow(unsafe_code)]
+pub mod dpdk;
 pub mod netns;
 pub mod xdp;

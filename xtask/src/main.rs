@@ -76,6 +76,11 @@ const APT_PACKAGES: &[&str] = &[
     "iputils-ping",
     "python3-scapy",
     "tshark",
+    // DPDK 22.11: the EAL, its PMDs (net_memif, net_af_xdp, net_ring) and
+    // the headers and pkg-config file dpdk-sys binds.
+    "dpdk",
+    "dpdk-dev",
+    "libdpdk-dev",
 ];
 
 /// Installs what every command needs, on a fresh Debian machine as root.

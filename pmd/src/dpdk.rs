@@ -1,0 +1,553 @@
+//! A DPDK ethdev port behind the burst [`Driver`] interface.
+//!
+//! [`init_eal`] starts DPDK's environment once per process, with the
+//! arguments a configuration gives (vdevs such as `net_memif0,role=server`,
+//! `net_af_xdp0,iface=eth0` or `net_ring0`; `--in-memory`, `--file-prefix`,
+//! `--no-huge`). [`Dpdk::new`] then opens one port by its device name with
+//! one receive and one transmit queue and a pool of mbufs of its own.
+//!
+//! # Buffer ownership
+//!
+//! A [`Mbuf`] is neither `Copy` nor `Clone`: the type system keeps one
+//! holder per mbuf, and [`Driver::tx_burst`] and [`Driver::release`] take
+//! the handles back. The driver counts the mbufs its caller holds; dropped
+//! while any are out, it leaks its pool rather than free memory a handle
+//! still points into. A handle dropped without being given back leaks its
+//! mbuf (the pool shrinks by one); it never frees memory twice.
+
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::fmt;
+use std::ptr::{self, NonNull};
+use std::slice;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use dpdk_sys as sys;
+
+use crate::{Burst, Driver, DriverStats, MAX_BURST};
+
+/// Why DPDK could not be started or a port opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpdkError {
+    /// What was being done, in the user's terms.
+    pub what: String,
+    /// DPDK's explanation (from `rte_strerror`), with a hint where one helps.
+    pub detail: String,
+}
+
+impl fmt::Display for DpdkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.detail)
+    }
+}
+
+impl std::error::Error for DpdkError {}
+
+fn error(what: impl Into<String>, detail: impl Into<String>) -> DpdkError {
+    DpdkError {
+        what: what.into(),
+        detail: detail.into(),
+    }
+}
+
+/// DPDK's text for error number `code` (positive or negative).
+fn strerror(code: c_int) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local
+    // NUL-terminated string for any value.
+    let text = unsafe { CStr::from_ptr(sys::rte_strerror(code.abs())) };
+    text.to_string_lossy().into_owned()
+}
+
+/// `rte_errno` of this thread, as text.
+fn last_error() -> String {
+    // SAFETY: reads a thread-local integer.
+    strerror(unsafe { sys::oae_errno() })
+}
+
+/// What became of the one `rte_eal_init` call a process may make: the
+/// arguments it was given and, if it failed, why. DPDK cannot retry a
+/// failed initialisation, so a failure is kept and repeated.
+static EAL: Mutex<Option<EalStart>> = Mutex::new(None);
+
+struct EalStart {
+    args: Vec<String>,
+    outcome: Result<(), DpdkError>,
+}
+
+/// Starts DPDK's environment abstraction layer with `args` (without a
+/// program name), once per process. Called again with the same arguments
+/// it does nothing; with others it refuses, since the EAL cannot restart.
+///
+/// The EAL pins the calling thread to its main core; this thread's CPU
+/// affinity is restored afterwards, so threads it starts later are placed
+/// by the caller, not by DPDK.
+pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
+    let mut eal = EAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(EalStart {
+        args: started,
+        outcome,
+    }) = eal.as_ref()
+    {
+        return if started == args {
+            outcome.clone()
+        } else {
+            Err(error(
+                "starting DPDK",
+                format!(
+                    "the EAL already runs in this process with arguments {started:?}; it \
+                     starts once, so give every DPDK queue the same [dpdk] settings"
+                ),
+            ))
+        };
+    }
+    let mut argv: Vec<CString> = Vec::with_capacity(args.len() + 1);
+    argv.push(CString::new("oae").expect("no NUL"));
+    for a in args {
+        argv.push(CString::new(a.as_str()).map_err(|_| {
+            error(
+                "starting DPDK",
+                format!("EAL argument {a:?} contains a NUL byte"),
+            )
+        })?);
+    }
+    // The EAL keeps pointers into argv for the life of the process.
+    let argv: &'static mut [*mut c_char] = Box::leak(
+        argv.into_iter()
+            .map(CString::into_raw)
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+    // SAFETY: argv holds argc valid NUL-terminated strings that live for the
+    // rest of the process; the EAL is initialised at most once (guarded by
+    // the lock held here).
+    let rc = unsafe { sys::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+    if let Some(cpus) = affinity {
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpus);
+    }
+    let outcome = if rc < 0 {
+        Err(error(
+            format!("starting DPDK with {args:?}"),
+            format!(
+                "{}; check the vdev names and options (e.g. net_memif0,role=server,\
+                 socket=/tmp/x.sock); without hugepages use --no-huge --no-shconf \
+                 (--no-huge cannot go with --in-memory)",
+                last_error()
+            ),
+        ))
+    } else {
+        Ok(())
+    };
+    *eal = Some(EalStart {
+        args: args.to_vec(),
+        outcome: outcome.clone(),
+    });
+    outcome
+}
+
+/// Where and how to open a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpdkConfig {
+    /// The device name, e.g. `net_memif0` or `net_af_xdp0` (a vdev given
+    /// to [`init_eal`]) or a PCI address.
+    pub port: String,
+    /// Receive descriptors.
+    pub rx_ring: u16,
+    /// Transmit descriptors.
+    pub tx_ring: u16,
+    /// Mbufs in the port's pool (receive ring, transmit ring and caller
+    /// together).
+    pub mbufs: u32,
+}
+
+impl DpdkConfig {
+    pub fn new(port: impl Into<String>) -> DpdkConfig {
+        DpdkConfig {
+            port: port.into(),
+            rx_ring: 1024,
+            tx_ring: 1024,
+            mbufs: 8191,
+        }
+    }
+
+    /// Checks what can be checked before DPDK runs.
+    pub fn validate(&self) -> Result<(), DpdkError> {
+        let bad = |detail: String| Err(error("invalid DPDK port configuration", detail));
+        if self.port.is_empty() {
+            return bad("port is empty: name the device, e.g. \"net_memif0\"".into());
+        }
+        for (name, n) in [("rx_ring", self.rx_ring), ("tx_ring", self.tx_ring)] {
+            if !n.is_power_of_two() || n < 64 {
+                return bad(format!(
+                    "{name} {n}: use a power of two of at least 64, e.g. 1024"
+                ));
+            }
+        }
+        let least = u32::from(self.rx_ring) + u32::from(self.tx_ring) + 2 * MAX_BURST as u32;
+        if self.mbufs < least {
+            return bad(format!(
+                "mbufs {}: the rings alone hold {}, so use at least {least}",
+                self.mbufs,
+                u32::from(self.rx_ring) + u32::from(self.tx_ring)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One mbuf, owned by whoever holds this handle.
+pub struct Mbuf(NonNull<sys::rte_mbuf>);
+
+// SAFETY: an mbuf belongs to exactly one holder at a time (the handle is
+// neither Copy nor Clone), and DPDK's mempool returns it from any thread.
+unsafe impl Send for Mbuf {}
+
+impl fmt::Debug for Mbuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Mbuf({:p})", self.0)
+    }
+}
+
+/// One started port, its queue 0 and its mbuf pool.
+pub struct Dpdk {
+    port: u16,
+    name: String,
+    pool: NonNull<sys::rte_mempool>,
+    mac: [u8; 6],
+    /// Mbufs the caller holds.
+    outstanding: usize,
+    stats: DriverStats,
+}
+
+// SAFETY: the port's queue 0 and the pool are used by whichever single
+// thread owns this value; DPDK allows a queue to move between threads as
+// long as two never use it at once, which `&mut self` guarantees.
+unsafe impl Send for Dpdk {}
+
+impl fmt::Debug for Dpdk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dpdk")
+            .field("port", &self.port)
+            .field("name", &self.name)
+            .field("outstanding", &self.outstanding)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dpdk {
+    /// Opens, configures and starts the port. [`init_eal`] must have run.
+    pub fn new(config: &DpdkConfig) -> Result<Dpdk, DpdkError> {
+        config.validate()?;
+        if !matches!(
+            *EAL.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(EalStart {
+                outcome: Ok(()),
+                ..
+            })
+        ) {
+            return Err(error(
+                format!("opening DPDK port {}", config.port),
+                "the EAL is not running: call init_eal first (and check that it succeeded)",
+            ));
+        }
+        let what = |step: &str| format!("{step} DPDK port {}", config.port);
+        let name = CString::new(config.port.as_str())
+            .map_err(|_| error(what("opening"), "the name contains a NUL byte"))?;
+        let mut port = 0u16;
+        // SAFETY: a NUL-terminated name and a valid out-pointer.
+        let rc = unsafe { sys::rte_eth_dev_get_port_by_name(name.as_ptr(), &mut port) };
+        if rc != 0 {
+            // SAFETY: no arguments.
+            let ports = unsafe { sys::rte_eth_dev_count_avail() };
+            return Err(error(
+                what("opening"),
+                format!(
+                    "no such device ({}); {ports} port(s) exist. Declare it as a vdev in the \
+                     EAL arguments, e.g. --vdev={}",
+                    strerror(rc),
+                    config.port
+                ),
+            ));
+        }
+        // SAFETY: a valid port id.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
+        // Unique for the process: a pool leaked by an earlier driver keeps
+        // its name.
+        static POOLS: AtomicU32 = AtomicU32::new(0);
+        let pool_name = CString::new(format!(
+            "oae_pool_{port}_{}",
+            POOLS.fetch_add(1, Ordering::Relaxed)
+        ))
+        .expect("no NUL");
+        let data_room = (sys::DEFAULT_DATAROOM + sys::RTE_PKTMBUF_HEADROOM) as u16;
+        // SAFETY: a NUL-terminated unique name; sizes within DPDK's limits.
+        let pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                pool_name.as_ptr(),
+                config.mbufs,
+                256,
+                0,
+                data_room,
+                socket,
+            )
+        };
+        let pool = NonNull::new(pool).ok_or_else(|| {
+            error(
+                what("creating the mbuf pool of"),
+                format!(
+                    "{}; with --no-huge give the EAL enough memory (-m), or use fewer mbufs",
+                    last_error()
+                ),
+            )
+        })?;
+        let fail = |step: &str, rc: c_int| {
+            // SAFETY: the pool was created above and nothing uses it yet.
+            unsafe { sys::rte_mempool_free(pool.as_ptr()) };
+            error(what(step), strerror(rc))
+        };
+        let conf = sys::rte_eth_conf::default();
+        // SAFETY: a valid port and a zeroed (default) configuration.
+        let rc = unsafe { sys::rte_eth_dev_configure(port, 1, 1, &conf) };
+        if rc != 0 {
+            return Err(fail("configuring", rc));
+        }
+        // SAFETY: queue 0 of a configured port; default queue settings
+        // (null); the pool outlives the queue (freed only after close).
+        let rc = unsafe {
+            sys::rte_eth_rx_queue_setup(
+                port,
+                0,
+                config.rx_ring,
+                socket as u32,
+                ptr::null(),
+                pool.as_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(fail("setting up the receive queue of", rc));
+        }
+        // SAFETY: as above, for the transmit queue.
+        let rc = unsafe {
+            sys::rte_eth_tx_queue_setup(port, 0, config.tx_ring, socket as u32, ptr::null())
+        };
+        if rc != 0 {
+            return Err(fail("setting up the transmit queue of", rc));
+        }
+        // SAFETY: a configured port with its queues set up.
+        let rc = unsafe { sys::rte_eth_dev_start(port) };
+        if rc != 0 {
+            return Err(fail("starting", rc));
+        }
+        // Frames for the peer's MAC only would do, but vdevs differ in what
+        // they filter; the pipeline checks the source itself. Not every
+        // PMD supports the switch, which is fine.
+        // SAFETY: a started port.
+        let _ = unsafe { sys::rte_eth_promiscuous_enable(port) };
+        let mut addr = sys::rte_ether_addr::default();
+        // SAFETY: a valid port and out-pointer.
+        unsafe { sys::rte_eth_macaddr_get(port, &mut addr) };
+        Ok(Dpdk {
+            port,
+            name: config.port.clone(),
+            pool,
+            mac: addr.addr_bytes,
+            outstanding: 0,
+            stats: DriverStats::default(),
+        })
+    }
+
+    /// The device name the port was opened by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Mbufs the caller holds now.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    fn raw(buf: &Mbuf) -> *mut sys::rte_mbuf {
+        buf.0.as_ptr()
+    }
+}
+
+impl Driver for Dpdk {
+    type Buf = Mbuf;
+
+    fn rx_burst(&mut self, out: &mut Burst<Mbuf>) -> usize {
+        let room = out.remaining_capacity();
+        if room == 0 {
+            return 0;
+        }
+        let mut raw = [ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
+        // SAFETY: queue 0 of a started port, used by this thread only
+        // (`&mut self`); `raw` has room for `room` pointers.
+        let n = unsafe { sys::oae_rx_burst(self.port, 0, raw.as_mut_ptr(), room as u16) };
+        let mut kept = 0;
+        for &m in &raw[..usize::from(n)] {
+            // SAFETY: a received mbuf, owned by us now.
+            if unsafe { sys::oae_mbuf_is_contiguous(m) } == 0 {
+                // A chained frame has no single slice to lend out.
+                // SAFETY: ours, freed once.
+                unsafe { sys::oae_mbuf_free(m) };
+                self.stats.rx_unsupported += 1;
+                continue;
+            }
+            out.push(Mbuf(NonNull::new(m).expect("rx_burst returns valid mbufs")));
+            kept += 1;
+        }
+        self.outstanding += kept;
+        self.stats.rx_packets += kept as u64;
+        kept
+    }
+
+    fn alloc(&mut self, out: &mut Burst<Mbuf>, n: usize) -> usize {
+        let want = n.min(out.remaining_capacity());
+        let mut raw = [ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
+        // All or nothing: on failure ask for half as many, down to one.
+        let mut k = want;
+        while k > 0 {
+            // SAFETY: the pool lives as long as `self`; `raw` has room for k.
+            if unsafe { sys::oae_mbuf_alloc_bulk(self.pool.as_ptr(), raw.as_mut_ptr(), k as u32) }
+                == 0
+            {
+                break;
+            }
+            k /= 2;
+        }
+        for &m in &raw[..k] {
+            out.push(Mbuf(
+                NonNull::new(m).expect("alloc_bulk returns valid mbufs"),
+            ));
+        }
+        if k < want {
+            self.stats.alloc_failed += 1;
+        }
+        self.outstanding += k;
+        k
+    }
+
+    fn frame<'a>(&'a self, buf: &'a Mbuf) -> &'a [u8] {
+        let m = Self::raw(buf);
+        // SAFETY: the caller holds this single-segment mbuf (its handle is
+        // borrowed for 'a), so its data room is valid and nobody else
+        // writes it; data_len bytes from the data pointer lie inside it.
+        unsafe {
+            slice::from_raw_parts(
+                sys::oae_mbuf_data(m),
+                usize::from(sys::oae_mbuf_data_len(m)),
+            )
+        }
+    }
+
+    fn frame_mut<'a>(&'a mut self, buf: &'a mut Mbuf, len: usize) -> &'a mut [u8] {
+        let m = Self::raw(buf);
+        // SAFETY: reads a field of an mbuf the caller holds.
+        let capacity = usize::from(unsafe { sys::oae_mbuf_capacity(m) });
+        assert!(
+            len <= capacity,
+            "frame length {len} exceeds this mbuf's capacity of {capacity} bytes"
+        );
+        // SAFETY: as in `frame`, and the handle is borrowed mutably, so this
+        // is the only slice of the mbuf; `len` fits its data room.
+        unsafe {
+            sys::oae_mbuf_set_len(m, len as u16);
+            slice::from_raw_parts_mut(sys::oae_mbuf_data(m), len)
+        }
+    }
+
+    fn frame_capacity(&self) -> usize {
+        sys::DEFAULT_DATAROOM as usize
+    }
+
+    fn tx_burst(&mut self, bufs: &mut Burst<Mbuf>) -> usize {
+        if bufs.is_empty() {
+            return 0;
+        }
+        let mut raw = [ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
+        for (slot, b) in raw.iter_mut().zip(bufs.iter()) {
+            *slot = Self::raw(b);
+        }
+        // SAFETY: queue 0 of a started port, this thread only; the mbufs
+        // are ours, each once; those accepted belong to the PMD from now on.
+        let sent = usize::from(unsafe {
+            sys::oae_tx_burst(self.port, 0, raw.as_mut_ptr(), bufs.len() as u16)
+        });
+        // The accepted handles are gone to the PMD: drop them unfreed.
+        bufs.drain(..sent);
+        self.outstanding -= sent;
+        self.stats.tx_packets += sent as u64;
+        if !bufs.is_empty() {
+            self.stats.tx_ring_full += 1;
+        }
+        sent
+    }
+
+    fn release(&mut self, bufs: &mut Burst<Mbuf>) {
+        for b in bufs.drain(..) {
+            // SAFETY: the caller gives the mbuf back; it is freed once.
+            unsafe { sys::oae_mbuf_free(b.0.as_ptr()) };
+            self.outstanding -= 1;
+        }
+    }
+
+    fn stats(&mut self) -> DriverStats {
+        let mut s = self.stats;
+        let mut e = sys::rte_eth_stats::default();
+        // SAFETY: a valid port and out-pointer.
+        if unsafe { sys::rte_eth_stats_get(self.port, &mut e) } == 0 {
+            s.kernel_rx_dropped = e.imissed;
+            s.kernel_fill_ring_empty = e.rx_nombuf;
+            s.kernel_rx_invalid = e.ierrors;
+            s.kernel_tx_invalid = e.oerrors;
+        }
+        s
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+}
+
+impl Drop for Dpdk {
+    fn drop(&mut self) {
+        // SAFETY: the port was started by `new`; stopping and closing it
+        // frees the mbufs its rings hold.
+        unsafe {
+            sys::rte_eth_dev_stop(self.port);
+            sys::rte_eth_dev_close(self.port);
+        }
+        if self.outstanding == 0 {
+            // SAFETY: no ring and no handle refers to the pool any more.
+            unsafe { sys::rte_mempool_free(self.pool.as_ptr()) };
+        }
+        // Otherwise handles still point into the pool: leaking it is the
+        // only sound choice.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_mistakes_say_what_to_fix() {
+        DpdkConfig::new("net_ring0").validate().unwrap();
+        let check = |f: fn(&mut DpdkConfig), needle: &str| {
+            let mut c = DpdkConfig::new("net_ring0");
+            f(&mut c);
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(needle), "{e:?} lacks {needle:?}");
+        };
+        check(|c| c.port.clear(), "name the device");
+        check(|c| c.rx_ring = 1000, "power of two");
+        check(|c| c.mbufs = 100, "at least 2176");
+    }
+
+    #[test]
+    fn a_driver_and_its_buffers_can_move_to_the_polling_thread() {
+        fn send<T: Send>() {}
+        send::<Dpdk>();
+        send::<Mbuf>();
+    }
+}
