@@ -69,7 +69,7 @@ fn main() {
         .clang_args(&cflags)
         .clang_arg("-Ishim")
         .allowlist_function(
-            "rte_eal_init|rte_eal_cleanup|rte_strerror|rte_socket_id|\
+            "rte_eal_init|rte_eal_cleanup|rte_eal_get_runtime_dir|rte_strerror|rte_socket_id|\
              rte_eth_dev_count_avail|rte_eth_dev_get_port_by_name|rte_eth_dev_info_get|\
              rte_eth_dev_configure|rte_eth_rx_queue_setup|rte_eth_tx_queue_setup|\
              rte_eth_dev_start|rte_eth_dev_stop|rte_eth_dev_close|rte_eth_macaddr_get|\

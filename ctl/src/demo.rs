@@ -431,8 +431,11 @@ fn print_table(
     };
     let us = |ns: u64| format!("{:.1} us", ns as f64 / 1e3);
     println!();
+    let driver = stats[0]["queues"][0]["queue"]["driver"]
+        .as_str()
+        .unwrap_or("an unknown driver");
     println!(
-        "OAE over AF_XDP, {} -> {} ({} lanes, {:.1} s, {} ppm loss in the middle third)",
+        "OAE over {driver}, {} -> {} ({} lanes, {:.1} s, {} ppm loss in the middle third)",
         names[0], names[1], settings.lanes, settings.seconds, settings.loss_ppm
     );
     let rows: Vec<(&str, String)> = vec![

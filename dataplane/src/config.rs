@@ -50,12 +50,85 @@ pub struct Config {
     /// Registered memory, the same regions on every queue's node.
     #[serde(default, rename = "region")]
     pub regions: Vec<RegionConfig>,
+    /// DPDK's environment, for queues with `driver = "dpdk"`.
+    #[serde(default)]
+    pub dpdk: Option<DpdkSettings>,
+}
+
+/// Which poll-mode driver serves a queue.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriverKind {
+    /// An AF_XDP socket behind the oae XDP program (which also injects
+    /// faults).
+    #[default]
+    AfXdp,
+    /// A DPDK port (`dpdk_port`), e.g. a net_memif or net_af_xdp vdev.
+    Dpdk,
+}
+
+/// Free hugepages of the default size, from /proc/meminfo (0 if unknown).
+fn free_hugepages() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("HugePages_Free:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The DPDK environment of one dataplane process.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkSettings {
+    /// Virtual devices, each passed as `--vdev=<text>`, e.g.
+    /// `net_memif0,role=server,socket=/run/oae/memif.sock`.
+    #[serde(default)]
+    pub vdevs: Vec<String>,
+    /// EAL arguments. By default `--no-pci --in-memory --log-level=error`
+    /// where free hugepages exist, and `--no-pci --no-huge --no-shconf -m
+    /// 512 --log-level=error` otherwise; a `--file-prefix` naming the
+    /// dataplane and its process is added unless one is given.
+    #[serde(default)]
+    pub eal_args: Option<Vec<String>>,
+}
+
+impl DpdkSettings {
+    /// The EAL's arguments for dataplane `name`.
+    pub fn eal_args(&self, name: &str) -> Vec<String> {
+        let mut args: Vec<String> = match &self.eal_args {
+            Some(a) => a.clone(),
+            None => {
+                let memory: &[&str] = if free_hugepages() > 0 {
+                    &["--in-memory"]
+                } else {
+                    &["--no-huge", "--no-shconf", "-m", "512"]
+                };
+                ["--no-pci"]
+                    .iter()
+                    .chain(memory)
+                    .chain(&["--log-level=error"])
+                    .map(|s| s.to_string())
+                    .collect()
+            }
+        };
+        if !args.iter().any(|a| a.starts_with("--file-prefix")) {
+            args.push(format!("--file-prefix=oae-{name}-{}", std::process::id()));
+        }
+        args.extend(self.vdevs.iter().map(|v| format!("--vdev={v}")));
+        args
+    }
 }
 
 /// One NIC queue, its polling core and the OAE link it carries.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
+    /// The interface (AF_XDP); for a DPDK queue only a label for reports,
+    /// by default its `dpdk_port`.
+    #[serde(default)]
     pub iface: String,
     #[serde(default)]
     pub queue_id: u32,
@@ -65,15 +138,23 @@ pub struct QueueConfig {
     /// MAC address of the peer at the other end of this queue's link.
     pub peer_mac: String,
     #[serde(default)]
+    pub driver: DriverKind,
+    /// DPDK: the device this queue opens, e.g. `net_memif0`.
+    #[serde(default)]
+    pub dpdk_port: Option<String>,
+    #[serde(default)]
     pub xdp_mode: XdpModeSetting,
     #[serde(default)]
     pub bind_mode: BindModeSetting,
-    /// UMEM frames (receive and transmit pools together).
+    /// Frame buffers: UMEM frames for AF_XDP, mbufs for DPDK (receive
+    /// and transmit pools together).
     #[serde(default = "default_frames")]
     pub frames: u32,
-    /// Size of each of the fill, completion, receive and transmit rings.
-    #[serde(default = "default_ring")]
-    pub ring_size: u32,
+    /// Entries of each ring (AF_XDP: fill, completion, receive, transmit;
+    /// DPDK: receive and transmit descriptors). By default 2048 for
+    /// AF_XDP and 1024 for DPDK, whose two rings share `frames`.
+    #[serde(default)]
+    pub ring_size: Option<u32>,
     #[serde(default)]
     pub link: LinkSettings,
 }
@@ -82,8 +163,22 @@ fn default_frames() -> u32 {
     4096
 }
 
-fn default_ring() -> u32 {
-    2048
+impl QueueConfig {
+    /// What reports call the queue's interface.
+    pub fn label(&self) -> &str {
+        match (&self.dpdk_port, self.iface.is_empty()) {
+            (Some(port), true) => port,
+            _ => &self.iface,
+        }
+    }
+
+    /// The ring size in force.
+    pub fn ring_size(&self) -> u32 {
+        self.ring_size.unwrap_or(match self.driver {
+            DriverKind::AfXdp => 2048,
+            DriverKind::Dpdk => 1024,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -389,7 +484,7 @@ impl Config {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         for (i, q) in self.queues.iter().enumerate() {
             let at = |e: String| ctx(format!("queue {i} ({} queue {}): {e}", q.iface, q.queue_id));
-            if q.iface.is_empty() || q.iface.len() > 15 {
+            if (q.driver == DriverKind::AfXdp && q.iface.is_empty()) || q.iface.len() > 15 {
                 return Err(at(format!(
                     "iface = '{}' must be an interface name of 1 to 15 bytes",
                     q.iface
@@ -415,11 +510,43 @@ impl Config {
                     q.frames
                 )));
             }
-            if !q.ring_size.is_power_of_two() || !(64..=q.frames).contains(&q.ring_size) {
+            let ring = q.ring_size();
+            if !ring.is_power_of_two() || !(64..=q.frames).contains(&ring) {
                 return Err(at(format!(
-                    "ring_size = {} must be a power of two from 64 to frames ({})",
-                    q.ring_size, q.frames
+                    "ring_size = {ring} must be a power of two from 64 to frames ({})",
+                    q.frames
                 )));
+            }
+            match q.driver {
+                DriverKind::AfXdp if q.dpdk_port.is_some() => {
+                    return Err(at(
+                        "dpdk_port is set but driver is af-xdp: add driver = \"dpdk\" or \
+                         remove dpdk_port"
+                            .into(),
+                    ));
+                }
+                DriverKind::AfXdp => {}
+                DriverKind::Dpdk => {
+                    if q.dpdk_port.as_deref().is_none_or(str::is_empty) {
+                        return Err(at(
+                            "driver = \"dpdk\" needs dpdk_port, the device to open (e.g. \
+                             \"net_memif0\", declared in [dpdk] vdevs)"
+                                .into(),
+                        ));
+                    }
+                    if self.dpdk.is_none() {
+                        return Err(at(
+                            "driver = \"dpdk\" needs a [dpdk] table (vdevs, eal_args)".into(),
+                        ));
+                    }
+                    if ring > 4096 || q.frames < 2 * ring + 128 {
+                        return Err(at(format!(
+                            "a DPDK queue's two rings of ring_size = {ring} need frames >= \
+                             {} (and ring_size <= 4096)",
+                            2 * ring + 128
+                        )));
+                    }
+                }
             }
             q.link
                 .to_link_config()
@@ -503,6 +630,30 @@ mod tests {
     }
 
     #[test]
+    fn dpdk_queues_default_their_rings_and_eal_arguments() {
+        let text = format!(
+            "{}\n[dpdk]\nvdevs = [\"net_ring0\"]\n",
+            ONE.replace(
+                "iface = \"eth0\"",
+                "driver = \"dpdk\"\ndpdk_port = \"net_ring0\"",
+            )
+        );
+        let cfg = parse_one(&text).unwrap();
+        let q = &cfg.queues[0];
+        assert_eq!((q.ring_size(), q.label()), (1024, "net_ring0"));
+        let args = cfg.dpdk.unwrap().eal_args("a");
+        assert!(args.contains(&"--vdev=net_ring0".to_string()), "{args:?}");
+        assert!(
+            args.iter().any(|a| a.starts_with("--file-prefix=oae-a-")),
+            "{args:?}"
+        );
+        assert!(
+            args.contains(&"--in-memory".to_string()) ^ args.contains(&"--no-huge".to_string()),
+            "{args:?}"
+        );
+    }
+
+    #[test]
     fn mistakes_are_refused_with_what_to_fix() {
         let cases = [
             (
@@ -534,6 +685,34 @@ mod tests {
                 "power of two",
             ),
             (ONE.replace("node_id = 1", ""), "missing field `node_id`"),
+            (
+                ONE.replace("iface = \"eth0\"", "iface = \"eth0\"\ndriver = \"dpdk\""),
+                "needs dpdk_port",
+            ),
+            (
+                ONE.replace(
+                    "iface = \"eth0\"",
+                    "iface = \"eth0\"\ndriver = \"dpdk\"\ndpdk_port = \"net_ring0\"",
+                ),
+                "needs a [dpdk] table",
+            ),
+            (
+                ONE.replace(
+                    "iface = \"eth0\"",
+                    "iface = \"eth0\"\ndpdk_port = \"net_ring0\"",
+                ),
+                "driver is af-xdp",
+            ),
+            (
+                format!(
+                    "{}\n[dpdk]\nvdevs = [\"net_ring0\"]\n",
+                    ONE.replace(
+                        "iface = \"eth0\"",
+                        "driver = \"dpdk\"\ndpdk_port = \"net_ring0\"\nring_size = 4096",
+                    )
+                ),
+                "need frames >= 8320",
+            ),
         ];
         for (text, expected) in cases {
             let err = parse_one(&text).expect_err(expected);

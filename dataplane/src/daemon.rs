@@ -17,12 +17,13 @@ use std::time::Duration;
 use oae_common::FaultConfig;
 use oae_pmd::Driver;
 use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
+use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpCounters, XdpMode};
 use oae_proto::Node;
 use serde_json::{Value, json};
 
-use crate::config::{BindModeSetting, Config, XdpModeSetting};
+use crate::config::{BindModeSetting, Config, DriverKind, QueueConfig, XdpModeSetting};
 use crate::control::{FaultChange, Request, Response};
 use crate::pipeline::{Command, CommandKind, FinalReport, Pipeline, QueueInfo, QueueShared};
 
@@ -48,45 +49,32 @@ struct Shared {
     epoch: u32,
 }
 
-/// Attaches the XDP program to the queue's interface (once per interface),
-/// opens its AF_XDP socket, and builds its node and pipeline. Must run in
-/// the network namespace of the interface.
+/// A queue ready to run: its polling loop, whatever its driver, and what
+/// the rest of the process shares with it.
+pub struct BuiltQueue {
+    pub shared: Arc<QueueShared>,
+    run: Box<dyn FnOnce(Duration) -> FinalReport + Send>,
+}
+
+impl BuiltQueue {
+    /// Runs the polling loop on the calling thread until asked to stop,
+    /// then drains for at most `drain`.
+    pub fn run(self, drain: Duration) -> FinalReport {
+        (self.run)(drain)
+    }
+}
+
+/// Builds queue `index` of `config`: its driver (for AF_XDP, after
+/// attaching the XDP program to the interface, once per interface; for
+/// DPDK, after starting the EAL, once per process), its node and its
+/// pipeline. Must run in the network namespace of the interface.
 pub fn build_queue(
     config: &Config,
     index: usize,
     epoch: u32,
     steering: &mut BTreeMap<String, Steering>,
-) -> Result<(Pipeline<AfXdp>, Arc<QueueShared>), String> {
+) -> Result<BuiltQueue, String> {
     let q = &config.queues[index];
-    if !steering.contains_key(&q.iface) {
-        let mode = match q.xdp_mode {
-            XdpModeSetting::Auto => XdpMode::Auto,
-            XdpModeSetting::Driver => XdpMode::Driver,
-            XdpModeSetting::Skb => XdpMode::Skb,
-        };
-        let s = Steering::attach(&q.iface, mode).map_err(|e| e.to_string())?;
-        steering.insert(q.iface.clone(), s);
-    }
-    let driver = AfXdp::new(&AfXdpConfig {
-        iface: q.iface.clone(),
-        queue_id: q.queue_id,
-        frame_count: q.frames,
-        fill_size: q.ring_size,
-        comp_size: q.ring_size,
-        rx_size: q.ring_size,
-        tx_size: q.ring_size,
-        mode: match q.bind_mode {
-            BindModeSetting::Auto => BindMode::Auto,
-            BindModeSetting::ZeroCopy => BindMode::ZeroCopy,
-            BindModeSetting::Copy => BindMode::Copy,
-        },
-        ..AfXdpConfig::default()
-    })
-    .map_err(|e| format!("{} queue {}: {e}", q.iface, q.queue_id))?;
-    steering[&q.iface]
-        .register_socket(q.queue_id, driver.fd())
-        .map_err(|e| e.to_string())?;
-
     let mut node = Node::new(config.node_id, epoch);
     for r in &config.regions {
         node.register(r.to_spec()?)
@@ -99,25 +87,102 @@ pub fn build_queue(
         .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
     let peer_mac = parse_mac(&q.peer_mac).ok_or("peer_mac was validated")?;
     let shared = Arc::new(QueueShared::new(4096));
-    let info = QueueInfo {
+    let info = |driver: String, mac: [u8; 6]| QueueInfo {
         index: index as u16,
-        iface: q.iface.clone(),
+        iface: q.label().to_string(),
         queue_id: q.queue_id,
         core: q.core,
-        driver: format!("af_xdp ({})", driver.bind_mode()),
-        mac: format_mac(driver.mac()),
+        driver,
+        mac: format_mac(mac),
         peer_mac: q.peer_mac.clone(),
     };
-    let pipeline = Pipeline::new(
-        driver,
-        node,
-        link,
-        peer_mac,
-        info,
-        Arc::clone(&shared),
-        inflight,
-    );
-    Ok((pipeline, shared))
+    let run: Box<dyn FnOnce(Duration) -> FinalReport + Send> = match q.driver {
+        DriverKind::AfXdp => {
+            let driver = open_afxdp(q, steering)?;
+            let info = info(format!("af_xdp ({})", driver.bind_mode()), driver.mac());
+            runner(Pipeline::new(
+                driver,
+                node,
+                link,
+                peer_mac,
+                info,
+                Arc::clone(&shared),
+                inflight,
+            ))
+        }
+        DriverKind::Dpdk => {
+            let driver = open_dpdk(config, q)?;
+            let info = info(format!("dpdk ({})", driver.name()), driver.mac());
+            runner(Pipeline::new(
+                driver,
+                node,
+                link,
+                peer_mac,
+                info,
+                Arc::clone(&shared),
+                inflight,
+            ))
+        }
+    };
+    Ok(BuiltQueue { shared, run })
+}
+
+/// The pipeline's loop as a value a thread can run, whatever its driver.
+fn runner<D>(pipeline: Pipeline<D>) -> Box<dyn FnOnce(Duration) -> FinalReport + Send>
+where
+    D: Driver + Send + 'static,
+    D::Buf: Send,
+{
+    Box::new(move |drain| pipeline.run(drain))
+}
+
+fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Result<AfXdp, String> {
+    if !steering.contains_key(&q.iface) {
+        let mode = match q.xdp_mode {
+            XdpModeSetting::Auto => XdpMode::Auto,
+            XdpModeSetting::Driver => XdpMode::Driver,
+            XdpModeSetting::Skb => XdpMode::Skb,
+        };
+        let s = Steering::attach(&q.iface, mode).map_err(|e| e.to_string())?;
+        steering.insert(q.iface.clone(), s);
+    }
+    let ring = q.ring_size();
+    let driver = AfXdp::new(&AfXdpConfig {
+        iface: q.iface.clone(),
+        queue_id: q.queue_id,
+        frame_count: q.frames,
+        fill_size: ring,
+        comp_size: ring,
+        rx_size: ring,
+        tx_size: ring,
+        mode: match q.bind_mode {
+            BindModeSetting::Auto => BindMode::Auto,
+            BindModeSetting::ZeroCopy => BindMode::ZeroCopy,
+            BindModeSetting::Copy => BindMode::Copy,
+        },
+        ..AfXdpConfig::default()
+    })
+    .map_err(|e| format!("{} queue {}: {e}", q.iface, q.queue_id))?;
+    steering[&q.iface]
+        .register_socket(q.queue_id, driver.fd())
+        .map_err(|e| e.to_string())?;
+    Ok(driver)
+}
+
+fn open_dpdk(config: &Config, q: &QueueConfig) -> Result<Dpdk, String> {
+    let settings = config
+        .dpdk
+        .as_ref()
+        .ok_or("a DPDK queue needs [dpdk] (validated)")?;
+    init_eal(&settings.eal_args(&config.name)).map_err(|e| e.to_string())?;
+    let ring = q.ring_size() as u16;
+    Dpdk::new(&DpdkConfig {
+        port: q.dpdk_port.clone().ok_or("dpdk_port was validated")?,
+        rx_ring: ring,
+        tx_ring: ring,
+        mbufs: q.frames,
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// Runs the dataplane until a signal or a `shutdown` request.
@@ -144,7 +209,8 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     let mut queues = Vec::new();
     let result = (|| -> Result<(), String> {
         for (index, q) in config.queues.iter().enumerate() {
-            let (pipeline, shared) = build_queue(&config, index, epoch, &mut steering)?;
+            let built = build_queue(&config, index, epoch, &mut steering)?;
+            let shared = Arc::clone(&built.shared);
             let core = q.core;
             let handle = std::thread::Builder::new()
                 .name(format!("oae-q{index}"))
@@ -154,7 +220,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
                     {
                         eprintln!("oaed: could not pin queue {index} to core {core}");
                     }
-                    pipeline.run(DRAIN)
+                    built.run(DRAIN)
                 })
                 .map_err(|e| format!("cannot start the polling thread: {e}"))?;
             threads.push(handle);
@@ -388,6 +454,14 @@ fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
         .steering
         .lock()
         .map_err(|_| "steering lock poisoned")?;
+    if steering.is_empty() {
+        return Err(
+            "no XDP program runs on this dataplane (its queues use DPDK), so there is \
+                    no fault injector to set: faults are injected by the XDP program of \
+                    AF_XDP queues"
+                .into(),
+        );
+    }
     let mut out = Vec::new();
     for s in steering.values() {
         let mut f: FaultConfig = s.faults();

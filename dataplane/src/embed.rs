@@ -64,9 +64,9 @@ impl EmbeddedQueue {
                 }
                 let mut steering = Default::default();
                 match build_queue(&config, index, epoch, &mut steering) {
-                    Ok((pipeline, shared)) => {
-                        let _ = ready_tx.send(Ok(shared));
-                        let report = pipeline.run(DRAIN);
+                    Ok(built) => {
+                        let _ = ready_tx.send(Ok(Arc::clone(&built.shared)));
+                        let report = built.run(DRAIN);
                         // Detaches the XDP program, after the socket is gone.
                         drop(steering);
                         Some(report)

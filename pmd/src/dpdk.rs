@@ -17,10 +17,11 @@
 
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::fmt;
+use std::path::PathBuf;
 use std::ptr::{self, NonNull};
 use std::slice;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use dpdk_sys as sys;
 
@@ -117,6 +118,7 @@ pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     );
+    remove_runtime_dir_at_exit();
     let affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
     // SAFETY: argv holds argc valid NUL-terminated strings that live for the
     // rest of the process; the EAL is initialised at most once (guarded by
@@ -138,11 +140,43 @@ pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
     } else {
         Ok(())
     };
+    note_runtime_dir();
     *eal = Some(EalStart {
         args: args.to_vec(),
         outcome: outcome.clone(),
     });
     outcome
+}
+
+/// The EAL's runtime directory (`/var/run/dpdk/<file-prefix>`), to remove
+/// when the process exits.
+static RUNTIME_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// The EAL makes a runtime directory even with `--no-shconf` (and even
+/// when it fails to start) and leaves it behind. Registered before
+/// `rte_eal_init`, this runs after the EAL's own exit handlers have removed
+/// their files, and removes the directory only if it is empty, so nothing
+/// DPDK still uses is ever removed.
+fn remove_runtime_dir_at_exit() {
+    extern "C" fn remove() {
+        if let Some(dir) = RUNTIME_DIR.get() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    // SAFETY: `remove` is a plain function that only touches the file
+    // system; if registration fails the directory merely stays.
+    unsafe { libc::atexit(remove) };
+}
+
+/// Records the runtime directory `rte_eal_init` chose.
+fn note_runtime_dir() {
+    // SAFETY: returns a pointer to the EAL's static, NUL-terminated path
+    // buffer (empty if initialisation failed before choosing one).
+    let dir = unsafe { CStr::from_ptr(sys::rte_eal_get_runtime_dir()) };
+    let dir = dir.to_string_lossy();
+    if !dir.is_empty() {
+        let _ = RUNTIME_DIR.set(PathBuf::from(dir.into_owned()));
+    }
 }
 
 /// Where and how to open a port.

@@ -63,25 +63,22 @@ impl VethPair {
         for ns in &self.ns {
             ip(&["netns", "add", ns])?;
         }
-        let tmp = format!("oaetmp{}", std::process::id() % 100_000);
+        // Each end is born in its own namespace: no name is ever taken in
+        // the caller's namespace, so pairs can be made concurrently.
         ip(&[
             "link",
             "add",
-            &tmp,
+            &self.ifname[0],
+            "netns",
+            &self.ns[0],
             "type",
             "veth",
             "peer",
             "name",
-            "oaepeer",
+            &self.ifname[1],
             "netns",
             &self.ns[1],
         ])?;
-        ip(&["link", "set", &tmp, "netns", &self.ns[0]])?;
-        ip_in(&self.ns[0], &["link", "set", &tmp, "name", &self.ifname[0]])?;
-        ip_in(
-            &self.ns[1],
-            &["link", "set", "oaepeer", "name", &self.ifname[1]],
-        )?;
         for i in 0..2 {
             let (ns, ifname) = (&self.ns[i], &self.ifname[i]);
             ip_in(ns, &["link", "set", "lo", "up"])?;

@@ -46,6 +46,19 @@ pub struct Options {
     pub pin: bool,
     /// Shortest round; `None` keeps the link's default (20 µs).
     pub min_round_ns: Option<u64>,
+    pub driver: TestDriver,
+}
+
+/// How the two dataplanes reach each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TestDriver {
+    /// AF_XDP sockets on the veth pair, behind the oae XDP program.
+    #[default]
+    AfXdp,
+    /// DPDK net_memif ports joined by a memif socket (a is the server).
+    DpdkMemif,
+    /// DPDK net_af_xdp ports on the veth pair.
+    DpdkAfXdp,
 }
 
 /// The tests' shortest round: 2 ms. Tests of one binary run two at a time,
@@ -61,6 +74,7 @@ impl Default for Options {
             unreachable_after_rounds: 8,
             pin: false,
             min_round_ns: Some(SHARED_CPU_MIN_ROUND_NS),
+            driver: TestDriver::AfXdp,
         }
     }
 }
@@ -79,7 +93,7 @@ impl Dataplanes {
     /// dataplanes and waits until their link is up.
     pub fn start(tag: &str, options: &Options) -> Dataplanes {
         let pair = VethPair::create_with_macs(tag, Some(MACS)).expect("create veth pair");
-        let dir = std::env::temp_dir().join(format!("oae-test-{}", pair.ns[0]));
+        let dir = test_dir(&pair);
         std::fs::create_dir_all(&dir).expect("test directory");
         let config = dir.join("deployment.toml");
         std::fs::write(&config, deployment(&pair, options)).expect("write config");
@@ -247,7 +261,32 @@ pub fn configs(pair: &VethPair, o: &Options) -> [Config; 2] {
     ["a", "b"].map(|name| d.dataplane.remove(name).expect("both dataplanes"))
 }
 
+/// Where a test keeps its configuration, logs, sockets and state.
+fn test_dir(pair: &VethPair) -> PathBuf {
+    std::env::temp_dir().join(format!("oae-test-{}", pair.ns[0]))
+}
+
 fn deployment(pair: &VethPair, o: &Options) -> String {
+    let dpdk = |i: usize, name: &str| {
+        let vdev = match o.driver {
+            TestDriver::AfXdp => return String::new(),
+            TestDriver::DpdkMemif => format!(
+                // A path socket: an abstract one (memif's default) lives
+                // in one network namespace, and the peers are in two.
+                "net_memif0,role={},socket={},socket-abstract=no,mac={}",
+                ["server", "client"][i],
+                test_dir(pair).join("memif.sock").display(),
+                format_mac(MACS[i])
+            ),
+            TestDriver::DpdkAfXdp => format!("net_af_xdp0,iface={}", pair.ifname[i]),
+        };
+        format!("[dataplane.{name}.dpdk]\nvdevs = [\"{vdev}\"]\n")
+    };
+    let queue_driver = match o.driver {
+        TestDriver::AfXdp => "",
+        TestDriver::DpdkMemif => "driver = \"dpdk\"\ndpdk_port = \"net_memif0\"\n",
+        TestDriver::DpdkAfXdp => "driver = \"dpdk\"\ndpdk_port = \"net_af_xdp0\"\n",
+    };
     let side = |i: usize, name: &str| {
         let core = if o.pin {
             format!("core = {i}\n")
@@ -259,10 +298,11 @@ fn deployment(pair: &VethPair, o: &Options) -> String {
 [dataplane.{name}]
 node_id = {node}
 
+{dpdk}
 [[dataplane.{name}.queue]]
 iface = "{iface}"
 peer_mac = "{peer}"
-{core}
+{core}{queue_driver}
 [dataplane.{name}.queue.link]
 slots = {slots}
 credits = {slots}
@@ -281,6 +321,7 @@ len = 65536
 perms = "rw"
 "#,
             node = i + 1,
+            dpdk = dpdk(i, name),
             iface = pair.ifname[i],
             peer = format_mac(MACS[1 - i]),
             slots = o.slots,

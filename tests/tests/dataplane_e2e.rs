@@ -10,7 +10,7 @@ use oae_dataplane::control::{
 };
 use oae_tests::SCAPY_PYTHON;
 use oae_tests::dataplanes::{
-    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, binary, output,
+    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, TestDriver, binary, output,
 };
 use serde_json::Value;
 
@@ -45,10 +45,57 @@ fn links_come_up_with_distinct_roles_and_epochs() {
 
 #[test]
 fn every_verb_end_to_end() {
-    let d = Dataplanes::start("verbs", &Options::default());
+    every_verb(&Dataplanes::start("verbs", &Options::default()));
+}
+
+/// The same dataplanes and pipeline over DPDK: net_memif ports joined by a
+/// memif socket.
+#[test]
+fn every_verb_over_dpdk_memif() {
+    let options = Options {
+        driver: TestDriver::DpdkMemif,
+        ..Options::default()
+    };
+    let d = Dataplanes::start("memif", &options);
+    assert!(
+        d.status(0)["queues"][0]["queue"]["driver"]
+            .as_str()
+            .unwrap()
+            .starts_with("dpdk"),
+        "{}",
+        d.status(0)
+    );
+    every_verb(&d);
+    // No XDP program runs here, so there is no fault injector: said, not
+    // silently ignored.
+    let err = d
+        .call(
+            0,
+            &Request::Fault(FaultChange {
+                drop_ppm: Some(1),
+                ..Default::default()
+            }),
+        )
+        .unwrap_err();
+    assert!(err.contains("no XDP program"), "{err}");
+}
+
+/// And over DPDK's net_af_xdp ports on the veth pair.
+#[test]
+fn every_verb_over_dpdk_af_xdp() {
+    let options = Options {
+        driver: TestDriver::DpdkAfXdp,
+        ..Options::default()
+    };
+    every_verb(&Dataplanes::start("dpxdp", &options));
+}
+
+/// Every verb from a to b, each result checked, then verbs outside the
+/// registered memory refused with no effect.
+fn every_verb(d: &Dataplanes) {
     let (region, key, _) = target(0);
     let w = verb(
-        &d,
+        d,
         VerbSpec::Write {
             region,
             key,
@@ -59,7 +106,7 @@ fn every_verb_end_to_end() {
     assert_eq!(w, Ok(OutputView::Write));
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Read {
                 region,
                 key,
@@ -73,7 +120,7 @@ fn every_verb_end_to_end() {
     );
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Cas {
                 region,
                 key,
@@ -89,7 +136,7 @@ fn every_verb_end_to_end() {
     );
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Cas {
                 region,
                 key,
@@ -105,7 +152,7 @@ fn every_verb_end_to_end() {
     );
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Faa {
                 region,
                 key,
@@ -117,7 +164,7 @@ fn every_verb_end_to_end() {
     );
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Swap {
                 region,
                 key,
@@ -129,7 +176,7 @@ fn every_verb_end_to_end() {
     );
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Mcas {
                 region,
                 key,
@@ -143,7 +190,7 @@ fn every_verb_end_to_end() {
     );
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Mcas {
                 region,
                 key,
@@ -158,7 +205,7 @@ fn every_verb_end_to_end() {
     // Bilateral swap: a's local block (zeros) trades places with b's 7s.
     assert_eq!(
         verb(
-            &d,
+            d,
             VerbSpec::Bswap {
                 region,
                 key,
@@ -207,7 +254,7 @@ fn every_verb_end_to_end() {
             add: 1,
         },
     ] {
-        let err = verb(&d, bad.clone()).expect_err("refused");
+        let err = verb(d, bad.clone()).expect_err("refused");
         assert!(err.contains("Refused"), "{bad:?}: {err}");
     }
     assert_eq!(d.region(1, TARGET_REGION), before);
@@ -603,7 +650,80 @@ fn bad_configs_are_refused_with_what_to_fix() {
         "--check",
     ]));
     assert!(ok && out.contains("valid"), "host-nic.toml checks: {out}");
+    for name in ["a", "b"] {
+        let (ok, out, err) = output(Command::new(binary("oaed")).args([
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/dpdk-memif.toml"),
+            "--name",
+            name,
+            "--check",
+        ]));
+        assert!(
+            ok && out.contains("valid"),
+            "dpdk-memif.toml {name}: {out}{err}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// DPDK's own failures come back from oaed as messages that say what to
+/// fix, and oaed exits non-zero.
+#[test]
+fn dpdk_errors_say_what_to_fix() {
+    let dir = std::env::temp_dir().join(format!("oae-dpdkerr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = |dpdk: &str, port: &str| {
+        format!(
+            "name = \"e\"\nnode_id = 1\ncontrol_socket = \"{dir}/e.sock\"\n\
+             state_dir = \"{dir}/state\"\n[dpdk]\n{dpdk}\n[[queue]]\ndriver = \"dpdk\"\n\
+             dpdk_port = \"{port}\"\npeer_mac = \"02:00:00:00:00:02\"\n",
+            dir = dir.display()
+        )
+    };
+    let prefix = format!("--file-prefix=oae-dpdkerr-{}", std::process::id());
+    let mut cases = vec![
+        (
+            config("vdevs = [\"net_bogus0\"]", "net_bogus0"),
+            "check the vdev names",
+        ),
+        (
+            config("vdevs = [\"net_ring0\"]", "net_memif7"),
+            "--vdev=net_memif7",
+        ),
+    ];
+    let hugepages = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("HugePages_Total:") && !l.ends_with(" 0"));
+    if !hugepages {
+        // Without hugepages, EAL arguments that need them are refused with
+        // the alternative.
+        cases.push((
+            config(
+                &format!("vdevs = [\"net_ring0\"]\neal_args = [\"--no-pci\", \"{prefix}\"]"),
+                "net_ring0",
+            ),
+            "--no-huge --no-shconf",
+        ));
+    }
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let path = dir.join(format!("case{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let (ok, _, err) = output(Command::new(binary("oaed")).arg("--config").arg(&path));
+        assert!(!ok, "case {i} started");
+        assert!(
+            err.contains(expected),
+            "case {i}: '{err}' should say '{expected}'"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The hugepage case asked for DPDK's shared configuration, which DPDK
+    // keeps in its runtime directory after the failed start.
+    let runtime = format!(
+        "/var/run/dpdk/{}",
+        prefix.trim_start_matches("--file-prefix=")
+    );
+    let _ = std::fs::remove_dir_all(runtime);
 }
 
 #[test]
