@@ -80,6 +80,9 @@ fn main() {
         .allowlist_var("RTE_PKTMBUF_HEADROOM|RTE_ETH_NAME_MAX_LEN|RTE_MBUF_DEFAULT_DATAROOM")
         .derive_default(true)
         .layout_tests(false)
+        // DPDK's header comments are its own documentation; copied here,
+        // their indented passages would read as Rust examples to rustdoc.
+        .generate_comments(false)
         .generate()
         .unwrap_or_else(|e| panic!("bindgen over DPDK's headers failed: {e}; {SETUP_HINT}"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
