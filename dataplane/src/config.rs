@@ -55,6 +55,44 @@ pub struct Config {
     pub dpdk: Option<DpdkSettings>,
 }
 
+/// The protocol a queue runs.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    #[default]
+    Oae,
+    /// A model of RoCE's RC transport (not RoCE), for comparison.
+    RcModel,
+}
+
+/// Overrides of the RC model's settings; see `oae_rc_model::RcConfig`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RcSettings {
+    pub max_outstanding: Option<u16>,
+    pub max_rd_atomic: Option<u16>,
+    pub ack_timeout_exp: Option<u8>,
+    pub retry_count: Option<u8>,
+    pub ack_coalesce: Option<u16>,
+    pub responder_cache: Option<u16>,
+    pub submit_queue: Option<usize>,
+}
+
+impl RcSettings {
+    pub fn to_rc_config(&self) -> oae_rc_model::RcConfig {
+        let d = oae_rc_model::RcConfig::default();
+        oae_rc_model::RcConfig {
+            max_outstanding: self.max_outstanding.unwrap_or(d.max_outstanding),
+            max_rd_atomic: self.max_rd_atomic.unwrap_or(d.max_rd_atomic),
+            ack_timeout_exp: self.ack_timeout_exp.unwrap_or(d.ack_timeout_exp),
+            retry_count: self.retry_count.unwrap_or(d.retry_count),
+            ack_coalesce: self.ack_coalesce.unwrap_or(d.ack_coalesce),
+            responder_cache: self.responder_cache.unwrap_or(d.responder_cache),
+            submit_queue: self.submit_queue.unwrap_or(d.submit_queue),
+        }
+    }
+}
+
 /// Which poll-mode driver serves a queue.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -139,6 +177,12 @@ pub struct QueueConfig {
     pub peer_mac: String,
     #[serde(default)]
     pub driver: DriverKind,
+    /// The protocol on the link: OAE, or the model of RoCE's RC transport.
+    #[serde(default)]
+    pub transport: TransportKind,
+    /// Settings of the RC model, for `transport = "rc-model"`.
+    #[serde(default)]
+    pub rc: RcSettings,
     /// DPDK: the device this queue opens, e.g. `net_memif0`.
     #[serde(default)]
     pub dpdk_port: Option<String>,
@@ -552,6 +596,21 @@ impl Config {
                 .to_link_config()
                 .validate()
                 .map_err(|e| at(format!("link.{}: {}", e.field, e.problem)))?;
+            match q.transport {
+                TransportKind::RcModel => {
+                    q.rc.to_rc_config()
+                        .validate()
+                        .map_err(|e| at(format!("rc.{e}")))?
+                }
+                TransportKind::Oae if q.rc != RcSettings::default() => {
+                    return Err(at(
+                        "[queue.rc] is set but transport is oae: add transport = \"rc-model\" \
+                         or remove it"
+                            .into(),
+                    ));
+                }
+                TransportKind::Oae => {}
+            }
             if self.queues[..i]
                 .iter()
                 .any(|o| o.iface == q.iface && o.queue_id == q.queue_id)

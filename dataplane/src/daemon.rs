@@ -20,12 +20,16 @@ use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpCounters, XdpMode};
-use oae_proto::Node;
+use oae_proto::{Memory, Node, RegionSpec};
+use oae_rc_model::RcEndpoint;
 use serde_json::{Value, json};
 
-use crate::config::{BindModeSetting, Config, DriverKind, QueueConfig, XdpModeSetting};
+use crate::config::{
+    BindModeSetting, Config, DriverKind, QueueConfig, TransportKind, XdpModeSetting,
+};
 use crate::control::{FaultChange, Request, Response};
 use crate::pipeline::{Command, CommandKind, FinalReport, Pipeline, QueueInfo, QueueShared};
+use crate::transport::{Oae, RcModel, Transport};
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -75,63 +79,122 @@ pub fn build_queue(
     steering: &mut BTreeMap<String, Steering>,
 ) -> Result<BuiltQueue, String> {
     let q = &config.queues[index];
-    let mut node = Node::new(config.node_id, epoch);
-    for r in &config.regions {
-        node.register(r.to_spec()?)
-            .map_err(|e| format!("region {}: {e}", r.id))?;
-    }
     let link_cfg = q.link.to_link_config();
-    let inflight = link_cfg.submit_queue + usize::from(link_cfg.slots) + 64;
-    let link = node
-        .add_link(link_cfg)
-        .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
-    let peer_mac = parse_mac(&q.peer_mac).ok_or("peer_mac was validated")?;
-    let shared = Arc::new(QueueShared::new(4096));
-    let info = |driver: String, mac: [u8; 6]| QueueInfo {
-        index: index as u16,
-        iface: q.label().to_string(),
-        queue_id: q.queue_id,
-        core: q.core,
-        driver,
-        mac: format_mac(mac),
-        peer_mac: q.peer_mac.clone(),
+    let inflight = match q.transport {
+        TransportKind::Oae => link_cfg.submit_queue + usize::from(link_cfg.slots),
+        TransportKind::RcModel => {
+            let rc = q.rc.to_rc_config();
+            rc.submit_queue + usize::from(rc.max_outstanding)
+        }
+    } + 64;
+    let transport = match q.transport {
+        TransportKind::Oae => {
+            let mut node = Node::new(config.node_id, epoch);
+            let link = node
+                .add_link(link_cfg)
+                .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
+            AnyTransport::Oae(Oae { node, link })
+        }
+        TransportKind::RcModel => AnyTransport::Rc(RcModel {
+            endpoint: RcEndpoint::new(q.rc.to_rc_config(), Memory::default())?,
+        }),
     };
-    let run: Box<dyn FnOnce(Duration) -> FinalReport + Send> = match q.driver {
+    let parts = Parts {
+        peer_mac: parse_mac(&q.peer_mac).ok_or("peer_mac was validated")?,
+        shared: Arc::new(QueueShared::new(4096)),
+        inflight,
+        info: QueueInfo {
+            index: index as u16,
+            iface: q.label().to_string(),
+            queue_id: q.queue_id,
+            core: q.core,
+            driver: String::new(),
+            mac: String::new(),
+            peer_mac: q.peer_mac.clone(),
+        },
+        regions: config
+            .regions
+            .iter()
+            .map(|r| r.to_spec().map_err(|e| format!("region {}: {e}", r.id)))
+            .collect::<Result<_, _>>()?,
+    };
+    let shared = Arc::clone(&parts.shared);
+    let run = match q.driver {
         DriverKind::AfXdp => {
             let driver = open_afxdp(q, steering)?;
-            let info = info(format!("af_xdp ({})", driver.bind_mode()), driver.mac());
-            runner(Pipeline::new(
-                driver,
-                node,
-                link,
-                peer_mac,
-                info,
-                Arc::clone(&shared),
-                inflight,
-            ))
+            let name = format!("af_xdp ({})", driver.bind_mode());
+            assemble(driver, name, transport, parts)?
         }
         DriverKind::Dpdk => {
             let driver = open_dpdk(config, q)?;
-            let info = info(format!("dpdk ({})", driver.name()), driver.mac());
-            runner(Pipeline::new(
-                driver,
-                node,
-                link,
-                peer_mac,
-                info,
-                Arc::clone(&shared),
-                inflight,
-            ))
+            let name = format!("dpdk ({})", driver.name());
+            assemble(driver, name, transport, parts)?
         }
     };
     Ok(BuiltQueue { shared, run })
 }
 
-/// The pipeline's loop as a value a thread can run, whatever its driver.
-fn runner<D>(pipeline: Pipeline<D>) -> Box<dyn FnOnce(Duration) -> FinalReport + Send>
+/// A queue's transport, before the pipeline is built around it. Made once
+/// per queue and unpacked at once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum AnyTransport {
+    Oae(Oae),
+    Rc(RcModel),
+}
+
+/// What a pipeline needs besides its driver and transport.
+struct Parts {
+    peer_mac: [u8; 6],
+    shared: Arc<QueueShared>,
+    inflight: usize,
+    info: QueueInfo,
+    regions: Vec<RegionSpec>,
+}
+
+/// Registers the regions and builds the pipeline over `driver` and
+/// `transport`, as a loop a thread can run.
+fn assemble<D>(
+    driver: D,
+    driver_name: String,
+    transport: AnyTransport,
+    parts: Parts,
+) -> Result<Box<dyn FnOnce(Duration) -> FinalReport + Send>, String>
 where
     D: Driver + Send + 'static,
     D::Buf: Send,
+{
+    let mut info = parts.info;
+    info.driver = driver_name;
+    info.mac = format_mac(driver.mac());
+    fn build<D: Driver, T: Transport>(
+        driver: D,
+        mut transport: T,
+        parts_info: (QueueInfo, [u8; 6], Arc<QueueShared>, usize),
+        regions: &[RegionSpec],
+    ) -> Result<Pipeline<D, T>, String> {
+        for spec in regions {
+            transport
+                .register(*spec)
+                .map_err(|e| format!("region {}: {e}", spec.id))?;
+        }
+        let (info, peer_mac, shared, inflight) = parts_info;
+        Ok(Pipeline::new(
+            driver, transport, peer_mac, info, shared, inflight,
+        ))
+    }
+    let rest = (info, parts.peer_mac, parts.shared, parts.inflight);
+    Ok(match transport {
+        AnyTransport::Oae(t) => runner(build(driver, t, rest, &parts.regions)?),
+        AnyTransport::Rc(t) => runner(build(driver, t, rest, &parts.regions)?),
+    })
+}
+
+/// The pipeline's loop as a value a thread can run, whatever its driver.
+fn runner<D, T>(pipeline: Pipeline<D, T>) -> Box<dyn FnOnce(Duration) -> FinalReport + Send>
+where
+    D: Driver + Send + 'static,
+    D::Buf: Send,
+    T: Transport,
 {
     Box::new(move |drain| pipeline.run(drain))
 }

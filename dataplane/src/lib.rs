@@ -9,6 +9,7 @@ pub mod embed;
 pub mod epoch;
 pub mod pipeline;
 pub mod report;
+pub mod transport;
 pub mod workload;
 
 pub use oae_proto as proto;

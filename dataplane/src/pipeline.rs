@@ -16,12 +16,12 @@ use hdrhistogram::Histogram;
 use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
-use oae_proto::{Event, LinkChange, LinkId, Nanos, Node, RegionSpec, SubmitError, VerbId};
+use oae_proto::{Nanos, RegionSpec, VerbId};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::control::{OutputView, Percentiles, WorkloadSpec};
-use crate::report::{link_report, stats_report};
+use crate::transport::{Transport, TransportEvent};
 use crate::workload::Workload;
 
 /// A verb submitted by an in-process application.
@@ -134,10 +134,9 @@ pub struct QueueInfo {
     pub peer_mac: String,
 }
 
-pub struct Pipeline<D: Driver> {
+pub struct Pipeline<D: Driver, T: Transport> {
     driver: D,
-    node: Node,
-    link: LinkId,
+    transport: T,
     mac: [u8; 6],
     peer_mac: [u8; 6],
     info: QueueInfo,
@@ -155,21 +154,19 @@ pub struct Pipeline<D: Driver> {
     spare: Burst<D::Buf>,
 }
 
-impl<D: Driver> Pipeline<D> {
+impl<D: Driver, T: Transport> Pipeline<D, T> {
     pub fn new(
         driver: D,
-        node: Node,
-        link: LinkId,
+        transport: T,
         peer_mac: [u8; 6],
         info: QueueInfo,
         shared: Arc<QueueShared>,
         inflight_capacity: usize,
-    ) -> Pipeline<D> {
+    ) -> Pipeline<D, T> {
         let mac = driver.mac();
         Pipeline {
             driver,
-            node,
-            link,
+            transport,
             mac,
             peer_mac,
             info,
@@ -213,14 +210,14 @@ impl<D: Driver> Pipeline<D> {
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
             pipeline: self.counters,
             driver: self.driver.stats(),
-            link: serde_json::to_value(stats_report(&self.node, self.link)).unwrap_or_default(),
+            link: self.transport.stats(),
         };
         self.shared.stopped.store(true, Ordering::Release);
         report
     }
 
     fn quiet(&self) -> bool {
-        self.node.is_quiescent() && self.inflight.iter().all(Option::is_none)
+        self.transport.is_quiescent() && self.inflight.iter().all(Option::is_none)
     }
 
     /// One burst: receive, timers, events, submissions, transmit.
@@ -228,8 +225,8 @@ impl<D: Driver> Pipeline<D> {
         let now = self.now();
         self.counters.bursts += 1;
         self.receive(now);
-        if self.node.poll_timeout().is_some_and(|t| t <= now) {
-            self.node.handle_timeout(now);
+        if self.transport.poll_timeout().is_some_and(|t| t <= now) {
+            self.transport.handle_timeout(now);
         }
         self.drain_events(now);
         if accepting {
@@ -259,7 +256,7 @@ impl<D: Driver> Pipeline<D> {
                 self.counters.rx_foreign += 1;
                 continue;
             }
-            self.node.handle_frame(self.link, payload, now);
+            self.transport.handle_frame(payload, now);
         }
         self.driver.release(&mut self.rx);
     }
@@ -276,8 +273,8 @@ impl<D: Driver> Pipeline<D> {
                 };
                 let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
                 match self
-                    .node
-                    .poll_transmit(self.link, now, &mut frame[ETH_HEADER_LEN..])
+                    .transport
+                    .poll_transmit(now, &mut frame[ETH_HEADER_LEN..])
                 {
                     Some(len) => {
                         // Only once there is a frame: most iterations send
@@ -311,22 +308,13 @@ impl<D: Driver> Pipeline<D> {
     }
 
     fn drain_events(&mut self, now: Nanos) {
-        while let Some(event) = self.node.poll_event() {
+        while let Some(event) = self.transport.poll_event() {
             match event {
-                Event::Completed { id, result, .. } => self.complete(id, &result, now),
-                Event::Link { change, .. } => {
-                    let status = self.node.link_status(self.link);
-                    let epoch = status.map_or(0, |s| s.peer_epoch);
-                    let what = match change {
-                        LinkChange::Up => "up",
-                        LinkChange::Unreachable => "unreachable",
-                        LinkChange::PeerRestarted => "peer restarted",
-                    };
-                    eprintln!(
-                        "oaed: {} queue {}: link {what} (peer epoch {epoch})",
-                        self.info.iface, self.info.queue_id
-                    );
-                }
+                TransportEvent::Completed { id, result } => self.complete(id, &result, now),
+                TransportEvent::Notice(what) => eprintln!(
+                    "oaed: {} queue {}: {what}",
+                    self.info.iface, self.info.queue_id
+                ),
             }
         }
     }
@@ -368,11 +356,11 @@ impl<D: Driver> Pipeline<D> {
         }
     }
 
-    fn submit(&mut self, origin: Origin, verb: Verb, now: Nanos) -> Result<(), SubmitError> {
+    fn submit(&mut self, origin: Origin, verb: Verb, now: Nanos) -> Result<(), &'static str> {
         let Some(index) = self.free_ids.pop() else {
-            return Err(SubmitError::QueueFull);
+            return Err("submission queue full");
         };
-        match self.node.submit(self.link, VerbId(u64::from(index)), verb) {
+        match self.transport.submit(VerbId(u64::from(index)), verb) {
             Ok(()) => {
                 self.inflight[index as usize] = Some(InFlight {
                     origin,
@@ -394,13 +382,8 @@ impl<D: Driver> Pipeline<D> {
             };
             match self.submit(Origin::App(s.id), s.verb, now) {
                 Ok(()) => self.counters.app_submitted += 1,
-                Err(e) => {
+                Err(why) => {
                     self.counters.app_refused += 1;
-                    let why = match e {
-                        SubmitError::QueueFull => "submission queue full",
-                        SubmitError::Invalid(why) => why,
-                        SubmitError::UnknownLink(_) => "no such link",
-                    };
                     self.deliver(Completion {
                         id: s.id,
                         result: Err(AppError::NotSubmitted(why)),
@@ -452,7 +435,8 @@ impl<D: Driver> Pipeline<D> {
             let answer = match cmd.what {
                 CommandKind::Status => Ok(json!({
                     "queue": self.info,
-                    "link": link_report(&self.node, self.link),
+                    "transport": self.transport.name(),
+                    "link": self.transport.status(),
                     "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
                     "workload_running": self.workload.is_some(),
                 })),
@@ -460,7 +444,8 @@ impl<D: Driver> Pipeline<D> {
                     "queue": self.info,
                     "pipeline": self.counters,
                     "driver": driver_json(&self.driver.stats()),
-                    "link": stats_report(&self.node, self.link),
+                    "transport": self.transport.name(),
+                    "link": self.transport.stats(),
                 })),
                 CommandKind::Hist => Ok(json!({
                     "queue": self.info.index,
@@ -483,12 +468,12 @@ impl<D: Driver> Pipeline<D> {
                     }
                 }
                 CommandKind::RegionAdd(spec) => self
-                    .node
+                    .transport
                     .register(spec)
                     .map(|()| json!({"registered": spec.id}))
                     .map_err(|e| format!("region {} not registered: {e}", spec.id)),
                 CommandKind::RegionList => Ok(Value::Array(
-                    self.node
+                    self.transport
                         .memory()
                         .regions()
                         .map(|r| {
@@ -497,20 +482,21 @@ impl<D: Driver> Pipeline<D> {
                         })
                         .collect(),
                 )),
-                CommandKind::RegionDump(id) => match self.node.memory().bytes(id) {
+                CommandKind::RegionDump(id) => match self.transport.memory().bytes(id) {
                     Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(bytes),
-                                            "locked_words": self.node.memory().locked_words()})),
+                                            "locked_words": self.transport.memory().locked_words()})),
                     None => Err(format!("region {id} is not registered")),
                 },
                 CommandKind::WorkloadStart(spec) => {
                     if self.workload.is_some() {
                         Err("a workload is already running on this queue".into())
                     } else {
-                        Workload::new(spec, self.node.memory()).map(|w| {
-                            self.workload = Some(w);
-                            self.last_workload = None;
-                            json!({"started": true})
-                        })
+                        Workload::new(spec, self.transport.memory(), self.transport.verb_kinds())
+                            .map(|w| {
+                                self.workload = Some(w);
+                                self.last_workload = None;
+                                json!({"started": true})
+                            })
                     }
                 }
                 CommandKind::WorkloadStatus => match (&self.workload, &self.last_workload) {

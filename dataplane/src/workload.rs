@@ -100,26 +100,46 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Checks the spec against this node's memory and prepares the lanes.
-    pub fn new(spec: WorkloadSpec, memory: &Memory) -> Result<Workload, String> {
+    /// Checks the spec against this node's memory and the verbs its
+    /// transport runs (`supported`, by name), and prepares the lanes.
+    pub fn new(
+        spec: WorkloadSpec,
+        memory: &Memory,
+        supported: &[&str],
+    ) -> Result<Workload, String> {
         if spec.lanes == 0 || spec.lanes > 4096 {
             return Err(format!("lanes = {} must be 1 to 4096", spec.lanes));
         }
         if !(spec.seconds > 0.0 && spec.seconds <= 3600.0) {
             return Err(format!("seconds = {} must be in (0, 3600]", spec.seconds));
         }
-        let kinds = if spec.verbs.is_empty() {
-            vec![Kind::Cas, Kind::Faa, Kind::Write, Kind::Mcas, Kind::Bswap]
+        let kinds: Vec<Kind> = if spec.verbs.is_empty() {
+            // The default mix, less what the transport does not run.
+            [Kind::Cas, Kind::Faa, Kind::Write, Kind::Mcas, Kind::Bswap]
+                .into_iter()
+                .filter(|k| supported.contains(&k.name()))
+                .collect()
         } else {
             spec.verbs
                 .iter()
                 .map(|v| {
-                    Kind::parse(v).ok_or_else(|| {
+                    let kind = Kind::parse(v).ok_or_else(|| {
                         format!("unknown verb '{v}': use read, write, cas, faa, swap, mcas, bswap")
-                    })
+                    })?;
+                    if supported.contains(&v.as_str()) {
+                        Ok(kind)
+                    } else {
+                        Err(format!(
+                            "this transport has no '{v}': it runs {}",
+                            supported.join(", ")
+                        ))
+                    }
                 })
                 .collect::<Result<_, _>>()?
         };
+        if kinds.is_empty() {
+            return Err("no verb of the mix runs on this transport".into());
+        }
         let span = spec.lanes as usize * LANE_BYTES;
         let local = memory.bytes(spec.local_region).ok_or_else(|| {
             format!(

@@ -47,6 +47,8 @@ pub struct Options {
     /// Shortest round; `None` keeps the link's default (20 µs).
     pub min_round_ns: Option<u64>,
     pub driver: TestDriver,
+    /// Run the RC model instead of OAE on the link.
+    pub rc_model: bool,
 }
 
 /// How the two dataplanes reach each other.
@@ -75,6 +77,7 @@ impl Default for Options {
             pin: false,
             min_round_ns: Some(SHARED_CPU_MIN_ROUND_NS),
             driver: TestDriver::AfXdp,
+            rc_model: false,
         }
     }
 }
@@ -302,7 +305,7 @@ node_id = {node}
 [[dataplane.{name}.queue]]
 iface = "{iface}"
 peer_mac = "{peer}"
-{core}{queue_driver}
+{core}{queue_driver}{transport}
 [dataplane.{name}.queue.link]
 slots = {slots}
 credits = {slots}
@@ -322,6 +325,11 @@ perms = "rw"
 "#,
             node = i + 1,
             dpdk = dpdk(i, name),
+            transport = if o.rc_model {
+                "transport = \"rc-model\"\n"
+            } else {
+                ""
+            },
             iface = pair.ifname[i],
             peer = format_mac(MACS[1 - i]),
             slots = o.slots,

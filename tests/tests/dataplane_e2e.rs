@@ -90,6 +90,112 @@ fn every_verb_over_dpdk_af_xdp() {
     every_verb(&Dataplanes::start("dpxdp", &options));
 }
 
+/// The model of RoCE's RC transport in the same pipeline: its verbs end to
+/// end; the ones RC lacks refused with the reason.
+#[test]
+fn rc_model_runs_the_rc_verbs_end_to_end() {
+    let options = Options {
+        rc_model: true,
+        ..Options::default()
+    };
+    let d = Dataplanes::start("rcverbs", &options);
+    assert_eq!(d.status(0)["queues"][0]["transport"], "rc-model");
+    let (region, key, _) = target(0);
+    let write = VerbSpec::Write {
+        region,
+        key,
+        offset: 64,
+        data: to_hex(&[7u8; 24]),
+    };
+    assert_eq!(verb(&d, write), Ok(OutputView::Write));
+    let read = VerbSpec::Read {
+        region,
+        key,
+        offset: 64,
+        len: 24,
+    };
+    assert_eq!(
+        verb(&d, read),
+        Ok(OutputView::Read {
+            data: to_hex(&[7u8; 24])
+        })
+    );
+    let cas = VerbSpec::Cas {
+        region,
+        key,
+        offset: 0,
+        expected: 0,
+        new: 42,
+    };
+    assert_eq!(
+        verb(&d, cas),
+        Ok(OutputView::Cas {
+            old: 0,
+            swapped: true
+        })
+    );
+    let faa = VerbSpec::Faa {
+        region,
+        key,
+        offset: 0,
+        add: 8,
+    };
+    assert_eq!(verb(&d, faa), Ok(OutputView::Faa { old: 42 }));
+    let swap = VerbSpec::Swap {
+        region,
+        key,
+        offset: 0,
+        new: 1,
+    };
+    let err = verb(&d, swap).unwrap_err();
+    assert!(err.contains("not an RC verb"), "{err}");
+    let stats = &d.stats(1)["queues"][0]["link"];
+    assert_eq!(stats["executed"], 4, "{stats}");
+}
+
+/// The RC model under loss from the XDP fault map: go-back-N and the ACK
+/// timeout recover every frame, and the ledger matches both memories.
+#[test]
+fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
+    let options = Options {
+        rc_model: true,
+        ..Options::default()
+    };
+    let d = Dataplanes::start("rcloss", &options);
+    start_workload(&d, 16, 3.0, 8);
+    std::thread::sleep(Duration::from_millis(500));
+    faults(
+        &d,
+        FaultChange {
+            drop_ppm: Some(10_000),
+            seed: Some(3),
+            ..Default::default()
+        },
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    faults(
+        &d,
+        FaultChange {
+            drop_ppm: Some(0),
+            ..Default::default()
+        },
+    );
+    let r = wait_workload(&d, Duration::from_secs(30));
+    assert!(xdp_counter(&d, "dropped_by_fault") > 0);
+    let a = &d.stats(0)["queues"][0]["link"];
+    assert!(a["retransmissions"].as_u64().unwrap() > 0, "{a}");
+    assert_eq!(r.failed, 0, "no QP failed at 1 % loss: {r:?}");
+    assert_eq!(
+        r.per_verb
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect::<Vec<_>>(),
+        ["read", "write", "cas", "faa"],
+        "the default mix less what RC lacks (reads learn the lanes)"
+    );
+    assert_exactly_once(&d, &r);
+}
+
 /// Every verb from a to b, each result checked, then verbs outside the
 /// registered memory refused with no effect.
 fn every_verb(d: &Dataplanes) {
