@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::config::{DemoSettings, Deployment};
+use oae_dataplane::config::{DemoSettings, Deployment, with_transport};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_pmd::netns::{VethPair, parse_mac};
 use serde_json::Value;
@@ -33,6 +33,10 @@ pub struct DemoArgs {
     /// Overrides demo.loss_ppm (loss during the middle third).
     #[arg(long)]
     loss_ppm: Option<u32>,
+    /// Runs every queue with this transport: oae, or rc-model (the model
+    /// of RoCE's RC transport), for comparing the two on one setup.
+    #[arg(long)]
+    transport: Option<String>,
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
@@ -91,6 +95,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             EMBEDDED.to_string(),
             PathBuf::from("configs/veth-pair.toml (embedded)"),
         ),
+    };
+    let text = match &args.transport {
+        Some(t) => with_transport(&text, t).map_err(|e| e.to_string())?,
+        None => text,
     };
     let deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
     let mut settings = deployment.demo.clone();
@@ -434,26 +442,55 @@ fn print_table(
     let driver = stats[0]["queues"][0]["queue"]["driver"]
         .as_str()
         .unwrap_or("an unknown driver");
+    let transport = match stats[0]["queues"][0]["transport"].as_str() {
+        Some("rc-model") => "the RC transport model",
+        _ => "OAE",
+    };
     println!(
-        "OAE over {driver}, {} -> {} ({} lanes, {:.1} s, {} ppm loss in the middle third)",
+        "{transport} over {driver}, {} -> {} ({} lanes, {:.1} s, {} ppm loss in the middle third)",
         names[0], names[1], settings.lanes, settings.seconds, settings.loss_ppm
     );
-    let rows: Vec<(&str, String)> = vec![
+    let rc = transport != "OAE";
+    let recovery: Vec<(&str, String)> = if rc {
+        vec![
+            (
+                "retransmissions (go-back-N)",
+                sum("retransmissions").to_string(),
+            ),
+            ("ACK timeouts", sum("timeouts").to_string()),
+            (
+                "duplicates answered from cache",
+                sum("cache_replays").to_string(),
+            ),
+        ]
+    } else {
+        vec![
+            ("reversals", sum("reversals").to_string()),
+            (
+                "transfers reversed at target",
+                sum("transfers_reversed").to_string(),
+            ),
+        ]
+    };
+    let mut rows: Vec<(&str, String)> = vec![
         ("verbs completed", r.completed.to_string()),
         (
             "verbs/s",
             format!("{:.0}", r.completed as f64 / r.elapsed_s.max(1e-9)),
         ),
-        ("verbs failed (no effect)", r.failed.to_string()),
+        (
+            // RC cannot say whether a verb it failed took effect.
+            if rc {
+                "verbs failed (effect unknown)"
+            } else {
+                "verbs failed (no effect)"
+            },
+            r.failed.to_string(),
+        ),
         ("latency p50", us(r.latency.p50)),
         ("latency p99", us(r.latency.p99)),
         ("latency p99.9", us(r.latency.p999)),
         ("latency max", us(r.latency.max)),
-        ("reversals", sum("reversals").to_string()),
-        (
-            "transfers reversed at target",
-            sum("transfers_reversed").to_string(),
-        ),
         (
             "frames dropped by fault (XDP)",
             xdp("dropped_by_fault").to_string(),
@@ -473,6 +510,12 @@ fn print_table(
             },
         ),
     ];
+    // How each transport recovered, after the latencies.
+    let at = rows
+        .iter()
+        .position(|(k, _)| *k == "latency max")
+        .map_or(rows.len(), |i| i + 1);
+    rows.splice(at..at, recovery);
     for (k, v) in rows {
         println!("  {k:<34} {v}");
     }

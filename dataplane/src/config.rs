@@ -457,6 +457,30 @@ impl Deployment {
     }
 }
 
+/// `text`, a deployment, with every queue of every dataplane set to run
+/// `transport` (`"oae"` or `"rc-model"`), for comparing the two on one
+/// setup. The result is checked when it is parsed.
+pub fn with_transport(text: &str, transport: &str) -> Result<String, ConfigError> {
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError(e.to_string()))?;
+    let dataplanes = table
+        .get_mut("dataplane")
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| ConfigError("the deployment has no [dataplane.<name>] tables".into()))?;
+    for (_, dataplane) in dataplanes.iter_mut() {
+        let queues = dataplane
+            .get_mut("queue")
+            .and_then(toml::Value::as_array_mut)
+            .into_iter()
+            .flatten();
+        for queue in queues.filter_map(toml::Value::as_table_mut) {
+            queue.insert("transport".into(), toml::Value::from(transport));
+        }
+    }
+    toml::to_string(&table).map_err(|e| ConfigError(e.to_string()))
+}
+
 impl Config {
     /// Loads one dataplane: the whole file, or `[dataplane.<name>]` of a
     /// multi-dataplane file.
