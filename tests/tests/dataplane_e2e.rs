@@ -164,22 +164,7 @@ fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
     let d = Dataplanes::start("rcloss", &options);
     start_workload(&d, 16, 3.0, 8);
     std::thread::sleep(Duration::from_millis(500));
-    faults(
-        &d,
-        FaultChange {
-            drop_ppm: Some(10_000),
-            seed: Some(3),
-            ..Default::default()
-        },
-    );
-    std::thread::sleep(Duration::from_millis(1500));
-    faults(
-        &d,
-        FaultChange {
-            drop_ppm: Some(0),
-            ..Default::default()
-        },
-    );
+    drop_for(&d, 10_000, 3, Duration::from_millis(1500));
     let r = wait_workload(&d, Duration::from_secs(30));
     assert!(xdp_counter(&d, "dropped_by_fault") > 0);
     let a = &d.stats(0)["queues"][0]["link"];
@@ -474,6 +459,27 @@ fn faults(d: &Dataplanes, change: FaultChange) {
     }
 }
 
+/// Both XDP programs drop `ppm` of the OAE frames (dice seeded with
+/// `seed`) for `how_long`, then none.
+fn drop_for(d: &Dataplanes, ppm: u32, seed: u64, how_long: Duration) {
+    faults(
+        d,
+        FaultChange {
+            drop_ppm: Some(ppm),
+            seed: Some(seed),
+            ..Default::default()
+        },
+    );
+    std::thread::sleep(how_long);
+    faults(
+        d,
+        FaultChange {
+            drop_ppm: Some(0),
+            ..Default::default()
+        },
+    );
+}
+
 fn xdp_counter(d: &Dataplanes, name: &str) -> u64 {
     (0..2)
         .map(|i| d.stats(i)["xdp"][0]["counters"][name].as_u64().unwrap())
@@ -485,19 +491,10 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
     let d = Dataplanes::start("faults", &Options::default());
     start_workload(&d, 16, 4.0, 3);
     std::thread::sleep(Duration::from_millis(500));
+    drop_for(&d, 20_000, 9, Duration::from_millis(1200));
     faults(
         &d,
         FaultChange {
-            drop_ppm: Some(20_000),
-            seed: Some(9),
-            ..Default::default()
-        },
-    );
-    std::thread::sleep(Duration::from_millis(1200));
-    faults(
-        &d,
-        FaultChange {
-            drop_ppm: Some(0),
             corrupt_ppm: Some(20_000),
             corrupt_offset: Some(u32::MAX),
             ..Default::default()
