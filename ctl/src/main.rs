@@ -456,6 +456,21 @@ fn print_status(v: &Value) {
     );
     for q in v["queues"].as_array().into_iter().flatten() {
         let l = &q["link"];
+        if q["transport"] == "rc-model" {
+            // A queue pair has no roles, epochs or slots to show.
+            let state = match l["qp_failure"].as_str() {
+                Some(why) => format!("QP failed: {why}"),
+                None => "up".into(),
+            };
+            println!(
+                "{:>3} {:<10} {:<6} RC transport model (not RoCE), {} verbs in flight",
+                q["queue"]["index"],
+                q["queue"]["iface"].as_str().unwrap_or("?"),
+                state,
+                l["in_flight"],
+            );
+            continue;
+        }
         let state = if l["up"].as_bool() == Some(true) {
             "up"
         } else if l["unreachable"].as_bool() == Some(true) {

@@ -151,6 +151,13 @@ fn rc_model_runs_the_rc_verbs_end_to_end() {
     assert!(err.contains("not an RC verb"), "{err}");
     let stats = &d.stats(1)["queues"][0]["link"];
     assert_eq!(stats["executed"], 4, "{stats}");
+    let (ok, out, err) = output(
+        Command::new(binary("oaectl"))
+            .arg("--socket")
+            .arg(&d.sockets[0])
+            .arg("status"),
+    );
+    assert!(ok && out.contains("RC transport model"), "{out}{err}");
 }
 
 /// The RC model under loss from the XDP fault map: go-back-N and the ACK
