@@ -299,6 +299,21 @@ fn run_workload(
         }),
         STEP,
     )?;
+    // Latency per phase: a whole-run percentile hides what loss costs.
+    let phase = |name: &str| {
+        call(
+            issuer,
+            &Request::WorkloadPhase {
+                queue: 0,
+                name: name.to_string(),
+            },
+            STEP,
+        )
+        .map(drop)
+    };
+    if settings.loss_ppm > 0 {
+        phase("before loss")?;
+    }
     let third = settings.seconds / 3.0;
     let mut loss_on = false;
     let mut loss_done = false;
@@ -314,10 +329,12 @@ fn run_workload(
         let t = started.elapsed().as_secs_f64();
         if !loss_on && !loss_done && t >= third && settings.loss_ppm > 0 {
             set_loss(setup, settings.loss_ppm, settings.seed)?;
+            phase("loss")?;
             loss_on = true;
         }
         if loss_on && t >= 2.0 * third {
             set_loss(setup, 0, settings.seed)?;
+            phase("after loss")?;
             loss_on = false;
             loss_done = true;
         }
@@ -518,6 +535,26 @@ fn print_table(
     rows.splice(at..at, recovery);
     for (k, v) in rows {
         println!("  {k:<34} {v}");
+    }
+    if !r.phases.is_empty() {
+        println!(
+            "  {:<14} {:>7} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "phase (from)", "s", "completed", "failed", "p50", "p99", "p99.9", "max"
+        );
+        for p in &r.phases {
+            let l = &p.latency;
+            println!(
+                "  {:<14} {:>7.1} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                p.name,
+                p.started_s,
+                p.completed,
+                p.failed,
+                us(l.p50),
+                us(l.p99),
+                us(l.p999),
+                us(l.max)
+            );
+        }
     }
     let mix: Vec<String> = r.per_verb.iter().map(|(k, n)| format!("{k} {n}")).collect();
     println!("  {:<34} {}", "mix", mix.join(", "));

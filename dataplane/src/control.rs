@@ -46,6 +46,13 @@ pub enum Request {
         #[serde(default)]
         queue: u16,
     },
+    /// Starts a new phase of the running workload (e.g. "loss"): verbs
+    /// completing from now on count in its own latency histogram too.
+    WorkloadPhase {
+        #[serde(default)]
+        queue: u16,
+        name: String,
+    },
     /// Stop accepting work, finish what is in flight, exit.
     Shutdown,
 }
@@ -286,10 +293,24 @@ pub struct WorkloadReport {
     pub per_verb: Vec<(String, u64)>,
     pub errors: Vec<(String, u64)>,
     pub latency: Percentiles,
+    /// The same, per phase, in the order the phases began.
+    #[serde(default)]
+    pub phases: Vec<PhaseReport>,
     /// Expected contents, from the ledger of issued verbs: the peer's
     /// region and this side's local region, each `lanes * 64` bytes from 0.
     pub expected_remote: String,
     pub expected_local: String,
+}
+
+/// Verbs that completed during one phase of a workload.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PhaseReport {
+    pub name: String,
+    /// Seconds from the workload's start to the phase's.
+    pub started_s: f64,
+    pub completed: u64,
+    pub failed: u64,
+    pub latency: Percentiles,
 }
 
 /// Latency percentiles in nanoseconds.

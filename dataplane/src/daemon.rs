@@ -486,6 +486,7 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             ask(queue, CommandKind::WorkloadStart(spec))
         }
         Request::WorkloadStatus { queue } => ask(queue, CommandKind::WorkloadStatus),
+        Request::WorkloadPhase { queue, name } => ask(queue, CommandKind::WorkloadPhase(name)),
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);
             Ok(json!({"stopping": true}))

@@ -88,6 +88,7 @@ pub enum CommandKind {
     RegionDump(u16),
     WorkloadStart(WorkloadSpec),
     WorkloadStatus,
+    WorkloadPhase(String),
 }
 
 /// Who is waiting for a verb.
@@ -499,6 +500,13 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                             })
                     }
                 }
+                CommandKind::WorkloadPhase(name) => match &mut self.workload {
+                    Some(w) => {
+                        w.begin_phase(name, now);
+                        Ok(json!({"phase_started": true}))
+                    }
+                    None => Err("no workload is running on this queue".into()),
+                },
                 CommandKind::WorkloadStatus => match (&self.workload, &self.last_workload) {
                     (Some(w), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
                     (None, Some(done)) => Ok(done.clone()),

@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
 use oae_proto::{Memory, Nanos};
 
-use crate::control::{Percentiles, WorkloadReport, WorkloadSpec, to_hex};
+use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, to_hex};
 
 /// Bytes of each region a lane owns.
 pub const LANE_BYTES: usize = 64;
@@ -81,6 +81,19 @@ struct Lane {
     local: [u8; LANE_BYTES],
 }
 
+struct Phase {
+    name: String,
+    started: Nanos,
+    latency: Histogram<u64>,
+    completed: u64,
+    failed: u64,
+}
+
+/// 1 ns to 60 s at three significant digits.
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
+}
+
 pub struct Workload {
     spec: WorkloadSpec,
     kinds: Vec<Kind>,
@@ -92,6 +105,9 @@ pub struct Workload {
     started: Option<Nanos>,
     deadline: Nanos,
     latency: Histogram<u64>,
+    /// Named phases, the last one current: when each began, and the
+    /// latency, completions and failures of the verbs completed in it.
+    phases: Vec<Phase>,
     completed: [u64; 7],
     errors: Vec<(String, u64)>,
     failed: u64,
@@ -174,7 +190,8 @@ impl Workload {
             lanes,
             started: None,
             deadline: 0,
-            latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+            latency: new_histogram(),
+            phases: Vec::new(),
             completed: [0; 7],
             errors: Vec::new(),
             failed: 0,
@@ -182,6 +199,18 @@ impl Workload {
             stopping: false,
             spec,
         })
+    }
+
+    /// Begins phase `name`: verbs completing from `now` on are counted in
+    /// it (and in the whole run, as before).
+    pub fn begin_phase(&mut self, name: String, now: Nanos) {
+        self.phases.push(Phase {
+            name,
+            started: now,
+            latency: new_histogram(),
+            completed: 0,
+            failed: 0,
+        });
     }
 
     pub fn queue(&self) -> u16 {
@@ -365,12 +394,19 @@ impl Workload {
             Ok(output) => {
                 self.completed[kind as usize] += 1;
                 let _ = self.latency.record(latency.max(1));
+                if let Some(p) = self.phases.last_mut() {
+                    let _ = p.latency.record(latency.max(1));
+                    p.completed += 1;
+                }
                 if !self.apply(i, &verb, output, learning) {
                     self.mismatches += 1;
                 }
             }
             Err(e) => {
                 self.failed += 1;
+                if let Some(p) = self.phases.last_mut() {
+                    p.failed += 1;
+                }
                 let name = format!("{e:?}");
                 match self.errors.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, c)) => *c += 1,
@@ -489,6 +525,17 @@ impl Workload {
                 .collect(),
             errors: self.errors.clone(),
             latency: Percentiles::of(&self.latency),
+            phases: self
+                .phases
+                .iter()
+                .map(|p| PhaseReport {
+                    name: p.name.clone(),
+                    started_s: p.started.saturating_sub(self.started.unwrap_or(0)) as f64 / 1e9,
+                    completed: p.completed,
+                    failed: p.failed,
+                    latency: Percentiles::of(&p.latency),
+                })
+                .collect(),
             expected_remote: to_hex(&remote),
             expected_local: to_hex(&local),
         }

@@ -171,12 +171,25 @@ fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
     let d = Dataplanes::start("rcloss", &options);
     start_workload(&d, 16, 3.0, 8);
     std::thread::sleep(Duration::from_millis(500));
+    d.call(
+        0,
+        &Request::WorkloadPhase {
+            queue: 0,
+            name: "loss".into(),
+        },
+    )
+    .expect("phase");
     drop_for(&d, 10_000, 3, Duration::from_millis(1500));
     let r = wait_workload(&d, Duration::from_secs(30));
     assert!(xdp_counter(&d, "dropped_by_fault") > 0);
     let a = &d.stats(0)["queues"][0]["link"];
     assert!(a["retransmissions"].as_u64().unwrap() > 0, "{a}");
     assert_eq!(r.failed, 0, "no QP failed at 1 % loss: {r:?}");
+    // Verbs completed from the phase's start on are counted in it too.
+    assert_eq!(r.phases.len(), 1);
+    assert_eq!(r.phases[0].name, "loss");
+    assert!(r.phases[0].completed > 0 && r.phases[0].completed < r.completed);
+    assert!(r.phases[0].started_s > 0.3, "{:?}", r.phases[0]);
     assert_eq!(
         r.per_verb
             .iter()
