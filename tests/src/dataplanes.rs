@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use oae_dataplane::config::{Config, Deployment};
@@ -82,6 +83,12 @@ impl Default for Options {
     }
 }
 
+/// Held by every [`Dataplanes`] for its life: the tests of one binary run
+/// in parallel, and two pairs of busy-polling dataplanes on this machine's
+/// two vCPUs starve each other long enough to look dead (a peer silent for
+/// 8 rounds is declared unreachable). One pair at a time.
+static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 pub struct Dataplanes {
     pub pair: VethPair,
     pub dir: PathBuf,
@@ -89,12 +96,19 @@ pub struct Dataplanes {
     pub sockets: [PathBuf; 2],
     children: [Option<Child>; 2],
     names: [&'static str; 2],
+    // Last, so it is released after the processes and namespaces are gone.
+    _turn: MutexGuard<'static, ()>,
 }
 
 impl Dataplanes {
     /// Makes the namespaces, writes the configuration, starts both
     /// dataplanes and waits until their link is up.
     pub fn start(tag: &str, options: &Options) -> Dataplanes {
+        // A test that failed while holding the turn poisons the lock; the
+        // turn is still free.
+        let turn = ONE_PAIR_AT_A_TIME
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let pair = VethPair::create_with_macs(tag, Some(MACS)).expect("create veth pair");
         let dir = test_dir(&pair);
         std::fs::create_dir_all(&dir).expect("test directory");
@@ -108,6 +122,7 @@ impl Dataplanes {
             sockets,
             children: [None, None],
             names: ["a", "b"],
+            _turn: turn,
         };
         d.launch(0);
         d.launch(1);
