@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
 use oae_pmd::xdp::{FaultConfig, apply_fault_setting};
 use serde_json::Value;
@@ -221,9 +222,9 @@ fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
         return Ok(s.clone());
     }
     if let Some(n) = &cli.name {
-        return Ok(PathBuf::from(format!("/run/oae/{n}.sock")));
+        return Ok(default_control_socket(n));
     }
-    let found: Vec<PathBuf> = std::fs::read_dir("/run/oae")
+    let found: Vec<PathBuf> = std::fs::read_dir(CONTROL_DIR)
         .map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.path())

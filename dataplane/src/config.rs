@@ -481,6 +481,14 @@ pub fn with_transport(text: &str, transport: &str) -> Result<String, ConfigError
     toml::to_string(&table).map_err(|e| ConfigError(e.to_string()))
 }
 
+/// Where dataplanes listen unless configured otherwise.
+pub const CONTROL_DIR: &str = "/run/oae";
+
+/// The control socket of dataplane `name` when its file names none.
+pub fn default_control_socket(name: &str) -> PathBuf {
+    Path::new(CONTROL_DIR).join(format!("{name}.sock"))
+}
+
 impl Config {
     /// Loads one dataplane: the whole file, or `[dataplane.<name>]` of a
     /// multi-dataplane file.
@@ -655,7 +663,7 @@ impl Config {
     pub fn control_socket(&self) -> PathBuf {
         self.control_socket
             .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("/run/oae/{}.sock", self.name)))
+            .unwrap_or_else(|| default_control_socket(&self.name))
     }
 
     pub fn state_dir(&self) -> PathBuf {

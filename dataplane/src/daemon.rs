@@ -9,8 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use crate::config::{
     BindModeSetting, Config, DriverKind, QueueConfig, TransportKind, XdpModeSetting,
 };
 use crate::control::{FaultChange, Request, Response};
-use crate::pipeline::{Command, CommandKind, FinalReport, Pipeline, QueueInfo, QueueShared};
+use crate::pipeline::{CommandKind, FinalReport, Pipeline, QueueInfo, QueueShared};
 use crate::transport::{Oae, RcModel, Transport};
 
 /// How long a stopping queue keeps running to finish or reverse what is in
@@ -504,13 +504,8 @@ fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Value, String> 
     if shared.stop.load(Ordering::Relaxed) {
         return Err("the dataplane is shutting down".into());
     }
-    let (reply, answer) = mpsc::sync_channel(1);
-    q.commands
-        .push(Command { what, reply })
-        .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
-    answer
-        .recv_timeout(CONTROL_TIMEOUT)
-        .map_err(|_| format!("queue {queue} did not answer within {CONTROL_TIMEOUT:?}"))?
+    q.ask(what, CONTROL_TIMEOUT)
+        .map_err(|e| format!("queue {queue}: {e}"))
 }
 
 fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {

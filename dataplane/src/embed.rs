@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::daemon::build_queue;
-use crate::pipeline::{Command, CommandKind, Completion, FinalReport, QueueShared, Submission};
+use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -111,14 +111,7 @@ impl EmbeddedQueue {
     /// Asks the polling core a control question (status, counters, a
     /// workload) and waits up to `timeout` for the answer.
     pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.shared
-            .commands
-            .push(Command { what, reply })
-            .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
-        answer
-            .recv_timeout(timeout)
-            .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
+        self.shared.ask(what, timeout)
     }
 
     /// True once the link is up.

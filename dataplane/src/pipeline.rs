@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{self, SyncSender};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
@@ -68,6 +68,18 @@ impl QueueShared {
             stop: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
         }
+    }
+
+    /// Asks the polling core a control question and waits up to `timeout`
+    /// for its answer (it answers between bursts).
+    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.commands
+            .push(Command { what, reply })
+            .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
+        answer
+            .recv_timeout(timeout)
+            .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
     }
 }
 
