@@ -238,6 +238,9 @@ pub struct RcEndpoint {
     next_psn: u32,
     /// Index into `outstanding` of the next request to (re)send.
     send_from: usize,
+    /// Reads and atomics in `outstanding`, for the max_rd_atomic check on
+    /// every transmit poll without scanning the window.
+    rd_atomic_out: u16,
     retries_left: u8,
     deadline: Option<Nanos>,
     // Responder.
@@ -269,6 +272,7 @@ impl RcEndpoint {
             outstanding: VecDeque::with_capacity(usize::from(cfg.max_outstanding)),
             next_psn: 0,
             send_from: 0,
+            rd_atomic_out: 0,
             retries_left: cfg.retry_count,
             deadline: None,
             expected_psn: 0,
@@ -405,12 +409,15 @@ impl RcEndpoint {
             && self.queue.front().is_some_and(|(_, v)| {
                 // RC sends in order: a read or atomic over the limit waits,
                 // and so does everything behind it.
-                !is_read_or_atomic(v) || self.reads_and_atomics_out() < self.cfg.max_rd_atomic
+                !is_read_or_atomic(v) || self.rd_atomic_out < self.cfg.max_rd_atomic
             })
             && let Some((id, verb)) = self.queue.pop_front()
         {
             let psn = self.next_psn;
             self.next_psn = self.next_psn.wrapping_add(1);
+            if is_read_or_atomic(&verb) {
+                self.rd_atomic_out += 1;
+            }
             self.outstanding.push_back(Outstanding { psn, id, verb });
             self.send_from = self.outstanding.len();
             self.deadline.get_or_insert(now + self.cfg.ack_timeout());
@@ -453,7 +460,7 @@ impl RcEndpoint {
                 if let Some(o) = self.outstanding.front()
                     && o.psn == psn
                 {
-                    let o = self.outstanding.pop_front().expect("checked");
+                    let o = self.pop_outstanding().expect("checked");
                     self.send_from = self.send_from.saturating_sub(1);
                     self.complete(o.id, Err(VerbError::Refused(refusal)));
                 }
@@ -465,11 +472,13 @@ impl RcEndpoint {
 
     // ----- requester ----------------------------------------------------------
 
-    fn reads_and_atomics_out(&self) -> u16 {
-        self.outstanding
-            .iter()
-            .filter(|o| is_read_or_atomic(&o.verb))
-            .count() as u16
+    /// The oldest unacknowledged request, leaving the window.
+    fn pop_outstanding(&mut self) -> Option<Outstanding> {
+        let o = self.outstanding.pop_front()?;
+        if is_read_or_atomic(&o.verb) {
+            self.rd_atomic_out -= 1;
+        }
+        Some(o)
     }
 
     /// Completes the writes in front of `psn` (an acknowledgement for them).
@@ -485,7 +494,7 @@ impl RcEndpoint {
                 self.send_from = 0;
                 break;
             }
-            let o = self.outstanding.pop_front().expect("checked");
+            let o = self.pop_outstanding().expect("checked");
             self.send_from = self.send_from.saturating_sub(1);
             self.complete(o.id, Ok(Output::Write));
             progressed = true;
@@ -512,7 +521,7 @@ impl RcEndpoint {
             self.stats.malformed += 1;
             return;
         };
-        let o = self.outstanding.pop_front().expect("checked");
+        let o = self.pop_outstanding().expect("checked");
         self.send_from = self.send_from.saturating_sub(1);
         self.complete(o.id, Ok(output));
         self.progress(now);
@@ -546,7 +555,7 @@ impl RcEndpoint {
             QpFailure::RemoteAccess(r) => VerbError::Refused(r),
             QpFailure::RetryExceeded | QpFailure::InvalidRequest => VerbError::Unreachable,
         };
-        while let Some(o) = self.outstanding.pop_front() {
+        while let Some(o) = self.pop_outstanding() {
             self.complete(o.id, Err(error));
         }
         while let Some((id, _)) = self.queue.pop_front() {
