@@ -151,8 +151,8 @@ struct Parts {
     regions: Vec<RegionSpec>,
 }
 
-/// Registers the regions and builds the pipeline over `driver` and
-/// `transport`, as a loop a thread can run.
+/// The queue's loop over `driver` and `transport`, as a value a thread can
+/// run.
 fn assemble<D>(
     driver: D,
     driver_name: String,
@@ -163,40 +163,44 @@ where
     D: Driver + Send + 'static,
     D::Buf: Send,
 {
-    let mut info = parts.info;
-    info.driver = driver_name;
-    info.mac = format_mac(driver.mac());
-    fn build<D: Driver, T: Transport>(
-        driver: D,
-        mut transport: T,
-        parts_info: (QueueInfo, [u8; 6], Arc<QueueShared>, usize),
-        regions: &[RegionSpec],
-    ) -> Result<Pipeline<D, T>, String> {
-        for spec in regions {
-            transport
-                .register(*spec)
-                .map_err(|e| format!("region {}: {e}", spec.id))?;
-        }
-        let (info, peer_mac, shared, inflight) = parts_info;
-        Ok(Pipeline::new(
-            driver, transport, peer_mac, info, shared, inflight,
-        ))
+    match transport {
+        AnyTransport::Oae(t) => runner(driver, driver_name, t, parts),
+        AnyTransport::Rc(t) => runner(driver, driver_name, t, parts),
     }
-    let rest = (info, parts.peer_mac, parts.shared, parts.inflight);
-    Ok(match transport {
-        AnyTransport::Oae(t) => runner(build(driver, t, rest, &parts.regions)?),
-        AnyTransport::Rc(t) => runner(build(driver, t, rest, &parts.regions)?),
-    })
 }
 
-/// The pipeline's loop as a value a thread can run, whatever its driver.
-fn runner<D, T>(pipeline: Pipeline<D, T>) -> Box<dyn FnOnce(Duration) -> FinalReport + Send>
+/// Registers the regions with `transport` and builds the pipeline; one
+/// loop is compiled per driver and transport.
+fn runner<D, T>(
+    driver: D,
+    driver_name: String,
+    mut transport: T,
+    parts: Parts,
+) -> Result<Box<dyn FnOnce(Duration) -> FinalReport + Send>, String>
 where
     D: Driver + Send + 'static,
     D::Buf: Send,
     T: Transport,
 {
-    Box::new(move |drain| pipeline.run(drain))
+    for spec in &parts.regions {
+        transport
+            .register(*spec)
+            .map_err(|e| format!("region {}: {e}", spec.id))?;
+    }
+    let info = QueueInfo {
+        driver: driver_name,
+        mac: format_mac(driver.mac()),
+        ..parts.info
+    };
+    let pipeline = Pipeline::new(
+        driver,
+        transport,
+        parts.peer_mac,
+        info,
+        parts.shared,
+        parts.inflight,
+    );
+    Ok(Box::new(move |drain| pipeline.run(drain)))
 }
 
 fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Result<AfXdp, String> {
