@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::config::{DemoSettings, Deployment, with_transport};
+use oae_dataplane::config::{DemoSettings, Deployment, QueueOverrides, with_queue_overrides};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_pmd::netns::{VethPair, parse_mac};
 use serde_json::Value;
@@ -33,16 +33,42 @@ pub struct DemoArgs {
     /// Overrides demo.loss_ppm (loss during the middle third).
     #[arg(long)]
     loss_ppm: Option<u32>,
+    /// Overrides demo.corrupt_ppm (one bit flipped, middle third).
+    #[arg(long)]
+    corrupt_ppm: Option<u32>,
+    /// Overrides demo.flaps (link down and up, spread over the middle third).
+    #[arg(long)]
+    flaps: Option<u32>,
+    /// Overrides demo.flap_ms (how long each flap keeps the link down).
+    #[arg(long)]
+    flap_ms: Option<u32>,
+    /// Overrides demo.verbs: a comma-separated mix, e.g. cas or read,write.
+    #[arg(long, value_delimiter = ',')]
+    verbs: Option<Vec<String>>,
     /// Runs every queue with this transport: oae, or rc-model (the model
     /// of RoCE's RC transport), for comparing the two on one setup.
     #[arg(long)]
     transport: Option<String>,
+    /// Slots (and receive credits) of every link.
+    #[arg(long)]
+    slots: Option<u16>,
+    /// The polling core of each dataplane, e.g. 0,1 (two cores) or 0,0
+    /// (both on one; raise --min-round-us then, or a descheduled peer
+    /// looks dead).
+    #[arg(long, value_delimiter = ',')]
+    cores: Option<Vec<usize>>,
+    /// The links' minimum liveness round, microseconds.
+    #[arg(long)]
+    min_round_us: Option<u64>,
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
     /// Print the final report as JSON too.
     #[arg(long)]
     json: bool,
+    /// Write the final report as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
 }
 
 /// Everything the demo started; dropping it stops the dataplanes and
@@ -96,9 +122,16 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             PathBuf::from("configs/veth-pair.toml (embedded)"),
         ),
     };
-    let text = match &args.transport {
-        Some(t) => with_transport(&text, t).map_err(|e| e.to_string())?,
-        None => text,
+    let overrides = QueueOverrides {
+        transport: args.transport.clone(),
+        slots: args.slots,
+        cores: args.cores.clone(),
+        min_round_ns: args.min_round_us.map(|us| us.saturating_mul(1000)),
+    };
+    let text = if overrides.is_empty() {
+        text
+    } else {
+        with_queue_overrides(&text, &overrides).map_err(|e| e.to_string())?
     };
     let deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
     let mut settings = deployment.demo.clone();
@@ -110,6 +143,18 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     }
     if let Some(p) = args.loss_ppm {
         settings.loss_ppm = p;
+    }
+    if let Some(p) = args.corrupt_ppm {
+        settings.corrupt_ppm = p;
+    }
+    if let Some(n) = args.flaps {
+        settings.flaps = n;
+    }
+    if let Some(ms) = args.flap_ms {
+        settings.flap_ms = ms;
+    }
+    if let Some(v) = &args.verbs {
+        settings.verbs = v.clone();
     }
     settings
         .validate()
@@ -193,10 +238,23 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         .map(|s| call(s, &Request::Stats, STEP))
         .collect::<Result<_, _>>()?;
     print_table(&names, &settings, &report, &stats, &check);
-    if args.json {
-        let v = serde_json::json!({"workload": report, "stats": stats,
+    if args.json || args.report.is_some() {
+        let v = serde_json::json!({"impairment": settings.impairment(),
+                                   "settings": {"seconds": settings.seconds, "lanes": settings.lanes,
+                                                "loss_ppm": settings.loss_ppm,
+                                                "corrupt_ppm": settings.corrupt_ppm,
+                                                "flaps": settings.flaps, "flap_ms": settings.flap_ms,
+                                                "verbs": settings.verbs},
+                                   "workload": report, "stats": stats,
                                    "exactly_once": check.ok(), "differences": check.differences});
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        if args.json {
+            println!("{text}");
+        }
+        if let Some(path) = &args.report {
+            std::fs::write(path, text)
+                .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
+        }
     }
     drop(setup);
     println!("namespaces, XDP programs and dataplanes removed");
@@ -253,19 +311,39 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
     }
 }
 
-fn set_loss(setup: &Setup, ppm: u32, seed: u64) -> Result<(), String> {
+fn set_faults(setup: &Setup, change: &FaultChange) -> Result<(), String> {
     for s in &setup.sockets {
-        call(
-            s,
-            &Request::Fault(FaultChange {
-                drop_ppm: Some(ppm),
-                seed: Some(seed),
-                ..FaultChange::default()
-            }),
-            STEP,
-        )?;
+        call(s, &Request::Fault(change.clone()), STEP)?;
     }
     Ok(())
+}
+
+/// What the demo does to the link, and when.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    /// The middle third begins: loss and corruption on.
+    Impair,
+    LinkDown,
+    LinkUp,
+    /// The middle third ends: every fault off.
+    Restore,
+}
+
+/// The middle third's steps, in seconds from the workload's start.
+fn schedule(settings: &DemoSettings) -> Vec<(f64, Step)> {
+    if !settings.impaired() {
+        return Vec::new();
+    }
+    let third = settings.seconds / 3.0;
+    let mut steps = vec![(third, Step::Impair)];
+    let share = third / f64::from(settings.flaps.max(1));
+    for k in 0..settings.flaps {
+        let down = third + share * (f64::from(k) + 0.25);
+        steps.push((down, Step::LinkDown));
+        steps.push((down + f64::from(settings.flap_ms) / 1e3, Step::LinkUp));
+    }
+    steps.push((2.0 * third, Step::Restore));
+    steps
 }
 
 fn run_workload(
@@ -295,11 +373,11 @@ fn run_workload(
             lanes: settings.lanes,
             seconds: settings.seconds,
             seed: settings.seed,
-            verbs: Vec::new(),
+            verbs: settings.verbs.clone(),
         }),
         STEP,
     )?;
-    // Latency per phase: a whole-run percentile hides what loss costs.
+    // Latency per phase: a whole-run percentile hides what faults cost.
     let phase = |name: &str| {
         call(
             issuer,
@@ -311,33 +389,69 @@ fn run_workload(
         )
         .map(drop)
     };
-    if settings.loss_ppm > 0 {
-        phase("before loss")?;
+    let steps = schedule(settings);
+    if !steps.is_empty() {
+        phase("before")?;
     }
-    let third = settings.seconds / 3.0;
-    let mut loss_on = false;
-    let mut loss_done = false;
+    let mut next_step = 0;
+    let mut impaired = false;
+    let apply = |step: Step| -> Result<(), String> {
+        let change = match step {
+            Step::Impair => FaultChange {
+                drop_ppm: Some(settings.loss_ppm),
+                corrupt_ppm: Some(settings.corrupt_ppm),
+                corrupt_offset: Some(u32::MAX),
+                seed: Some(settings.seed),
+                ..FaultChange::default()
+            },
+            Step::LinkDown | Step::LinkUp => FaultChange {
+                link_down: Some(step == Step::LinkDown),
+                ..FaultChange::default()
+            },
+            Step::Restore => FaultChange {
+                drop_ppm: Some(0),
+                corrupt_ppm: Some(0),
+                link_down: Some(false),
+                ..FaultChange::default()
+            },
+        };
+        set_faults(setup, &change)?;
+        match step {
+            Step::Impair => phase("during"),
+            Step::Restore => phase("after"),
+            Step::LinkDown | Step::LinkUp => Ok(()),
+        }
+    };
     let terminal = std::io::stdout().is_terminal();
+    let status_every = Duration::from_millis(250);
+    let mut next_status = status_every;
     let mut polls = 0u64;
     let started = Instant::now();
     let hard_deadline = started + Duration::from_secs_f64(settings.seconds + 30.0);
     loop {
-        std::thread::sleep(Duration::from_millis(250));
+        // Sleep to whichever comes first: the next fault step or status poll.
+        let step_at = steps
+            .get(next_step)
+            .map(|(t, _)| Duration::from_secs_f64(*t));
+        let wake = step_at.map_or(next_status, |t| t.min(next_status));
+        std::thread::sleep(wake.saturating_sub(started.elapsed()));
         if interrupted.load(Ordering::Relaxed) {
+            if impaired {
+                let _ = apply(Step::Restore);
+            }
             return Err("interrupted".into());
         }
-        let t = started.elapsed().as_secs_f64();
-        if !loss_on && !loss_done && t >= third && settings.loss_ppm > 0 {
-            set_loss(setup, settings.loss_ppm, settings.seed)?;
-            phase("loss")?;
-            loss_on = true;
+        while let Some(&(t, step)) = steps.get(next_step)
+            && started.elapsed().as_secs_f64() >= t
+        {
+            apply(step)?;
+            impaired = step != Step::Restore;
+            next_step += 1;
         }
-        if loss_on && t >= 2.0 * third {
-            set_loss(setup, 0, settings.seed)?;
-            phase("after loss")?;
-            loss_on = false;
-            loss_done = true;
+        if started.elapsed() < next_status {
+            continue;
         }
+        next_status += status_every;
         let v = call(issuer, &Request::WorkloadStatus { queue: 0 }, STEP)?;
         let r: WorkloadReport = serde_json::from_value(v).map_err(|e| e.to_string())?;
         polls += 1;
@@ -347,13 +461,13 @@ fn run_workload(
             0.0
         };
         let line = format!(
-            "  [{:>5.1} s] {:>9} verbs {:>9.0}/s  failed {:>5}  p99 {:>8.1} us  loss {:<4}",
+            "  [{:>5.1} s] {:>9} verbs {:>9.0}/s  failed {:>5}  p99 {:>8.1} us  faults {:<4}",
             r.elapsed_s,
             r.completed,
             rate,
             r.failed,
             r.latency.p99 as f64 / 1e3,
-            if loss_on { "on" } else { "off" }
+            if impaired { "on" } else { "off" }
         );
         // A terminal gets one line rewritten in place; a log gets a line a
         // second.
@@ -367,8 +481,8 @@ fn run_workload(
             if terminal {
                 println!();
             }
-            if loss_on {
-                set_loss(setup, 0, settings.seed)?;
+            if impaired {
+                apply(Step::Restore)?;
             }
             return Ok(r);
         }
@@ -464,8 +578,12 @@ fn print_table(
         _ => "OAE",
     };
     println!(
-        "{transport} over {driver}, {} -> {} ({} lanes, {:.1} s, {} ppm loss in the middle third)",
-        names[0], names[1], settings.lanes, settings.seconds, settings.loss_ppm
+        "{transport} over {driver}, {} -> {} ({} lanes, {:.1} s, {} in the middle third)",
+        names[0],
+        names[1],
+        settings.lanes,
+        settings.seconds,
+        settings.impairment()
     );
     let rc = transport != "OAE";
     let recovery: Vec<(&str, String)> = if rc {

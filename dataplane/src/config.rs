@@ -346,8 +346,25 @@ pub struct DemoSettings {
     /// Loss injected in the middle third of the run, parts per million.
     #[serde(default = "default_loss_ppm")]
     pub loss_ppm: u32,
+    /// Frames with one bit flipped in the middle third, parts per million.
+    #[serde(default)]
+    pub corrupt_ppm: u32,
+    /// Link flaps spread over the middle third: the link goes down for
+    /// `flap_ms`, then comes back.
+    #[serde(default)]
+    pub flaps: u32,
+    #[serde(default = "default_flap_ms")]
+    pub flap_ms: u32,
+    /// The verbs to mix (read, write, cas, faa, swap, mcas, bswap); empty
+    /// means CAS, FAA, WRITE, MCAS and BSWAP, less what the transport lacks.
+    #[serde(default)]
+    pub verbs: Vec<String>,
     #[serde(default)]
     pub seed: u64,
+}
+
+fn default_flap_ms() -> u32 {
+    50
 }
 
 fn default_demo_seconds() -> f64 {
@@ -366,6 +383,31 @@ impl DemoSettings {
     /// Lanes a demo may run: each owns 64 bytes of a 64 KiB region.
     pub const MAX_LANES: u32 = 1024;
 
+    /// Whether anything is injected in the middle third.
+    pub fn impaired(&self) -> bool {
+        self.loss_ppm > 0 || self.corrupt_ppm > 0 || self.flaps > 0
+    }
+
+    /// What is injected in the middle third, in words.
+    pub fn impairment(&self) -> String {
+        let pct = |ppm: u32| f64::from(ppm) / 1e4;
+        let mut parts = Vec::new();
+        if self.loss_ppm > 0 {
+            parts.push(format!("{} % loss", pct(self.loss_ppm)));
+        }
+        if self.corrupt_ppm > 0 {
+            parts.push(format!("{} % corruption", pct(self.corrupt_ppm)));
+        }
+        if self.flaps > 0 {
+            parts.push(format!("{} link flaps of {} ms", self.flaps, self.flap_ms));
+        }
+        if parts.is_empty() {
+            "no faults".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// Checks the settings; a refusal is `(setting, what is wrong)`, for the
     /// caller to name the setting as its user wrote it.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
@@ -381,10 +423,39 @@ impl DemoSettings {
                 format!("= {} must be from 1 to {}", self.lanes, Self::MAX_LANES),
             ));
         }
-        if self.loss_ppm > 1_000_000 {
+        for (field, ppm) in [
+            ("loss_ppm", self.loss_ppm),
+            ("corrupt_ppm", self.corrupt_ppm),
+        ] {
+            if ppm > 1_000_000 {
+                return Err((field, format!("= {ppm} is more than 1000000 (every frame)")));
+            }
+        }
+        if self.flaps > 100 {
+            return Err(("flaps", format!("= {} is more than 100", self.flaps)));
+        }
+        if self.flaps > 0 {
+            // Each flap and the gap after it must fit in the middle third.
+            let room_ms = self.seconds * 1e3 / 3.0 / f64::from(self.flaps);
+            if !(1..=10_000).contains(&self.flap_ms) || f64::from(self.flap_ms) * 2.0 > room_ms {
+                return Err((
+                    "flap_ms",
+                    format!(
+                        "= {} must be 1 to 10000 and at most half of the middle third's \
+                         share per flap ({room_ms:.0} ms): fewer flaps or more seconds",
+                        self.flap_ms
+                    ),
+                ));
+            }
+        }
+        if let Some(v) = self
+            .verbs
+            .iter()
+            .find(|v| crate::workload::Kind::parse(v).is_none())
+        {
             return Err((
-                "loss_ppm",
-                format!("= {} is more than 1000000 (certain loss)", self.loss_ppm),
+                "verbs",
+                format!("has '{v}': use read, write, cas, faa, swap, mcas, bswap"),
             ));
         }
         Ok(())
@@ -397,6 +468,10 @@ impl Default for DemoSettings {
             seconds: default_demo_seconds(),
             lanes: default_lanes(),
             loss_ppm: default_loss_ppm(),
+            corrupt_ppm: 0,
+            flaps: 0,
+            flap_ms: default_flap_ms(),
+            verbs: Vec::new(),
             seed: 0,
         }
     }
@@ -457,10 +532,32 @@ impl Deployment {
     }
 }
 
-/// `text`, a deployment, with every queue of every dataplane set to run
-/// `transport` (`"oae"` or `"rc-model"`), for comparing the two on one
-/// setup. The result is checked when it is parsed.
-pub fn with_transport(text: &str, transport: &str) -> Result<String, ConfigError> {
+/// Settings applied to every queue of every dataplane of a deployment, for
+/// comparing transports, link widths and pinnings on one setup without
+/// editing its file.
+#[derive(Debug, Clone, Default)]
+pub struct QueueOverrides {
+    /// `"oae"` or `"rc-model"`.
+    pub transport: Option<String>,
+    /// Slots, and as many receive credits.
+    pub slots: Option<u16>,
+    /// The polling core of each dataplane, in `[dataplane.*]` order.
+    pub cores: Option<Vec<usize>>,
+    pub min_round_ns: Option<u64>,
+}
+
+impl QueueOverrides {
+    pub fn is_empty(&self) -> bool {
+        self.transport.is_none()
+            && self.slots.is_none()
+            && self.cores.is_none()
+            && self.min_round_ns.is_none()
+    }
+}
+
+/// `text`, a deployment, with `overrides` applied to its queues. The result
+/// is checked when it is parsed.
+pub fn with_queue_overrides(text: &str, overrides: &QueueOverrides) -> Result<String, ConfigError> {
     let mut table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| ConfigError(e.to_string()))?;
@@ -468,14 +565,43 @@ pub fn with_transport(text: &str, transport: &str) -> Result<String, ConfigError
         .get_mut("dataplane")
         .and_then(toml::Value::as_table_mut)
         .ok_or_else(|| ConfigError("the deployment has no [dataplane.<name>] tables".into()))?;
-    for (_, dataplane) in dataplanes.iter_mut() {
+    if let Some(cores) = &overrides.cores
+        && cores.len() != dataplanes.len()
+    {
+        return Err(ConfigError(format!(
+            "give one core per dataplane: the deployment has {}, the override names {}",
+            dataplanes.len(),
+            cores.len()
+        )));
+    }
+    for (i, (_, dataplane)) in dataplanes.iter_mut().enumerate() {
         let queues = dataplane
             .get_mut("queue")
             .and_then(toml::Value::as_array_mut)
             .into_iter()
             .flatten();
         for queue in queues.filter_map(toml::Value::as_table_mut) {
-            queue.insert("transport".into(), toml::Value::from(transport));
+            if let Some(t) = &overrides.transport {
+                queue.insert("transport".into(), toml::Value::from(t.as_str()));
+            }
+            if let Some(cores) = &overrides.cores {
+                queue.insert("core".into(), toml::Value::from(cores[i] as i64));
+            }
+            let link = queue
+                .entry("link")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let Some(link) = link.as_table_mut() else {
+                return Err(ConfigError("a queue's `link` is not a table".into()));
+            };
+            if let Some(slots) = overrides.slots {
+                link.insert("slots".into(), toml::Value::from(i64::from(slots)));
+                link.insert("credits".into(), toml::Value::from(i64::from(slots)));
+            }
+            if let Some(ns) = overrides.min_round_ns {
+                let ns = i64::try_from(ns)
+                    .map_err(|_| ConfigError(format!("min_round_ns = {ns} is too large")))?;
+                link.insert("min_round_ns".into(), toml::Value::from(ns));
+            }
         }
     }
     toml::to_string(&table).map_err(|e| ConfigError(e.to_string()))
@@ -710,6 +836,69 @@ mod tests {
         let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    #[test]
+    fn overrides_reach_every_queue_and_are_checked() {
+        let text = include_str!("../../configs/veth-pair.toml");
+        let o = QueueOverrides {
+            transport: Some("rc-model".into()),
+            slots: Some(256),
+            cores: Some(vec![1, 1]),
+            min_round_ns: Some(2_000_000),
+        };
+        let d =
+            Deployment::parse(&with_queue_overrides(text, &o).unwrap(), Path::new("x")).unwrap();
+        for cfg in d.dataplane.values() {
+            let q = &cfg.queues[0];
+            assert_eq!(q.transport, TransportKind::RcModel);
+            assert_eq!(q.core, Some(1));
+            assert_eq!((q.link.slots, q.link.credits), (Some(256), Some(256)));
+            assert_eq!(q.link.min_round_ns, Some(2_000_000));
+        }
+        let e = with_queue_overrides(
+            text,
+            &QueueOverrides {
+                cores: Some(vec![0]),
+                ..QueueOverrides::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("one core per dataplane"), "{e}");
+        let bad = QueueOverrides {
+            transport: Some("tcp".into()),
+            ..QueueOverrides::default()
+        };
+        let e = Deployment::parse(&with_queue_overrides(text, &bad).unwrap(), Path::new("x"))
+            .unwrap_err();
+        assert!(e.to_string().contains("tcp"), "{e}");
+    }
+
+    #[test]
+    fn demo_faults_must_fit_the_middle_third() {
+        let mut d = DemoSettings {
+            seconds: 1.5,
+            flaps: 3,
+            ..DemoSettings::default()
+        };
+        assert!(d.validate().is_ok(), "3 flaps of 50 ms fit in 0.5 s");
+        d.flaps = 10;
+        assert_eq!(d.validate().unwrap_err().0, "flap_ms");
+        d.flaps = 0;
+        d.corrupt_ppm = 2_000_000;
+        assert_eq!(d.validate().unwrap_err().0, "corrupt_ppm");
+        d.corrupt_ppm = 0;
+        d.verbs = vec!["frob".into()];
+        assert_eq!(d.validate().unwrap_err().0, "verbs");
+        assert_eq!(
+            DemoSettings {
+                loss_ppm: 10_000,
+                flaps: 2,
+                ..DemoSettings::default()
+            }
+            .impairment(),
+            "1 % loss, 2 link flaps of 50 ms"
+        );
     }
 
     #[test]

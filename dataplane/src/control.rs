@@ -293,6 +293,9 @@ pub struct WorkloadReport {
     pub per_verb: Vec<(String, u64)>,
     pub errors: Vec<(String, u64)>,
     pub latency: Percentiles,
+    /// The latency distribution as `(quantile, ns)` points, for plots.
+    #[serde(default)]
+    pub cdf: Vec<(f64, u64)>,
     /// The same, per phase, in the order the phases began.
     #[serde(default)]
     pub phases: Vec<PhaseReport>,
@@ -311,6 +314,8 @@ pub struct PhaseReport {
     pub completed: u64,
     pub failed: u64,
     pub latency: Percentiles,
+    #[serde(default)]
+    pub cdf: Vec<(f64, u64)>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -342,6 +347,24 @@ impl Percentiles {
             mean: h.mean(),
         }
     }
+}
+
+/// Quantiles a latency distribution is sampled at for plots: even steps
+/// through the body, then ever closer to the tail.
+const CDF_QUANTILES: [f64; 27] = [
+    0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8,
+    0.85, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
+];
+
+/// `(quantile, ns)` points of `h`'s distribution; empty if `h` is.
+pub fn cdf_points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    CDF_QUANTILES
+        .iter()
+        .map(|&q| (q, h.value_at_quantile(q)))
+        .collect()
 }
 
 /// The answer to a request.

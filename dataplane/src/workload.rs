@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
 use oae_proto::{Memory, Nanos};
 
-use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, to_hex};
+use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, cdf_points, to_hex};
 
 /// Bytes of each region a lane owns.
 pub const LANE_BYTES: usize = 64;
@@ -525,6 +525,7 @@ impl Workload {
                 .collect(),
             errors: self.errors.clone(),
             latency: Percentiles::of(&self.latency),
+            cdf: cdf_points(&self.latency),
             phases: self
                 .phases
                 .iter()
@@ -534,6 +535,7 @@ impl Workload {
                     completed: p.completed,
                     failed: p.failed,
                     latency: Percentiles::of(&p.latency),
+                    cdf: cdf_points(&p.latency),
                 })
                 .collect(),
             expected_remote: to_hex(&remote),
