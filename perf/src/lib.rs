@@ -20,6 +20,7 @@ use oae_proto::{
 
 pub mod link;
 pub mod raw;
+pub mod suite;
 
 // ----- counting allocator ---------------------------------------------------
 

@@ -566,6 +566,26 @@ pub fn open_afxdp(
     })
 }
 
+/// Floods whatever reflects frames on side b of `pair` (an external
+/// reflector such as `dpdk-testpmd`) from an AF_XDP socket on side a,
+/// pinned to `core`.
+pub fn flood_from_a(
+    pair: &VethPair,
+    core: usize,
+    cfg: &FloodConfig,
+) -> Result<FloodResult, String> {
+    thread::scope(|s| {
+        s.spawn(|| {
+            netns::enter(&pair.ns[0]).map_err(|e| e.to_string())?;
+            pin_current_thread(Some(core));
+            let mut end = open_afxdp(pair, 0, XdpMode::Auto, &AfXdpConfig::default())?;
+            Ok(flood(&mut end.driver, pair.mac[1], cfg))
+        })
+        .join()
+        .map_err(|_| "the generator panicked".to_string())?
+    })
+}
+
 /// [`run_on_veth`] with AF_XDP sockets on both ends.
 pub fn run_afxdp(
     cfg: &RawConfig,

@@ -777,18 +777,28 @@ fn bad_configs_are_refused_with_what_to_fix() {
         "--check",
     ]));
     assert!(ok && out.contains("valid"), "host-nic.toml checks: {out}");
-    for name in ["a", "b"] {
-        let (ok, out, err) = output(Command::new(binary("oaed")).args([
-            "--config",
+    for (file, name) in [
+        (
             concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/dpdk-memif.toml"),
-            "--name",
-            name,
-            "--check",
-        ]));
-        assert!(
-            ok && out.contains("valid"),
-            "dpdk-memif.toml {name}: {out}{err}"
+            "a",
+        ),
+        (
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/dpdk-memif.toml"),
+            "b",
+        ),
+        (
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/dpdk-af-xdp.toml"),
+            "a",
+        ),
+        (
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/dpdk-af-xdp.toml"),
+            "b",
+        ),
+    ] {
+        let (ok, out, err) = output(
+            Command::new(binary("oaed")).args(["--config", file, "--name", name, "--check"]),
         );
+        assert!(ok && out.contains("valid"), "{file} {name}: {out}{err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,0 +1,491 @@
+//! The benchmark suite: line rate, latency and failure injection, each
+//! compared side by side with references run on the same veth pair and
+//! cores, every figure from several repetitions.
+//!
+//! The runner is an orchestrator. Every OAE figure comes from the product's
+//! own main job, `oaectl demo`, run as a child process with the settings
+//! of the trial (driver, transport, slots, verbs, faults, cores), so what
+//! is measured is what users run; each DPDK run then also gets the fresh
+//! process DPDK's EAL needs. The references are real peers: the raw AF_XDP
+//! reflector and ping-pong of [`crate::raw`], `dpdk-testpmd` in macswap
+//! mode, and `sockperf`. Repetitions are the outer loop, so each
+//! repetition runs every subject a few seconds apart and ratios compare
+//! like with like on a machine whose speed drifts.
+
+pub mod plan;
+pub mod report;
+pub mod svg;
+pub mod trial;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{MachineFacts, Summary, machine_facts};
+
+/// The experiments, in the order `suite` runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Experiment {
+    LineRate,
+    Latency,
+    Failure,
+}
+
+impl Experiment {
+    pub const ALL: [Experiment; 3] = [
+        Experiment::LineRate,
+        Experiment::Latency,
+        Experiment::Failure,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::LineRate => "line-rate",
+            Experiment::Latency => "latency",
+            Experiment::Failure => "failure",
+        }
+    }
+}
+
+/// How the suite runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Options {
+    /// Short runs and one repetition: checks that every experiment
+    /// completes and its results are well formed, not how fast it is.
+    pub quick: bool,
+    pub reps: usize,
+    /// Seconds of each line-rate and latency trial.
+    pub secs: f64,
+    /// Seconds of each failure trial; faults fill its middle third.
+    pub failure_secs: f64,
+    /// Slots per link for the line-rate sweep (one verb lane per slot).
+    pub slots: Vec<u16>,
+    /// Verb lanes of the failure trials.
+    pub failure_lanes: u32,
+    /// Cores of side a (issuer, generator, client) and side b.
+    pub cores: [usize; 2],
+    pub oaectl: PathBuf,
+    pub out: PathBuf,
+}
+
+impl Options {
+    /// The documented full suite.
+    pub fn full(oaectl: PathBuf, out: PathBuf) -> Options {
+        Options {
+            quick: false,
+            reps: 5,
+            secs: 3.0,
+            failure_secs: 6.0,
+            slots: vec![1, 4, 16, 64, 256, 1024],
+            failure_lanes: 32,
+            cores: [0, 1],
+            oaectl,
+            out,
+        }
+    }
+
+    /// The CI smoke run of every experiment.
+    pub fn quick(oaectl: PathBuf, out: PathBuf) -> Options {
+        Options {
+            quick: true,
+            reps: 1,
+            secs: 1.0,
+            failure_secs: 1.5,
+            slots: vec![1, 64],
+            failure_lanes: 16,
+            ..Options::full(oaectl, out)
+        }
+    }
+
+    /// Refuses settings that cannot run, saying which and why.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=100).contains(&self.reps) {
+            return Err(format!("--reps {}: use 1 to 100", self.reps));
+        }
+        for (flag, s) in [("--secs", self.secs), ("--failure-secs", self.failure_secs)] {
+            if !(s > 0.0 && s <= 600.0) {
+                return Err(format!("{flag} {s}: use a number of seconds in (0, 600]"));
+            }
+        }
+        if self.failure_secs < 1.2 {
+            return Err(format!(
+                "--failure-secs {}: at least 1.2, so the middle third holds the link flaps",
+                self.failure_secs
+            ));
+        }
+        if self.slots.is_empty() {
+            return Err("--slots: give at least one slot count".into());
+        }
+        if let Some(s) = self.slots.iter().find(|s| !(1..=1024).contains(*s)) {
+            return Err(format!("--slots {s}: use 1 to 1024"));
+        }
+        if !(1..=1024).contains(&self.failure_lanes) {
+            return Err(format!(
+                "--failure-lanes {}: use 1 to 1024",
+                self.failure_lanes
+            ));
+        }
+        if !self.oaectl.exists() {
+            return Err(format!(
+                "{} not found: build it (cargo build --release -p oae-ctl) or pass --oaectl",
+                self.oaectl.display()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One figure over the repetitions.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Figure {
+    /// One value per repetition that produced it.
+    pub values: Vec<f64>,
+    pub median: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Figure {
+    fn push(&mut self, v: f64) {
+        self.values.push(v);
+        let s = Summary::of(&self.values);
+        self.median = s.map(|s| s.median);
+        self.min = s.map(|s| s.min);
+        self.max = s.map(|s| s.max);
+    }
+}
+
+/// One subject measured under one setting, over every repetition.
+#[derive(Clone, Debug, Serialize)]
+pub struct Measurement {
+    pub experiment: Experiment,
+    /// What ran: `oae`, `rc-model`, `raw-af-xdp`, `testpmd`, `sockperf`.
+    pub subject: String,
+    /// The setting: verb, slots, driver, placement, condition ...
+    pub params: BTreeMap<String, String>,
+    /// Metric name to figure; names end in their unit (`_per_s`, `_us`).
+    pub metrics: BTreeMap<String, Figure>,
+    /// Repetitions that failed to run, with the reason.
+    pub failures: Vec<String>,
+    /// The latency distribution of the repetition with the median p99.9
+    /// (`(quantile, us)`), where the subject reports one.
+    pub cdf: Vec<(f64, f64)>,
+    #[serde(skip)]
+    cdfs: Vec<(f64, Vec<(f64, f64)>)>,
+}
+
+impl Measurement {
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params.get(key).map(String::as_str)
+    }
+
+    pub fn median(&self, metric: &str) -> Option<f64> {
+        self.metrics.get(metric).and_then(|f| f.median)
+    }
+
+    fn record(&mut self, outcome: trial::Outcome) {
+        for (k, v) in outcome.metrics {
+            self.metrics.entry(k).or_default().push(v);
+        }
+        if !outcome.cdf.is_empty() {
+            self.cdfs.push((outcome.tail_us, outcome.cdf));
+            let mut by_tail: Vec<&(f64, Vec<(f64, f64)>)> = self.cdfs.iter().collect();
+            by_tail.sort_by(|a, b| a.0.total_cmp(&b.0));
+            self.cdf = by_tail[by_tail.len() / 2].1.clone();
+        }
+    }
+}
+
+/// A target the suite reports against, with the ratio measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    pub name: String,
+    /// E.g. "OAE CAS verbs/s / testpmd macswap pps".
+    pub ratio_of: String,
+    pub ratio: Option<f64>,
+    /// E.g. ">= 1".
+    pub wanted: String,
+    pub met: Option<bool>,
+    /// Why it is met or not, from the figures.
+    pub why: String,
+}
+
+/// Everything a suite run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    pub started_utc: String,
+    pub duration_s: f64,
+    pub options: Options,
+    pub machine: Machine,
+    pub experiments: Vec<Experiment>,
+    pub measurements: Vec<Measurement>,
+    pub targets: Vec<Target>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub nproc: usize,
+    pub cpu_model: String,
+    pub kernel: String,
+    pub loadavg_before: String,
+    pub pinning: String,
+}
+
+impl Machine {
+    fn of(facts: MachineFacts, cores: [usize; 2]) -> Machine {
+        Machine {
+            nproc: facts.nproc,
+            cpu_model: facts.cpu_model,
+            kernel: facts.kernel,
+            loadavg_before: facts.loadavg,
+            pinning: format!(
+                "side a (issuer, generator, client) on core {}, side b (target, reflector, \
+                 server) on core {}; same-core latency runs put both on core {}",
+                cores[0], cores[1], cores[0]
+            ),
+        }
+    }
+}
+
+/// Runs `experiments` and writes `results.json`, `report.md` and the SVG
+/// plots into `opts.out`. A trial that fails is recorded with its reason
+/// and the suite goes on; the run fails only if nothing could be measured
+/// or the results cannot be written.
+pub fn run(opts: &Options, experiments: &[Experiment]) -> Result<Results, String> {
+    opts.check()?;
+    std::fs::create_dir_all(opts.out.join("logs"))
+        .map_err(|e| format!("cannot create {}: {e}", opts.out.display()))?;
+    let started = Instant::now();
+    let started_utc = utc_timestamp();
+    let machine = Machine::of(machine_facts(), opts.cores);
+    let plan = plan::plan(opts, experiments);
+    let mut measurements: Vec<Measurement> = plan
+        .iter()
+        .map(|item| Measurement {
+            experiment: item.experiment,
+            subject: item.subject.clone(),
+            params: item.params.clone(),
+            metrics: BTreeMap::new(),
+            failures: Vec::new(),
+            cdf: Vec::new(),
+            cdfs: Vec::new(),
+        })
+        .collect();
+    let total = plan.len() * opts.reps;
+    let mut done = 0;
+    eprintln!(
+        "oae-perf: {} trials ({} settings x {} repetitions); {}",
+        total,
+        plan.len(),
+        opts.reps,
+        machine.pinning
+    );
+    for rep in 0..opts.reps {
+        for (item, m) in plan.iter().zip(measurements.iter_mut()) {
+            done += 1;
+            let t0 = Instant::now();
+            let log = opts
+                .out
+                .join("logs")
+                .join(format!("{}-rep{}.log", item.slug(), rep + 1));
+            let outcome = trial::run(&item.trial, opts, &log);
+            let took = t0.elapsed().as_secs_f64();
+            let eta = started.elapsed().as_secs_f64() / done as f64 * (total - done) as f64;
+            match outcome {
+                Ok(o) => {
+                    eprintln!(
+                        "[{done:>3}/{total}] {:<52} rep {}/{}: {} ({took:.1} s, about {:.0} s left)",
+                        item.describe(),
+                        rep + 1,
+                        opts.reps,
+                        o.headline,
+                        eta
+                    );
+                    m.record(o);
+                }
+                Err(e) => {
+                    eprintln!(
+                        "[{done:>3}/{total}] {:<52} rep {}/{}: FAILED: {e}",
+                        item.describe(),
+                        rep + 1,
+                        opts.reps
+                    );
+                    m.failures.push(format!("rep {}: {e}", rep + 1));
+                }
+            }
+        }
+    }
+    if measurements.iter().all(|m| m.metrics.is_empty()) {
+        return Err("no trial produced a figure (see the logs in the output directory)".into());
+    }
+    let targets = report::targets(&measurements);
+    let results = Results {
+        started_utc,
+        duration_s: started.elapsed().as_secs_f64(),
+        options: opts.clone(),
+        machine,
+        experiments: experiments.to_vec(),
+        measurements,
+        targets,
+    };
+    write(&results, &opts.out)?;
+    Ok(results)
+}
+
+fn write(results: &Results, out: &Path) -> Result<(), String> {
+    let put = |name: &str, text: &str| {
+        std::fs::write(out.join(name), text)
+            .map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
+    };
+    let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    put("results.json", &json)?;
+    let plots = svg::plots(results);
+    for (name, text) in &plots {
+        put(name, text)?;
+    }
+    let names: Vec<&str> = plots.iter().map(|(n, _)| n.as_str()).collect();
+    put("report.md", &report::markdown(results, &names))?;
+    Ok(())
+}
+
+/// Checks that `dir` holds a complete, well-formed suite result: the JSON
+/// parses, every planned measurement has every metric from at least one
+/// repetition or says why not, and the report and plots are there.
+pub fn validate(dir: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(dir.join("results.json"))
+        .map_err(|e| format!("cannot read {}/results.json: {e}", dir.display()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("results.json: {e}"))?;
+    let ms = v["measurements"]
+        .as_array()
+        .ok_or("results.json has no measurements")?;
+    let mut problems = Vec::new();
+    for m in ms {
+        let what = format!("{} {} {}", m["experiment"], m["subject"], m["params"]);
+        let metrics = m["metrics"].as_object();
+        let failures = m["failures"].as_array().map_or(0, Vec::len);
+        match metrics {
+            Some(ms) if !ms.is_empty() => {
+                for (name, fig) in ms {
+                    let median = fig["median"].as_f64();
+                    if !median.is_some_and(f64::is_finite) {
+                        problems.push(format!("{what}: {name} has no median"));
+                    }
+                }
+            }
+            _ if failures > 0 => problems.push(format!(
+                "{what}: every repetition failed: {}",
+                m["failures"]
+            )),
+            _ => problems.push(format!("{what}: no figures and no failure recorded")),
+        }
+    }
+    for t in v["targets"].as_array().into_iter().flatten() {
+        if t["why"].as_str().is_none_or(str::is_empty) {
+            problems.push(format!("target {} says nothing", t["name"]));
+        }
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
+    if !report.starts_with("# ") {
+        problems.push("report.md is missing or empty".into());
+    }
+    let svgs = std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        .count();
+    if svgs == 0 {
+        problems.push("no SVG plot was written".into());
+    }
+    if problems.is_empty() {
+        Ok(format!(
+            "{} measurements, {} targets, {svgs} plots: well formed",
+            ms.len(),
+            v["targets"].as_array().map_or(0, Vec::len)
+        ))
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// `YYYYMMDD-HHMMSSZ` now, for result directories that sort by time.
+pub fn utc_timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard
+/// Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// How long a child may run beyond its own duration before it is stopped.
+pub const GRACE: Duration = Duration::from_secs(60);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(20_780), (2026, 11, 23));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn figures_keep_every_repetition_and_their_median() {
+        let mut f = Figure::default();
+        for v in [3.0, 1.0, 2.0] {
+            f.push(v);
+        }
+        assert_eq!(f.values, vec![3.0, 1.0, 2.0]);
+        assert_eq!((f.median, f.min, f.max), (Some(2.0), Some(1.0), Some(3.0)));
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_flag() {
+        let base = Options::quick(PathBuf::from("/bin/sh"), PathBuf::from("/tmp/x"));
+        type Change = fn(&mut Options);
+        let cases: [(Change, &str); 5] = [
+            (|o| o.reps = 0, "--reps 0"),
+            (|o| o.secs = -1.0, "--secs -1"),
+            (|o| o.failure_secs = 1.0, "--failure-secs 1"),
+            (|o| o.slots = vec![2048], "--slots 2048"),
+            (
+                |o| o.oaectl = PathBuf::from("/nonexistent/oaectl"),
+                "not found",
+            ),
+        ];
+        for (change, says) in cases {
+            let mut o = base.clone();
+            change(&mut o);
+            let e = o.check().unwrap_err();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        assert!(base.check().is_ok());
+    }
+}

@@ -1,0 +1,200 @@
+//! What each experiment runs: one item per subject and setting.
+
+use std::collections::BTreeMap;
+
+use super::trial::{DemoTrial, DriverChoice, Placement, Trial};
+use super::{Experiment, Options};
+
+/// One subject under one setting, run once per repetition.
+#[derive(Clone, Debug)]
+pub struct PlanItem {
+    pub experiment: Experiment,
+    pub subject: String,
+    pub params: BTreeMap<String, String>,
+    pub trial: Trial,
+}
+
+impl PlanItem {
+    fn new(experiment: Experiment, subject: &str, params: &[(&str, String)], trial: Trial) -> Self {
+        PlanItem {
+            experiment,
+            subject: subject.to_string(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            trial,
+        }
+    }
+
+    /// For progress lines.
+    pub fn describe(&self) -> String {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!(
+            "{} {} {}",
+            self.experiment.name(),
+            self.subject,
+            params.join(" ")
+        )
+    }
+
+    /// For file names.
+    pub fn slug(&self) -> String {
+        self.describe()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect::<String>()
+            .split('-')
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("-")
+    }
+}
+
+/// The failure matrix's conditions: (name, loss ppm, corruption ppm, flaps).
+pub const CONDITIONS: [(&str, u32, u32, u32); 6] = [
+    ("none", 0, 0, 0),
+    ("loss 0.1%", 1_000, 0, 0),
+    ("loss 1%", 10_000, 0, 0),
+    ("loss 5%", 50_000, 0, 0),
+    ("corruption 0.1%", 0, 1_000, 0),
+    ("3 link flaps", 0, 0, 3),
+];
+
+/// Slots of the per-driver comparison: 64 (the deployments' default) if
+/// the sweep has it, else the sweep's widest.
+pub fn driver_slots(opts: &Options) -> u16 {
+    if opts.slots.contains(&64) {
+        64
+    } else {
+        opts.slots.iter().copied().max().unwrap_or(64)
+    }
+}
+
+pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
+    let mut items = Vec::new();
+    for &e in experiments {
+        match e {
+            Experiment::LineRate => line_rate(opts, &mut items),
+            Experiment::Latency => latency(&mut items),
+            Experiment::Failure => failure(opts, &mut items),
+        }
+    }
+    items
+}
+
+fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
+    let e = Experiment::LineRate;
+    for verb in ["write", "cas"] {
+        for &slots in &opts.slots {
+            items.push(PlanItem::new(
+                e,
+                "oae",
+                &[
+                    ("verb", verb.into()),
+                    ("slots", slots.to_string()),
+                    ("driver", DriverChoice::AfXdp.name().into()),
+                ],
+                Trial::Demo(DemoTrial::line(DriverChoice::AfXdp, verb, slots)),
+            ));
+        }
+    }
+    let slots = driver_slots(opts);
+    for driver in [DriverChoice::DpdkAfXdp, DriverChoice::DpdkMemif] {
+        items.push(PlanItem::new(
+            e,
+            "oae",
+            &[
+                ("verb", "cas".into()),
+                ("slots", slots.to_string()),
+                ("driver", driver.name().into()),
+            ],
+            Trial::Demo(DemoTrial::line(driver, "cas", slots)),
+        ));
+    }
+    items.push(PlanItem::new(
+        e,
+        "raw-af-xdp",
+        &[("role", "reflector".into())],
+        Trial::RawFlood,
+    ));
+    items.push(PlanItem::new(
+        e,
+        "testpmd",
+        &[("role", "macswap".into())],
+        Trial::Testpmd,
+    ));
+}
+
+fn latency(items: &mut Vec<PlanItem>) {
+    let e = Experiment::Latency;
+    for placement in [Placement::CrossCore, Placement::SameCore] {
+        let at = ("placement", placement.name().to_string());
+        for verb in ["cas", "read"] {
+            items.push(PlanItem::new(
+                e,
+                "oae",
+                &[("verb", verb.into()), at.clone()],
+                Trial::Demo(DemoTrial::latency(verb, placement)),
+            ));
+        }
+        items.push(PlanItem::new(
+            e,
+            "raw-af-xdp",
+            &[("role", "ping-pong".into()), at.clone()],
+            Trial::RawPingPong(placement),
+        ));
+        items.push(PlanItem::new(
+            e,
+            "sockperf",
+            &[("role", "udp ping-pong".into()), at],
+            Trial::Sockperf(placement),
+        ));
+    }
+}
+
+fn failure(opts: &Options, items: &mut Vec<PlanItem>) {
+    for (name, loss, corrupt, flaps) in CONDITIONS {
+        for transport in ["oae", "rc-model"] {
+            items.push(PlanItem::new(
+                Experiment::Failure,
+                transport,
+                &[("condition", name.into())],
+                Trial::Demo(DemoTrial::failure(
+                    transport,
+                    opts.failure_lanes,
+                    [loss, corrupt, flaps],
+                )),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn every_experiment_plans_its_subjects() {
+        let o = Options::quick(PathBuf::from("/bin/sh"), PathBuf::from("/tmp"));
+        let items = plan(&o, &Experiment::ALL);
+        let count = |e: Experiment, subject: &str| {
+            items
+                .iter()
+                .filter(|i| i.experiment == e && i.subject == subject)
+                .count()
+        };
+        // Two verbs over the sweep, plus the two DPDK drivers.
+        assert_eq!(count(Experiment::LineRate, "oae"), 2 * o.slots.len() + 2);
+        assert_eq!(count(Experiment::LineRate, "testpmd"), 1);
+        assert_eq!(count(Experiment::Latency, "sockperf"), 2);
+        assert_eq!(count(Experiment::Failure, "rc-model"), CONDITIONS.len());
+        let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
+        assert_eq!(slugs.len(), items.len(), "log file names must not collide");
+    }
+}

@@ -1,0 +1,448 @@
+//! The suite's targets and its Markdown report.
+
+use std::fmt::Write as _;
+
+use super::plan::{CONDITIONS, driver_slots};
+use super::{Experiment, Figure, Measurement, Results, Target};
+
+/// RoCE's local ACK timeout at the deployed exponent: 4.096 us x 2^14.
+const RC_ACK_TIMEOUT_US: f64 = 4.096 * 16_384.0;
+
+fn find<'a>(
+    ms: &'a [Measurement],
+    e: Experiment,
+    subject: &str,
+    params: &[(&str, &str)],
+) -> Option<&'a Measurement> {
+    ms.iter().find(|m| {
+        m.experiment == e
+            && m.subject == subject
+            && params.iter().all(|(k, v)| m.param(k) == Some(*v))
+    })
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// The targets the suite reports against, from what was measured.
+pub fn targets(ms: &[Measurement]) -> Vec<Target> {
+    let mut out = Vec::new();
+    let has = |e: Experiment| ms.iter().any(|m| m.experiment == e);
+    if has(Experiment::LineRate) {
+        let best = ms
+            .iter()
+            .filter(|m| {
+                m.experiment == Experiment::LineRate
+                    && m.subject == "oae"
+                    && m.param("verb") == Some("cas")
+                    && m.param("driver") == Some("af-xdp")
+            })
+            .filter_map(|m| Some((m, m.median("verbs_per_s")?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let testpmd =
+            find(ms, Experiment::LineRate, "testpmd", &[]).and_then(|m| m.median("frames_per_s"));
+        let r = ratio(best.map(|b| b.1), testpmd);
+        let fpv = best.and_then(|b| b.0.median("frames_per_verb"));
+        out.push(Target {
+            name: "OAE CAS throughput vs testpmd macswap".into(),
+            ratio_of: format!(
+                "OAE CAS verbs/s (AF_XDP, best of the sweep: {} slots) / testpmd macswap frames/s",
+                best.and_then(|b| b.0.param("slots")).unwrap_or("?")
+            ),
+            ratio: r,
+            wanted: ">= 1".into(),
+            met: r.map(|r| r >= 1.0),
+            why: match r {
+                None => "not measured (see the failed trials)".into(),
+                Some(r) if r >= 1.0 => format!(
+                    "met: a CAS takes {:.2} frames on the wire (request, echo, commit riding on \
+                     the next request) against testpmd's one reflected frame, and still keeps up",
+                    fpv.unwrap_or(f64::NAN)
+                ),
+                Some(_) => format!(
+                    "not met: every CAS costs {:.2} frames (request and its echo, both directions \
+                     through veth's copy path) and a protocol step on both cores, where testpmd \
+                     reflects one frame per packet with no state; on this VM both share two vCPUs \
+                     with veth's softirq work",
+                    fpv.unwrap_or(f64::NAN)
+                ),
+            },
+        });
+    }
+    if has(Experiment::Latency) {
+        let oae = find(
+            ms,
+            Experiment::Latency,
+            "oae",
+            &[("verb", "cas"), ("placement", "cross-core")],
+        )
+        .and_then(|m| m.median("p50_us"));
+        let sockperf = find(
+            ms,
+            Experiment::Latency,
+            "sockperf",
+            &[("placement", "cross-core")],
+        )
+        .and_then(|m| m.median("p50_us"));
+        let r = ratio(oae, sockperf);
+        out.push(Target {
+            name: "OAE CAS round trip vs sockperf UDP".into(),
+            ratio_of: "OAE CAS p50 / sockperf UDP round-trip p50, cross-core".into(),
+            ratio: r,
+            wanted: "<= 0.5".into(),
+            met: r.map(|r| r <= 0.5),
+            why: match (r, oae, sockperf) {
+                (Some(r), Some(o), Some(s)) => format!(
+                    "{}: {o:.1} us against {s:.1} us; busy-polling cores never sleep, while each \
+                     UDP round trip crosses the kernel stack and wakes a blocked thread on the \
+                     other core twice",
+                    if r <= 0.5 { "met" } else { "not met" }
+                ),
+                _ => "not measured (see the failed trials)".into(),
+            },
+        });
+    }
+    if has(Experiment::Failure) {
+        let p999 = find(ms, Experiment::Failure, "oae", &[("condition", "loss 1%")])
+            .and_then(|m| m.median("during_p999_us"));
+        let p50 = find(ms, Experiment::Failure, "oae", &[("condition", "none")])
+            .and_then(|m| m.median("p50_us"));
+        let r = ratio(p999, p50);
+        out.push(Target {
+            name: "OAE tail under 1 % loss".into(),
+            ratio_of: "OAE p99.9 while 1 % loss is on / OAE loss-free p50".into(),
+            ratio: r,
+            wanted: "<= 5".into(),
+            met: r.map(|r| r <= 5.0),
+            why: match (r, p999, p50) {
+                (Some(r), Some(t), Some(m)) => format!(
+                    "{}: p99.9 {t:.1} us against p50 {m:.1} us; a lost frame costs a slot a \
+                     reversal after a few round trips of silence (counted in rounds, not a timer) \
+                     and the verb's retry",
+                    if r <= 5.0 { "met" } else { "not met" }
+                ),
+                _ => "not measured (see the failed trials)".into(),
+            },
+        });
+        let rc = find(
+            ms,
+            Experiment::Failure,
+            "rc-model",
+            &[("condition", "loss 1%")],
+        );
+        let rc_tail = rc.and_then(|m| m.median("during_p999_us"));
+        let rc_max = rc.and_then(|m| m.median("during_max_us"));
+        let r = ratio(rc_max, Some(RC_ACK_TIMEOUT_US));
+        out.push(Target {
+            name: "RoCE RC model tail under 1 % loss".into(),
+            ratio_of: format!(
+                "RC model max latency while 1 % loss is on / local ACK timeout ({:.1} ms)",
+                RC_ACK_TIMEOUT_US / 1e3
+            ),
+            ratio: r,
+            wanted: ">= 1 (the tail is set by the ACK timeout)".into(),
+            met: r.map(|r| r >= 1.0),
+            why: match (rc_tail, rc_max) {
+                (Some(t), Some(m)) => format!(
+                    "p99.9 {:.1} ms, max {:.1} ms: a lost request or ACK at the end of a burst \
+                     is only noticed when the ACK timer fires; go-back-N then resends the window",
+                    t / 1e3,
+                    m / 1e3
+                ),
+                _ => "not measured (see the failed trials)".into(),
+            },
+        });
+        let (passes, runs) = ms
+            .iter()
+            .filter(|m| m.experiment == Experiment::Failure && m.subject == "oae")
+            .filter_map(|m| m.metrics.get("exactly_once_pass"))
+            .fold((0usize, 0usize), |(p, n), f| {
+                (
+                    p + f.values.iter().filter(|v| **v == 1.0).count(),
+                    n + f.values.len(),
+                )
+            });
+        out.push(Target {
+            name: "OAE exactly once under every fault".into(),
+            ratio_of: "failure trials whose memory matched the ledger on both sides / trials"
+                .into(),
+            ratio: (runs > 0).then(|| passes as f64 / runs as f64),
+            wanted: "= 1 (0 violations)".into(),
+            met: (runs > 0).then_some(passes == runs),
+            why: format!("{passes} of {runs} trials passed the ledger check"),
+        });
+    }
+    out
+}
+
+fn fmt_fig(f: Option<&Figure>, scale: f64, digits: usize) -> String {
+    match f {
+        Some(Figure {
+            median: Some(m),
+            min: Some(lo),
+            max: Some(hi),
+            values,
+        }) if values.len() > 1 => format!(
+            "{:.digits$} [{:.digits$}–{:.digits$}]",
+            m / scale,
+            lo / scale,
+            hi / scale
+        ),
+        Some(Figure {
+            median: Some(m), ..
+        }) => format!("{:.digits$}", m / scale),
+        _ => "–".into(),
+    }
+}
+
+/// The report: method, targets, one table per experiment, plots.
+pub fn markdown(r: &Results, plots: &[&str]) -> String {
+    let ms = &r.measurements;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# OAE benchmark suite, {}{}\n",
+        r.started_utc,
+        if r.options.quick {
+            " (quick mode: the figures only show that it runs)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "Machine: {} CPUs ({}), kernel {}, load average before the run {}.  \n\
+         Pinning: {}.  \n\
+         Every figure is the median over {} repetition(s), with [min–max] where there \
+         are several; repetitions are the outer loop, so the subjects of a table ran \
+         minutes apart at most. Line-rate and latency trials ran {} s each, failure \
+         trials {} s with the faults in the middle third. The whole run took {:.0} s. \
+         Raw figures and every repetition's values are in `results.json`.\n",
+        r.machine.nproc,
+        r.machine.cpu_model,
+        r.machine.kernel,
+        r.machine.loadavg_before,
+        r.machine.pinning,
+        r.options.reps,
+        r.options.secs,
+        r.options.failure_secs,
+        r.duration_s
+    );
+    if !r.targets.is_empty() {
+        out.push_str(
+            "## Targets\n\n| target | ratio | wanted | met | why |\n|---|---|---|---|---|\n",
+        );
+        for t in &r.targets {
+            let _ = writeln!(
+                out,
+                "| {} ({}) | {} | {} | {} | {} |",
+                t.name,
+                t.ratio_of,
+                t.ratio.map_or("–".into(), |x| format!("{x:.2}")),
+                t.wanted,
+                match t.met {
+                    Some(true) => "yes",
+                    Some(false) => "**no**",
+                    None => "–",
+                },
+                t.why
+            );
+        }
+        out.push('\n');
+    }
+    if r.experiments.contains(&Experiment::LineRate) {
+        out.push_str(
+            "## Line rate\n\nOAE verbs/s over its own AF_XDP driver, one verb lane per slot \
+             (64-byte frames; k = thousands):\n\n| slots | WRITE verbs/s (k) | CAS verbs/s (k) | CAS frames/verb |\n|---|---|---|---|\n",
+        );
+        for &slots in &r.options.slots {
+            let s = slots.to_string();
+            let get = |verb: &str| {
+                find(
+                    ms,
+                    Experiment::LineRate,
+                    "oae",
+                    &[("verb", verb), ("slots", &s), ("driver", "af-xdp")],
+                )
+            };
+            let _ = writeln!(
+                out,
+                "| {slots} | {} | {} | {} |",
+                fmt_fig(
+                    get("write").and_then(|m| m.metrics.get("verbs_per_s")),
+                    1e3,
+                    0
+                ),
+                fmt_fig(
+                    get("cas").and_then(|m| m.metrics.get("verbs_per_s")),
+                    1e3,
+                    0
+                ),
+                fmt_fig(
+                    get("cas").and_then(|m| m.metrics.get("frames_per_verb")),
+                    1.0,
+                    2
+                ),
+            );
+        }
+        let slots = driver_slots(&r.options).to_string();
+        let _ = writeln!(
+            out,
+            "\nPer driver ({slots} slots, CAS) and the references on the same veth pair and cores:\n\n\
+             | subject | rate (k/s) |\n|---|---|"
+        );
+        for d in ["af-xdp", "dpdk net_af_xdp", "dpdk net_memif"] {
+            let m = find(
+                ms,
+                Experiment::LineRate,
+                "oae",
+                &[("verb", "cas"), ("slots", &slots), ("driver", d)],
+            );
+            let _ = writeln!(
+                out,
+                "| OAE CAS over {d} (verbs/s) | {} |",
+                fmt_fig(m.and_then(|m| m.metrics.get("verbs_per_s")), 1e3, 0)
+            );
+        }
+        for (subject, name) in [
+            (
+                "raw-af-xdp",
+                "raw AF_XDP reflector (frames/s, best of open-loop and 256 in flight)",
+            ),
+            (
+                "testpmd",
+                "dpdk-testpmd macswap over net_af_xdp (frames/s, same generator)",
+            ),
+        ] {
+            let m = find(ms, Experiment::LineRate, subject, &[]);
+            let _ = writeln!(
+                out,
+                "| {name} | {} |",
+                fmt_fig(m.and_then(|m| m.metrics.get("frames_per_s")), 1e3, 0)
+            );
+        }
+        out.push('\n');
+    }
+    if r.experiments.contains(&Experiment::Latency) {
+        out.push_str(
+            "## Latency\n\nRound trips in microseconds, one in flight. OAE: a verb from the \
+             polling iteration that sent it to the one that completed it. Raw: one 64-byte frame \
+             through the AF_XDP reflector. sockperf: UDP ping-pong (`--full-rtt`) through the \
+             kernel stack. Same-core runs share one CPU, so each side waits for the other's time \
+             slice.\n\n| subject | placement | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|\n",
+        );
+        for placement in ["cross-core", "same-core"] {
+            for (subject, verb, name) in [
+                ("oae", Some("cas"), "OAE CAS"),
+                ("oae", Some("read"), "OAE READ"),
+                ("raw-af-xdp", None, "raw AF_XDP ping-pong"),
+                ("sockperf", None, "sockperf UDP"),
+            ] {
+                let mut p = vec![("placement", placement)];
+                p.extend(verb.map(|v| ("verb", v)));
+                let m = find(ms, Experiment::Latency, subject, &p);
+                let f = |k: &str| fmt_fig(m.and_then(|m| m.metrics.get(k)), 1.0, 1);
+                let _ = writeln!(
+                    out,
+                    "| {name} | {placement} | {} | {} | {} | {} | {} |",
+                    f("p50_us"),
+                    f("p90_us"),
+                    f("p99_us"),
+                    f("p999_us"),
+                    f("max_us")
+                );
+            }
+        }
+        out.push('\n');
+    }
+    if r.experiments.contains(&Experiment::Failure) {
+        let _ = writeln!(
+            out,
+            "## Failure injection\n\nThe mixed CAS/FAA/WRITE workload ({} lanes) on each \
+             transport; faults from the XDP program on both veth ends during the middle third. \
+             Latency (us) is of the verbs completed while the faults were on; verbs/s is over \
+             the whole run. The RC model resends (go-back-N) where OAE reverses.\n\n\
+             | transport | condition | verbs/s (k) | p50 | p99 | p99.9 | max | failed | reversals / retransmissions (ACK timeouts) | exactly once |\n\
+             |---|---|---|---|---|---|---|---|---|---|",
+            r.options.failure_lanes
+        );
+        for (cond, ..) in CONDITIONS {
+            for transport in ["oae", "rc-model"] {
+                let m = find(ms, Experiment::Failure, transport, &[("condition", cond)]);
+                let during = |k: &str| {
+                    let key = if cond == "none" {
+                        k.to_string()
+                    } else {
+                        format!("during_{k}")
+                    };
+                    fmt_fig(m.and_then(|m| m.metrics.get(&key)), 1.0, 1)
+                };
+                let g = |k: &str| fmt_fig(m.and_then(|m| m.metrics.get(k)), 1.0, 0);
+                let recovery = if transport == "oae" {
+                    g("reversals")
+                } else {
+                    format!("{} ({})", g("retransmissions"), g("ack_timeouts"))
+                };
+                let once =
+                    m.and_then(|m| m.metrics.get("exactly_once_pass"))
+                        .map_or("–".into(), |f| {
+                            format!(
+                                "{}/{}",
+                                f.values.iter().filter(|v| **v == 1.0).count(),
+                                f.values.len()
+                            )
+                        });
+                let _ = writeln!(
+                    out,
+                    "| {} | {cond} | {} | {} | {} | {} | {} | {} | {recovery} | {once} |",
+                    if transport == "oae" {
+                        "OAE"
+                    } else {
+                        "RC model"
+                    },
+                    fmt_fig(m.and_then(|m| m.metrics.get("verbs_per_s")), 1e3, 0),
+                    during("p50_us"),
+                    during("p99_us"),
+                    during("p999_us"),
+                    during("max_us"),
+                    g("failed"),
+                );
+            }
+        }
+        out.push('\n');
+    }
+    let failed: Vec<String> = ms
+        .iter()
+        .flat_map(|m| {
+            m.failures.iter().map(move |f| {
+                let params: Vec<String> =
+                    m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!(
+                    "- {} {} {}: {}",
+                    m.experiment.name(),
+                    m.subject,
+                    params.join(" "),
+                    f.lines().next().unwrap_or_default()
+                )
+            })
+        })
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Trials that failed\n\nThey are left out of the medians; their logs are in `logs/`.\n\n{}\n",
+            failed.join("\n")
+        );
+    }
+    if !plots.is_empty() {
+        out.push_str("## Plots\n\n");
+        for p in plots {
+            let _ = writeln!(out, "![{p}]({p})\n");
+        }
+    }
+    out
+}
