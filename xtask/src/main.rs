@@ -22,9 +22,10 @@ usage: cargo xtask <command>
   sim     the simulator campaign over every fault class
   test    run every test (what CI runs)
   soak    a long simulator campaign: cargo xtask soak [--seeds N] [--verbs N]
-  bench   the benchmarks at full length: the core micro-benchmark, then OAE
-          over AF_XDP against the raw AF_XDP reflector and ping-pong
-          (arguments go to oae-linkbench, e.g. --reps 9 --lanes 256)
+  bench   the benchmarks at full length: the core micro-benchmark, then the
+          suite (line rate, latency, failure injection against raw AF_XDP,
+          dpdk-testpmd, sockperf and the RC model) into results/<time>/;
+          arguments go to `oae-perf suite`, e.g. --reps 9 --secs 5
   fuzz    run the fuzz targets (installs cargo-fuzz): cargo xtask fuzz [SECONDS]
   setup   install what the project needs (done by the commands above): Debian
           packages, rustfmt, clippy, nightly's rust-src, bpf-linker";
@@ -76,6 +77,8 @@ const APT_PACKAGES: &[&str] = &[
     "iputils-ping",
     "python3-scapy",
     "tshark",
+    // The benchmark suite's UDP reference.
+    "sockperf",
     // DPDK 22.11: the EAL, its PMDs (net_memif, net_af_xdp, net_ring) and
     // the headers and pkg-config file dpdk-sys binds.
     "dpdk",
@@ -291,17 +294,26 @@ fn bench(extra: &[String]) -> Result<(), String> {
         &["bench", "-p", "oae-perf", "--bench", "cas_round_trip"],
         &[],
     )?;
+    // The suite drives `oaectl demo`, which starts `oaed`: all three from
+    // one build.
     cargo(
-        &["build", "--release", "--quiet", "-p", "oae-perf", "--bins"],
+        &[
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "oae-perf",
+            "-p",
+            "oae-ctl",
+            "-p",
+            "oae-dataplane",
+            "--bins",
+        ],
         &[],
     )?;
-    let args: Vec<&str> = extra.iter().map(String::as_str).collect();
-    run(
-        "target/release/oae-linkbench",
-        &args,
-        &[],
-        "the link benchmark",
-    )
+    let mut args = vec!["suite"];
+    args.extend(extra.iter().map(String::as_str));
+    run("target/release/oae-perf", &args, &[], "the benchmark suite")
 }
 
 fn soak(extra: &[String]) -> Result<(), String> {
@@ -349,6 +361,22 @@ fn test() -> Result<(), String> {
         &["--quick"],
         &[],
         "the link benchmark in quick mode",
+    )?;
+    // Every experiment of the suite, short: it must complete and write
+    // well-formed results, whatever the figures.
+    let quick = "target/perf-quick";
+    let _ = std::fs::remove_dir_all(quick);
+    run(
+        "target/debug/oae-perf",
+        &["suite", "--quick", "--out", quick],
+        &[],
+        "the benchmark suite in quick mode",
+    )?;
+    run(
+        "target/debug/oae-perf",
+        &["check", quick],
+        &[],
+        "check the quick suite's results",
     )?;
     let mut totals = [0u64; 3];
     let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);
