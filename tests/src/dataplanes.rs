@@ -64,6 +64,10 @@ pub enum TestDriver {
     DpdkAfXdp,
 }
 
+/// Hugepages (2 MiB) net_af_xdp dataplanes need free: two EALs with
+/// --in-memory and a 4096-mbuf pool each.
+pub const DPDK_HUGEPAGES: u64 = 256;
+
 /// The tests' shortest round: 2 ms. Tests of one binary run two at a time,
 /// so four busy-polling dataplanes share this machine's two vCPUs, and a
 /// peer descheduled for a time slice must not look dead (the default 20 µs
@@ -109,6 +113,9 @@ impl Dataplanes {
         let turn = ONE_PAIR_AT_A_TIME
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if options.driver == TestDriver::DpdkAfXdp {
+            oae_pmd::dpdk::reserve_hugepages(DPDK_HUGEPAGES).expect("hugepages for net_af_xdp");
+        }
         let pair = VethPair::create_with_macs(tag, Some(MACS)).expect("create veth pair");
         let dir = test_dir(&pair);
         std::fs::create_dir_all(&dir).expect("test directory");

@@ -90,3 +90,27 @@ fn errors_name_the_device_and_the_fix() {
     let e = init_eal(&["--no-huge".to_string()]).unwrap_err();
     assert!(e.to_string().contains("starts once"), "{e}");
 }
+
+/// net_af_xdp on 4 KiB pages loses most frames in the kernel: refused
+/// before the EAL starts, with the fix.
+#[test]
+fn net_af_xdp_without_hugepages_is_refused() {
+    let e = init_eal(&[
+        "--no-pci".to_string(),
+        "--no-huge".to_string(),
+        "--vdev=net_af_xdp0,iface=lo".to_string(),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("net_af_xdp needs hugepage memory"), "{e}");
+    assert!(e.contains("nr_hugepages"), "{e}");
+    // The vdev as a separate argument too.
+    let e = init_eal(&[
+        "--no-huge".to_string(),
+        "--vdev".to_string(),
+        "net_af_xdp0,iface=lo".to_string(),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("hugepage"), "{e}");
+}

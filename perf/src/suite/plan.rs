@@ -104,15 +104,7 @@ fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
         }
     }
     let slots = driver_slots(opts);
-    // DPDK's net_af_xdp on veth loses most frames between the PMD and the
-    // veth (README, known problems), and the run then stalls: the full
-    // suite reports it, the CI smoke run leaves it out.
-    let drivers: &[DriverChoice] = if opts.quick {
-        &[DriverChoice::DpdkMemif]
-    } else {
-        &[DriverChoice::DpdkAfXdp, DriverChoice::DpdkMemif]
-    };
-    for &driver in drivers {
+    for driver in [DriverChoice::DpdkAfXdp, DriverChoice::DpdkMemif] {
         items.push(PlanItem::new(
             e,
             "oae",
@@ -197,12 +189,8 @@ mod tests {
                 .filter(|i| i.experiment == e && i.subject == subject)
                 .count()
         };
-        // Two verbs over the sweep, plus DPDK net_memif (and net_af_xdp
-        // outside quick mode).
-        assert_eq!(count(Experiment::LineRate, "oae"), 2 * o.slots.len() + 1);
-        let full = Options::full(PathBuf::from("/bin/sh"), PathBuf::from("/tmp"));
-        let full_items = plan(&full, &[Experiment::LineRate]);
-        assert_eq!(full_items.len(), 2 * full.slots.len() + 2 + 2);
+        // Two verbs over the sweep, plus the two DPDK drivers.
+        assert_eq!(count(Experiment::LineRate, "oae"), 2 * o.slots.len() + 2);
         assert_eq!(count(Experiment::LineRate, "testpmd"), 1);
         assert_eq!(count(Experiment::Latency, "sockperf"), 2);
         assert_eq!(count(Experiment::Failure, "rc-model"), CONDITIONS.len());

@@ -21,6 +21,11 @@ const VETH_PAIR: &str = include_str!("../../../configs/veth-pair.toml");
 const DPDK_AF_XDP: &str = include_str!("../../../configs/dpdk-af-xdp.toml");
 const DPDK_MEMIF: &str = include_str!("../../../configs/dpdk-memif.toml");
 
+/// Hugepages net_af_xdp needs (oae_pmd::dpdk refuses it on 4 KiB pages:
+/// the kernel drops frames whose mbufs straddle a page), for two oaed
+/// processes or one testpmd.
+const HUGEPAGES: u64 = 256;
+
 /// Liveness round of line-rate and latency trials on two cores: 2 ms, so
 /// that a polling thread descheduled by other work on these shared vCPUs
 /// is not taken for a dead peer. Failure trials keep the deployed 20 us.
@@ -180,6 +185,9 @@ pub fn run(trial: &Trial, opts: &Options, log: &Path) -> Result<Outcome, String>
 // ----- oaectl demo -------------------------------------------------------------
 
 fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
+    if d.driver == DriverChoice::DpdkAfXdp {
+        oae_pmd::dpdk::reserve_hugepages(HUGEPAGES)?;
+    }
     let (file, text) = d.driver.config();
     let config = opts.out.join("configs").join(file);
     if !config.exists() {
@@ -417,10 +425,11 @@ fn raw_ping_pong(opts: &Options, placement: Placement) -> Result<Outcome, String
 // ----- dpdk-testpmd ----------------------------------------------------------------
 
 fn testpmd(opts: &Options, log: &Path) -> Result<Outcome, String> {
+    oae_pmd::dpdk::reserve_hugepages(HUGEPAGES)?;
     let pair = VethPair::create("tpmd").map_err(|e| format!("creating the veth pair: {e}"))?;
     let mut cmd = pair.command(1, "dpdk-testpmd");
     cmd.args(["-l", &format!("{},{}", opts.cores[0], opts.cores[1])])
-        .args(["--no-pci", "--no-huge", "--no-shconf", "-m", "512"])
+        .args(["--no-pci", "--in-memory"])
         .args(["--file-prefix", &format!("oae-tpmd-{}", std::process::id())])
         .args(["--vdev", &format!("net_af_xdp0,iface={}", pair.ifname[1])])
         .args([
