@@ -31,6 +31,8 @@ pub mod region;
 pub mod ring;
 mod sync;
 pub mod verbs;
+#[cfg(not(loom))]
+pub mod wave;
 
 /// The atomic word the shared structures are made of (loom's under `--cfg loom`).
 pub use sync::AtomicU64;
