@@ -124,8 +124,6 @@ pub struct Region {
     remove_on_drop: bool,
 }
 
-// SAFETY-adjacent note: the mapping is shared memory accessed only through
-// atomics, so handing the handle to another thread is sound.
 #[allow(unsafe_code)]
 // SAFETY: `Region` owns its mapping; all access goes through `&[AtomicU64]`
 // views, which are `Sync`, and the raw pointer is never written through.
@@ -333,7 +331,8 @@ impl Region {
     pub fn words(&self) -> &[AtomicU64] {
         #[allow(unsafe_code)]
         // SAFETY: `base` is page-aligned (so 8-aligned) and maps `len` bytes
-        // that stay mapped until `self` drops, which the borrow outlives not.
+        // that stay mapped until `self` drops; the slice borrows `self`, so
+        // it cannot outlive the mapping.
         // `AtomicU64` has the layout of `u64` and allows shared mutation, so
         // concurrent writes from the peer are not data races.
         unsafe {

@@ -95,6 +95,8 @@ pub struct RunConfig {
     /// Requests in flight (key-value).
     pub window: u32,
     pub seed: u64,
+    /// Host on cpu 0, agent on cpu 1 (needs two CPUs).
+    pub pin: bool,
     /// Clock origin both sides stamp against; `run` resets it.
     pub epoch: Instant,
 }
@@ -349,13 +351,23 @@ pub fn run(cfg: &RunConfig) -> RunResult {
     };
     let agent = {
         let (region, stop, cfg) = (region.clone(), stop.clone(), *cfg);
-        thread::spawn(move || match (cfg.workload, cfg.variant) {
-            (Workload::Sched, Variant::Fito(_)) => fito_sched_agent(&region, &stop, &cfg),
-            (Workload::Sched, Variant::Bilateral) => bilateral_agent(&region, &stop, choose_task),
-            (Workload::KeyValue, Variant::Fito(_)) => fito_kv_agent(&region, &stop),
-            (Workload::KeyValue, Variant::Bilateral) => bilateral_agent(&region, &stop, kv_answer),
+        thread::spawn(move || {
+            if cfg.pin {
+                pin_to(1);
+            }
+            match (cfg.workload, cfg.variant) {
+                (Workload::Sched, Variant::Fito(_)) => fito_sched_agent(&region, &stop, &cfg),
+                (Workload::Sched, Variant::Bilateral) => {
+                    bilateral_agent(&region, &stop, &cfg, choose_task)
+                }
+                (Workload::KeyValue, Variant::Fito(_)) => fito_kv_agent(&region, &stop, &cfg),
+                (Workload::KeyValue, Variant::Bilateral) => {
+                    bilateral_agent(&region, &stop, &cfg, kv_answer)
+                }
+            }
         })
     };
+    let affinity = if cfg.pin { pin_to(0) } else { None };
     let result = match (cfg.workload, cfg.variant) {
         (Workload::Sched, Variant::Fito(_)) => fito_sched_host(&region, cfg),
         (Workload::Sched, Variant::Bilateral) => bilateral_sched_host(&region, cfg),
@@ -364,28 +376,57 @@ pub fn run(cfg: &RunConfig) -> RunResult {
     };
     stop.store(true, Ordering::Release);
     let lost = agent.join().expect("agent thread");
+    restore_affinity(affinity);
     RunResult {
         lost_swaps: lost,
         ..result
     }
 }
 
-/// Counts polls that found nothing; every so often gives the core away,
-/// because host and agent may share one of few CPUs with other work and a
-/// spinning thread would otherwise hold it for a whole time slice.
-#[derive(Default)]
-struct Idle(u64);
+/// Counts polls that found nothing. Unpinned, host and agent may share a
+/// CPU, and a spinning thread would hold it for a whole time slice while
+/// its peer waits: then every so often it gives the core away. Pinned to
+/// CPUs of their own, they spin like the polling cores they stand for.
+struct Idle {
+    polls: u64,
+    share_cpu: bool,
+}
 
 impl Idle {
+    fn new(cfg: &RunConfig) -> Self {
+        Idle {
+            polls: 0,
+            share_cpu: !cfg.pin,
+        }
+    }
+
     fn poll(&mut self, progressed: bool) {
         if progressed {
-            self.0 = 0;
+            self.polls = 0;
             return;
         }
-        self.0 += 1;
-        if self.0.is_multiple_of(64) {
+        self.polls += 1;
+        if self.share_cpu && self.polls.is_multiple_of(64) {
             thread::yield_now();
         }
+    }
+}
+
+/// Pins the calling thread to `cpu`; returns the affinity it had, to
+/// restore. `None` if the machine refused.
+fn pin_to(cpu: usize) -> Option<nix::sched::CpuSet> {
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+    let before = sched_getaffinity(Pid::from_raw(0)).ok()?;
+    let mut only = CpuSet::new();
+    only.set(cpu).ok()?;
+    sched_setaffinity(Pid::from_raw(0), &only).ok()?;
+    Some(before)
+}
+
+fn restore_affinity(before: Option<nix::sched::CpuSet>) {
+    if let Some(set) = before {
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
 }
 
@@ -433,7 +474,7 @@ fn fito_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut host = fito_host(region);
     let mut sim = Sim::new(cfg);
     let mut outbox: Outbox = VecDeque::with_capacity(4 * cfg.tasks as usize);
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     let epoch = cfg.epoch;
     let end = cfg.duration.as_nanos() as u64;
     let mut now = 0;
@@ -478,7 +519,7 @@ fn fito_sched_agent(region: &Region, stop: &AtomicBool, cfg: &RunConfig) -> u64 
     let mut cpu_free = vec![true; cfg.cpus as usize];
     let mut outbox: VecDeque<SchedDecision> = VecDeque::with_capacity(n);
     let epoch = cfg.epoch;
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     while !stop.load(Ordering::Acquire) {
         let mut progressed = false;
         // Bounded, so a steady stream of events cannot keep the agent
@@ -571,6 +612,7 @@ fn choose_task(state: &[u64; RECORD_WORDS], out: &mut Decision) {
 fn bilateral_agent(
     region: &Region,
     stop: &AtomicBool,
+    cfg: &RunConfig,
     decide: fn(&[u64; RECORD_WORDS], &mut Decision),
 ) -> u64 {
     let cost = region.config().cost;
@@ -579,7 +621,7 @@ fn bilateral_agent(
         .map(|i| IpuSlot::new(region.slot(i), cost))
         .collect();
     let mut lost = 0;
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     while !stop.load(Ordering::Acquire) {
         let mut progressed = false;
         for slot in slots.iter_mut() {
@@ -654,7 +696,7 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
         }
     };
 
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     while now < end {
         now = now_ns(epoch);
         let mut progressed = false;
@@ -771,7 +813,7 @@ fn fito_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let epoch = Instant::now();
     let end = cfg.duration.as_nanos() as u64;
     let (mut now, mut done) = (0, 0u64);
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     while now < end {
         now = now_ns(epoch);
         let mut progressed = false;
@@ -808,11 +850,11 @@ fn fito_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     }
 }
 
-fn fito_kv_agent(region: &Region, stop: &AtomicBool) -> u64 {
+fn fito_kv_agent(region: &Region, stop: &AtomicBool, cfg: &RunConfig) -> u64 {
     let mut agent = fito_agent(region);
     let mut table = vec![0u64; KV_KEYS];
     let mut pending: Option<SchedDecision> = None;
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     while !stop.load(Ordering::Acquire) {
         let mut progressed = false;
         loop {
@@ -875,7 +917,7 @@ fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let epoch = Instant::now();
     let end = cfg.duration.as_nanos() as u64;
     let (mut now, mut done) = (0, 0u64);
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(cfg);
     while now < end {
         now = now_ns(epoch);
         let mut progressed = false;
@@ -929,6 +971,7 @@ mod tests {
             tasks: 32,
             window: 16,
             seed: 7,
+            pin: false,
             epoch: Instant::now(),
         })
     }

@@ -5,7 +5,7 @@
 //!
 //! usage: oae-wavebench [--quick] [--json] [--runs N] [--duration-ms MS]
 //!                      [--workload sched|kv|both] [--reads NS,NS]
-//!                      [--cost SPEC] [--wakeup interrupt|poll]
+//!                      [--cost SPEC] [--wakeup interrupt|poll] [--no-pin]
 //!
 //! Each cell is the median of N runs (default 5) of each metric on its own.
 //! Columns: committed decisions (sched) or answered requests (kv) per
@@ -15,6 +15,8 @@
 //! then aborted, per second of run; withdrawn offers per second (bilateral);
 //! busy, the fraction of simulated cpu time running tasks.
 //! Every run is bounded by its duration; the whole experiment by their sum.
+//! With two CPUs or more the host thread runs on cpu 0 and the agent on
+//! cpu 1, each spinning as a polling core would.
 
 #[cfg(loom)]
 fn main() {}
@@ -33,6 +35,7 @@ fn main() {
     let mut reads = vec![0u64, 750];
     let mut cost = CostModel::default();
     let mut wakeup = Wakeup::Interrupt;
+    let mut pin = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     let fail = |msg: String| -> ! {
         eprintln!("oae-wavebench: {msg}");
         exit(2)
@@ -45,6 +48,7 @@ fn main() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--json" => json = true,
+            "--no-pin" => pin = false,
             "--runs" => {
                 runs = value("--runs")
                     .parse()
@@ -141,6 +145,7 @@ fn main() {
                             tasks: 32,
                             window: 16,
                             seed: 0x5eed + i as u64,
+                            pin,
                             epoch: std::time::Instant::now(),
                         })
                     })
@@ -207,6 +212,7 @@ fn main() {
             "experiment": "wave-like offload over emulated PCIe (busy-wait cost model)",
             "cost": cost.to_string(),
             "wakeup": format!("{wakeup:?}"),
+            "pinned": pin,
             "statistic": format!("median of {runs} runs, each metric separately"),
             "results": rows,
         });
