@@ -143,10 +143,15 @@ pub enum SlotReport {
     },
 }
 
-/// The slot was not the host's to write (it is offered to the IPU).
+/// Why the host may not offer on a slot now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("slot is offered to the IPU; withdraw or wait for the swap first")]
-pub struct SlotOffered;
+pub enum OfferRefused {
+    #[error("slot is offered to the IPU; withdraw or wait for the swap first")]
+    Offered,
+    /// Offering over it would discard a committed exchange.
+    #[error("slot holds a swapped decision not yet taken; take it first")]
+    Untaken,
+}
 
 /// Outcome of [`HostSlot::withdraw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,10 +197,12 @@ impl<'a> HostSlot<'a> {
     /// Writes `state` into the host half and offers it for a swap; returns
     /// the offer's `epoch`. The IPU learns of it from a posted write (it polls
     /// its own copy), so the host pays one posted write.
-    pub fn offer(&mut self, state: &Record) -> Result<u64, SlotOffered> {
+    pub fn offer(&mut self, state: &Record) -> Result<u64, OfferRefused> {
         let ctl = self.slot.ctl();
-        if ctl.phase == Phase::Offered {
-            return Err(SlotOffered);
+        match ctl.phase {
+            Phase::Idle => {}
+            Phase::Offered => return Err(OfferRefused::Offered),
+            Phase::Swapped => return Err(OfferRefused::Untaken),
         }
         self.slot.write_half(STATE, state);
         let epoch = ctl.epoch + 1;
@@ -343,5 +350,86 @@ impl<'a> IpuSlot<'a> {
 
     pub fn view(&self) -> SlotView<'a> {
         self.slot
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn words() -> Vec<AtomicU64> {
+        (0..SLOT_WORDS).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    #[test]
+    fn an_untaken_exchange_cannot_be_offered_over() {
+        let w = words();
+        let mut host = HostSlot::new(SlotView::new(&w), CostModel::zero());
+        let mut ipu = IpuSlot::new(SlotView::new(&w), CostModel::zero());
+        assert_eq!(ipu.try_swap(|_, _| {}), SwapOutcome::NothingOffered);
+        let epoch = host.offer(&[5; RECORD_WORDS]).unwrap();
+        assert_eq!(host.offer(&[6; RECORD_WORDS]), Err(OfferRefused::Offered));
+        assert_eq!(
+            ipu.try_swap(|s, d| d[0] = s[0] + 1),
+            SwapOutcome::Swapped { epoch }
+        );
+        assert_eq!(host.offer(&[6; RECORD_WORDS]), Err(OfferRefused::Untaken));
+        assert_eq!(host.withdraw(), Withdraw::AlreadySwapped);
+        let mut d = [0; DECISION_WORDS];
+        assert_eq!(host.take(&mut d), Ok(Some(Exchange { epoch, alt: true })));
+        assert_eq!(d[0], 6);
+        assert_eq!(host.take(&mut d), Ok(None));
+        assert_eq!(host.withdraw(), Withdraw::NotOffered);
+    }
+
+    #[test]
+    fn a_withdrawn_offer_voids_the_swap_prepared_against_it() {
+        let w = words();
+        let mut host = HostSlot::new(SlotView::new(&w), CostModel::zero());
+        let mut ipu = IpuSlot::new(SlotView::new(&w), CostModel::zero());
+        host.offer(&[1; RECORD_WORDS]).unwrap();
+        // The IPU reads the offer, then the host withdraws before the CAS.
+        let outcome = ipu.try_swap(|_, _| assert_eq!(host.withdraw(), Withdraw::Withdrawn));
+        assert_eq!(outcome, SwapOutcome::Lost);
+        let mut d = [0; DECISION_WORDS];
+        assert_eq!(host.take(&mut d), Ok(None), "a lost swap is never visible");
+        let again = host.offer(&[2; RECORD_WORDS]).unwrap();
+        assert_eq!(
+            ipu.try_swap(|s, d| d[0] = s[0]),
+            SwapOutcome::Swapped { epoch: again }
+        );
+        assert_eq!(
+            host.take(&mut d),
+            Ok(Some(Exchange {
+                epoch: again,
+                alt: true
+            }))
+        );
+        assert_eq!(d[0], 2);
+        assert!(matches!(host.view().inspect(), SlotReport::Consistent(_)));
+    }
+
+    #[test]
+    fn inspect_flags_a_swap_whose_decision_is_for_another_offer() {
+        let w = words();
+        let mut host = HostSlot::new(SlotView::new(&w), CostModel::zero());
+        let mut ipu = IpuSlot::new(SlotView::new(&w), CostModel::zero());
+        let epoch = host.offer(&[1; RECORD_WORDS]).unwrap();
+        ipu.try_swap(|_, _| {});
+        w[DECISION + DECISION_WORDS].store(epoch + 7, Ordering::Relaxed);
+        assert!(matches!(
+            host.view().inspect(),
+            SlotReport::HalfApplied { .. }
+        ));
+        let mut d = [0; DECISION_WORDS];
+        assert_eq!(
+            host.take(&mut d),
+            Err(HalfApplied {
+                epoch,
+                tag: epoch + 7
+            })
+        );
+        w[CTL].store(3, Ordering::Relaxed);
+        assert_eq!(host.view().inspect(), SlotReport::Corrupt { raw: 3 });
     }
 }

@@ -15,7 +15,9 @@ use oae_swapring::layout::{Geometry, Mode, RING_DECISIONS, RING_MESSAGES};
 use oae_swapring::liveness::STAT_SWAPS;
 use oae_swapring::region::{Region, RegionConfig, Side, unique_shm_path};
 
-const QUIET_LIMIT: u64 = 300_000;
+// Own idle polls (each yields the cpu) before the peer counts as gone: far
+// more than a live peer descheduled on a busy 2-cpu machine ever causes.
+const QUIET_LIMIT: u64 = 1_000_000;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn bounds(count: u64) -> Bounds {
