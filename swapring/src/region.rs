@@ -1,0 +1,456 @@
+//! The shared region that stands in for the PCIe BAR: a file (in /dev/shm,
+//! or any path both processes can open) mapped shared by both sides.
+//!
+//! The creator sizes and fills the header, then publishes the magic last
+//! with a Release store, so an attacher that sees the magic (Acquire) sees a
+//! complete header. An attacher refuses a region whose magic, version, size
+//! or geometry is wrong, saying what it found and what it expected.
+//!
+//! This is the one module that touches raw memory (`mmap`/`munmap` and the
+//! view of the mapping as atomics).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::bilateral::{SLOT_WORDS, SlotView};
+use crate::cost::CostModel;
+use crate::fito::{Mitigations, Wakeup};
+use crate::layout::*;
+use crate::liveness::SideBlock;
+use crate::ring::RingView;
+
+/// Which end of the link a process plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Host,
+    Ipu,
+}
+
+impl Side {
+    pub fn peer(self) -> Side {
+        match self {
+            Side::Host => Side::Ipu,
+            Side::Ipu => Side::Host,
+        }
+    }
+}
+
+/// Everything the creator decides; the attacher reads it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionConfig {
+    pub mode: Mode,
+    pub geometry: Geometry,
+    pub cost: CostModel,
+    pub mitigations: Mitigations,
+    pub wakeup: Wakeup,
+}
+
+impl Default for RegionConfig {
+    fn default() -> Self {
+        RegionConfig {
+            mode: Mode::Fito,
+            geometry: Geometry::default(),
+            cost: CostModel::default(),
+            mitigations: Mitigations::none(),
+            wakeup: Wakeup::Interrupt,
+        }
+    }
+}
+
+/// Why a region could not be created or attached.
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("{path}: file is {len} bytes, shorter than the {HEADER_BYTES}-byte header")]
+    TooShortForHeader { path: PathBuf, len: u64 },
+    #[error("{path}: magic is 0; the creator has not finished initialising it")]
+    NotReady { path: PathBuf },
+    #[error(
+        "{path}: bad magic {found:#018x}, expected {MAGIC:#018x} (\"OAESWAP1\"): not a swap ring region"
+    )]
+    BadMagic { path: PathBuf, found: u64 },
+    #[error("{path}: layout version {found}, this build speaks version {VERSION}")]
+    BadVersion { path: PathBuf, found: u64 },
+    #[error("{path}: header says {header} bytes but the file is {file} bytes")]
+    SizeMismatch {
+        path: PathBuf,
+        header: u64,
+        file: u64,
+    },
+    #[error("{path}: record size {found} bytes, expected {RECORD_BYTES}")]
+    BadRecordSize { path: PathBuf, found: u64 },
+    #[error("{path}: unknown mode {found}, expected 1 (FITO) or 2 (bilateral)")]
+    BadMode { path: PathBuf, found: u64 },
+    #[error(
+        "{path}: geometry of {ring_capacity} records per ring and {slots} slots is out of bounds \
+         (expected 1..={MAX_RING_CAPACITY} records, at most {MAX_SLOTS} slots)"
+    )]
+    GeometryOutOfBounds {
+        path: PathBuf,
+        ring_capacity: u64,
+        slots: u64,
+    },
+    #[error(
+        "{path}: geometry of {ring_capacity} records per ring and {slots} slots needs {need} bytes \
+         but the header's total size is {total} bytes"
+    )]
+    GeometryDoesNotFit {
+        path: PathBuf,
+        ring_capacity: u64,
+        slots: u64,
+        need: u64,
+        total: u64,
+    },
+    #[error(
+        "geometry {0:?} is out of bounds (records 1..={MAX_RING_CAPACITY}, slots <= {MAX_SLOTS})"
+    )]
+    InvalidGeometry(Geometry),
+}
+
+/// A mapped region. Unmapped on drop; the creator's drop also removes the
+/// file unless [`Region::keep_file`] was called.
+pub struct Region {
+    base: *mut libc::c_void,
+    len: usize,
+    path: PathBuf,
+    remove_on_drop: bool,
+}
+
+#[allow(unsafe_code)]
+// SAFETY: `Region` owns its mapping; all access goes through `&[AtomicU64]`
+// views, which are `Sync`, and the raw pointer is never written through.
+unsafe impl Send for Region {}
+#[allow(unsafe_code)]
+// SAFETY: as above; shared references only hand out atomics.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Creates `path` (which must not exist), sizes it for `config` and
+    /// publishes a complete header.
+    pub fn create(path: impl AsRef<Path>, config: &RegionConfig) -> Result<Region, RegionError> {
+        let path = path.as_ref().to_path_buf();
+        let bytes = config
+            .geometry
+            .bytes()
+            .ok_or(RegionError::InvalidGeometry(config.geometry))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|source| RegionError::Io {
+                op: "create",
+                path: path.clone(),
+                source,
+            })?;
+        let mut region = match Self::map_file(&file, &path, bytes, true) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        region.remove_on_drop = true;
+        let w = region.words();
+        w[W_VERSION].store(VERSION, Ordering::Relaxed);
+        w[W_TOTAL_BYTES].store(bytes, Ordering::Relaxed);
+        w[W_MODE].store(config.mode as u64, Ordering::Relaxed);
+        w[W_RING_CAPACITY].store(config.geometry.ring_capacity, Ordering::Relaxed);
+        w[W_RECORD_BYTES].store(RECORD_BYTES, Ordering::Relaxed);
+        w[W_SLOTS].store(config.geometry.slots, Ordering::Relaxed);
+        let m = config.mitigations;
+        let flags = (m.write_batching as u64 * FLAG_WRITE_BATCHING)
+            | (m.prestaged_decisions as u64 * FLAG_PRESTAGED)
+            | (m.prefetch as u64 * FLAG_PREFETCH)
+            | ((config.wakeup == Wakeup::Poll) as u64 * FLAG_HOST_POLLS);
+        w[W_FLAGS].store(flags, Ordering::Relaxed);
+        for (i, c) in config.cost.to_words().into_iter().enumerate() {
+            w[W_COST + i].store(c, Ordering::Relaxed);
+        }
+        w[W_MAGIC].store(MAGIC, Ordering::Release);
+        Ok(region)
+    }
+
+    /// Attaches to an existing region after validating its header.
+    pub fn open(path: impl AsRef<Path>) -> Result<Region, RegionError> {
+        let path = path.as_ref().to_path_buf();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|source| RegionError::Io {
+                op: "open",
+                path: path.clone(),
+                source,
+            })?;
+        let len = file
+            .metadata()
+            .map_err(|source| RegionError::Io {
+                op: "stat",
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        if len < HEADER_BYTES as u64 {
+            return Err(RegionError::TooShortForHeader { path, len });
+        }
+        let region = Self::map_file(&file, &path, len, false)?;
+        region.validate(len)?;
+        Ok(region)
+    }
+
+    /// Attaches, retrying while the creator has not yet published the magic,
+    /// at most `attempts` times, yielding between tries.
+    pub fn open_when_ready(path: impl AsRef<Path>, attempts: u32) -> Result<Region, RegionError> {
+        let path = path.as_ref();
+        let mut last = None;
+        for _ in 0..attempts.max(1) {
+            match Self::open(path) {
+                Err(e @ (RegionError::NotReady { .. } | RegionError::TooShortForHeader { .. })) => {
+                    last = Some(e)
+                }
+                Err(RegionError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    last = Some(RegionError::NotReady {
+                        path: path.to_path_buf(),
+                    })
+                }
+                other => return other,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    fn validate(&self, file_len: u64) -> Result<(), RegionError> {
+        let w = self.words();
+        let path = self.path.clone();
+        let magic = w[W_MAGIC].load(Ordering::Acquire);
+        if magic == 0 {
+            return Err(RegionError::NotReady { path });
+        }
+        if magic != MAGIC {
+            return Err(RegionError::BadMagic { path, found: magic });
+        }
+        let version = w[W_VERSION].load(Ordering::Relaxed);
+        if version != VERSION {
+            return Err(RegionError::BadVersion {
+                path,
+                found: version,
+            });
+        }
+        let total = w[W_TOTAL_BYTES].load(Ordering::Relaxed);
+        if total != file_len {
+            return Err(RegionError::SizeMismatch {
+                path,
+                header: total,
+                file: file_len,
+            });
+        }
+        let record = w[W_RECORD_BYTES].load(Ordering::Relaxed);
+        if record != RECORD_BYTES {
+            return Err(RegionError::BadRecordSize {
+                path,
+                found: record,
+            });
+        }
+        let mode = w[W_MODE].load(Ordering::Relaxed);
+        if Mode::from_word(mode).is_none() {
+            return Err(RegionError::BadMode { path, found: mode });
+        }
+        let geometry = Geometry {
+            ring_capacity: w[W_RING_CAPACITY].load(Ordering::Relaxed),
+            slots: w[W_SLOTS].load(Ordering::Relaxed),
+        };
+        let (ring_capacity, slots) = (geometry.ring_capacity, geometry.slots);
+        let Some(need) = geometry.bytes() else {
+            return Err(RegionError::GeometryOutOfBounds {
+                path,
+                ring_capacity,
+                slots,
+            });
+        };
+        if need > total {
+            return Err(RegionError::GeometryDoesNotFit {
+                path,
+                ring_capacity,
+                slots,
+                need,
+                total,
+            });
+        }
+        Ok(())
+    }
+
+    fn map_file(file: &File, path: &Path, len: u64, set_len: bool) -> Result<Region, RegionError> {
+        if set_len {
+            file.set_len(len).map_err(|source| RegionError::Io {
+                op: "size",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+        let len = usize::try_from(len).expect("region fits the address space");
+        #[allow(unsafe_code)]
+        // SAFETY: a fresh shared mapping of `len` bytes of an open file
+        // descriptor; the kernel picks the address, nothing aliases it yet.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(RegionError::Io {
+                op: "mmap",
+                path: path.to_path_buf(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(Region {
+            base,
+            len,
+            path: path.to_path_buf(),
+            remove_on_drop: false,
+        })
+    }
+
+    /// The whole region as words. Every access to shared memory goes
+    /// through these atomics: the peer process writes concurrently.
+    pub fn words(&self) -> &[AtomicU64] {
+        #[allow(unsafe_code)]
+        // SAFETY: `base` is page-aligned (so 8-aligned) and maps `len` bytes
+        // that stay mapped until `self` drops; the slice borrows `self`, so
+        // it cannot outlive the mapping.
+        // `AtomicU64` has the layout of `u64` and allows shared mutation, so
+        // concurrent writes from the peer are not data races.
+        unsafe {
+            std::slice::from_raw_parts(self.base.cast::<AtomicU64>(), self.len / 8)
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Leaves the file in place when this (creator's) handle drops.
+    pub fn keep_file(&mut self) {
+        self.remove_on_drop = false;
+    }
+
+    fn word(&self, at: usize) -> u64 {
+        self.words()[at].load(Ordering::Relaxed)
+    }
+
+    pub fn mode(&self) -> Mode {
+        Mode::from_word(self.word(W_MODE)).expect("validated mode")
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        Geometry {
+            ring_capacity: self.word(W_RING_CAPACITY),
+            slots: self.word(W_SLOTS),
+        }
+    }
+
+    pub fn config(&self) -> RegionConfig {
+        let flags = self.word(W_FLAGS);
+        let cost = CostModel::from_words([
+            self.word(W_COST),
+            self.word(W_COST + 1),
+            self.word(W_COST + 2),
+            self.word(W_COST + 3),
+        ]);
+        RegionConfig {
+            mode: self.mode(),
+            geometry: self.geometry(),
+            cost,
+            mitigations: Mitigations {
+                write_batching: flags & FLAG_WRITE_BATCHING != 0,
+                prestaged_decisions: flags & FLAG_PRESTAGED != 0,
+                prefetch: flags & FLAG_PREFETCH != 0,
+            },
+            wakeup: if flags & FLAG_HOST_POLLS != 0 {
+                Wakeup::Poll
+            } else {
+                Wakeup::Interrupt
+            },
+        }
+    }
+
+    fn layout(&self) -> Layout {
+        self.geometry().layout().expect("validated geometry")
+    }
+
+    /// One of the four rings (`RING_*` in [`crate::layout`]).
+    pub fn ring(&self, which: usize) -> RingView<'_> {
+        let l = self.layout();
+        let at = l.rings[which];
+        RingView::new(
+            &self.words()[at..at + l.ring_words],
+            self.geometry().ring_capacity as usize,
+        )
+    }
+
+    pub fn slot_count(&self) -> usize {
+        self.geometry().slots as usize
+    }
+
+    pub fn slot(&self, index: usize) -> SlotView<'_> {
+        assert!(
+            index < self.slot_count(),
+            "slot {index} out of {}",
+            self.slot_count()
+        );
+        let at = self.layout().slots + index * SLOT_WORDS;
+        SlotView::new(&self.words()[at..at + SLOT_WORDS])
+    }
+
+    /// A side's header block (liveness counter, pid, stats).
+    pub fn side(&self, side: Side) -> SideBlock<'_> {
+        let at = match side {
+            Side::Host => W_HOST_SIDE,
+            Side::Ipu => W_IPU_SIDE,
+        };
+        SideBlock::new(&self.words()[at..at + SIDE_WORDS])
+    }
+
+    /// Registers this process as `side`.
+    pub fn attach_as(&self, side: Side) -> SideBlock<'_> {
+        let block = self.side(side);
+        block.attach(std::process::id());
+        block
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: `base`/`len` are exactly the mapping made in `map_file`,
+        // and no view outlives `self` (they borrow it).
+        unsafe {
+            libc::munmap(self.base, self.len);
+        }
+        if self.remove_on_drop {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A region name unique to this process and call, under /dev/shm.
+pub fn unique_shm_path(prefix: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    PathBuf::from(format!("/dev/shm/{prefix}-{}-{n}", std::process::id()))
+}
