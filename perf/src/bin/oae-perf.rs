@@ -37,6 +37,9 @@ enum Cmd {
     Latency(RunArgs),
     /// Loss, corruption and link flaps: OAE against the RoCE RC model.
     Failure(RunArgs),
+    /// The Wave-like offload over emulated PCIe: FITO rings (each of
+    /// Wave's mitigations alone and all) against the bilateral swap.
+    Ipu(RunArgs),
     /// Checks that a results directory is complete and well formed.
     Check { dir: PathBuf },
 }
@@ -64,6 +67,13 @@ struct RunArgs {
     /// Cores of side a and side b, e.g. 0,1.
     #[arg(long, value_delimiter = ',')]
     cores: Option<Vec<usize>>,
+    /// Milliseconds of each IPU offload run.
+    #[arg(long)]
+    ipu_ms: Option<u64>,
+    /// Emulated PCIe costs of the IPU experiment, e.g. read=750,atomic=1000
+    /// or zero,doorbell=1600 (its read cost is swept over 0 and 750).
+    #[arg(long)]
+    pcie_cost: Option<String>,
     /// The oaectl binary; by default the one next to oae-perf.
     #[arg(long)]
     oaectl: Option<PathBuf>,
@@ -101,6 +111,12 @@ impl RunArgs {
         if let Some(s) = &self.slots {
             o.slots = s.clone();
         }
+        if let Some(ms) = self.ipu_ms {
+            o.ipu_ms = ms;
+        }
+        if let Some(c) = &self.pcie_cost {
+            o.pcie_cost = c.clone();
+        }
         if let Some(l) = self.failure_lanes {
             o.failure_lanes = l;
         }
@@ -122,6 +138,7 @@ fn main() -> ExitCode {
         Cmd::LineRate(a) => (a, vec![Experiment::LineRate]),
         Cmd::Latency(a) => (a, vec![Experiment::Latency]),
         Cmd::Failure(a) => (a, vec![Experiment::Failure]),
+        Cmd::Ipu(a) => (a, vec![Experiment::Ipu]),
         Cmd::Check { dir } => {
             return match suite::validate(dir) {
                 Ok(summary) => {

@@ -33,13 +33,17 @@ pub enum Experiment {
     LineRate,
     Latency,
     Failure,
+    /// The Wave-like offload over emulated PCIe: FITO rings against the
+    /// bilateral swap.
+    Ipu,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 3] = [
+    pub const ALL: [Experiment; 4] = [
         Experiment::LineRate,
         Experiment::Latency,
         Experiment::Failure,
+        Experiment::Ipu,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +51,7 @@ impl Experiment {
             Experiment::LineRate => "line-rate",
             Experiment::Latency => "latency",
             Experiment::Failure => "failure",
+            Experiment::Ipu => "ipu",
         }
     }
 }
@@ -68,6 +73,11 @@ pub struct Options {
     pub failure_lanes: u32,
     /// Cores of side a (issuer, generator, client) and side b.
     pub cores: [usize; 2],
+    /// Milliseconds of each IPU offload run.
+    pub ipu_ms: u64,
+    /// The emulated PCIe costs of the IPU experiment (its non-posted read
+    /// cost is swept: 0 and 750 ns), as `oae_swapring::cost::CostModel`.
+    pub pcie_cost: String,
     pub oaectl: PathBuf,
     pub out: PathBuf,
 }
@@ -83,6 +93,8 @@ impl Options {
             slots: vec![1, 4, 16, 64, 256, 1024],
             failure_lanes: 32,
             cores: [0, 1],
+            ipu_ms: 500,
+            pcie_cost: oae_swapring::cost::CostModel::default().to_string(),
             oaectl,
             out,
         }
@@ -97,6 +109,7 @@ impl Options {
             failure_secs: 1.5,
             slots: vec![1, 64],
             failure_lanes: 16,
+            ipu_ms: 100,
             ..Options::full(oaectl, out)
         }
     }
@@ -129,6 +142,11 @@ impl Options {
                 self.failure_lanes
             ));
         }
+        if !(10..=60_000).contains(&self.ipu_ms) {
+            return Err(format!("--ipu-ms {}: use 10 to 60000", self.ipu_ms));
+        }
+        oae_swapring::cost::CostModel::parse(&self.pcie_cost)
+            .map_err(|e| format!("--pcie-cost {}: {e}", self.pcie_cost))?;
         if !self.oaectl.exists() {
             return Err(format!(
                 "{} not found: build it (cargo build --release -p oae-ctl) or pass --oaectl",
@@ -292,7 +310,7 @@ pub fn run(opts: &Options, experiments: &[Experiment]) -> Result<Results, String
                 .out
                 .join("logs")
                 .join(format!("{}-rep{}.log", item.slug(), rep + 1));
-            let outcome = trial::run(&item.trial, opts, &log);
+            let outcome = trial::run(&item.trial, opts, &log, rep);
             let took = t0.elapsed().as_secs_f64();
             let eta = started.elapsed().as_secs_f64() / done as f64 * (total - done) as f64;
             match outcome {

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use oae_swapring::wave::{Variant, Workload};
+
 use super::trial::{DemoTrial, DriverChoice, Placement, Trial};
 use super::{Experiment, Options};
 
@@ -82,6 +84,7 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
             Experiment::LineRate => line_rate(opts, &mut items),
             Experiment::Latency => latency(&mut items),
             Experiment::Failure => failure(opts, &mut items),
+            Experiment::Ipu => ipu(&mut items),
         }
     }
     items
@@ -174,6 +177,38 @@ fn failure(opts: &Options, items: &mut Vec<PlanItem>) {
     }
 }
 
+/// Emulated non-posted read costs of the IPU experiment, ns.
+pub const IPU_READ_NS: [u64; 2] = [0, 750];
+
+fn ipu(items: &mut Vec<PlanItem>) {
+    for workload in [Workload::Sched, Workload::KeyValue] {
+        for read_ns in IPU_READ_NS {
+            for (name, variant) in Variant::all() {
+                items.push(PlanItem::new(
+                    Experiment::Ipu,
+                    name,
+                    &[
+                        ("workload", workload_name(workload).into()),
+                        ("read_ns", read_ns.to_string()),
+                    ],
+                    Trial::Offload {
+                        workload,
+                        variant,
+                        read_ns,
+                    },
+                ));
+            }
+        }
+    }
+}
+
+pub fn workload_name(w: Workload) -> &'static str {
+    match w {
+        Workload::Sched => "sched",
+        Workload::KeyValue => "kv",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +229,7 @@ mod tests {
         assert_eq!(count(Experiment::LineRate, "testpmd"), 1);
         assert_eq!(count(Experiment::Latency, "sockperf"), 2);
         assert_eq!(count(Experiment::Failure, "rc-model"), CONDITIONS.len());
+        assert_eq!(count(Experiment::Ipu, "bilateral"), 2 * IPU_READ_NS.len());
         let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
         assert_eq!(slugs.len(), items.len(), "log file names must not collide");
     }

@@ -512,6 +512,28 @@ pub fn plots(r: &Results) -> Vec<(String, String)> {
             }
         }
     }
+    if r.experiments.contains(&Experiment::Ipu) {
+        for read in ["0", "750"] {
+            let bars: Vec<Bar> = r
+                .measurements
+                .iter()
+                .filter(|m| {
+                    m.experiment == Experiment::Ipu
+                        && m.param("workload") == Some("sched")
+                        && m.param("read_ns") == Some(read)
+                })
+                .filter_map(|m| bar(m.subject.clone(), Some(m), "per_s"))
+                .collect();
+            if let Some(svg) = bar_chart(
+                &format!("Scheduling offload: committed decisions/s, {read} ns reads"),
+                "decisions/s",
+                Scale::Linear,
+                &bars,
+            ) {
+                out.push((format!("ipu-decisions-read{read}.svg"), svg));
+            }
+        }
+    }
     out
 }
 

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use oae_pmd::afxdp::AfXdpConfig;
 use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::XdpMode;
+use oae_swapring::cost::CostModel;
+use oae_swapring::fito::Wakeup;
+use oae_swapring::wave::{self, RunConfig, Variant, Workload};
 use serde_json::Value;
 
 use super::{GRACE, Options};
@@ -152,6 +155,12 @@ pub enum Trial {
     /// `dpdk-testpmd` in macswap mode in namespace b, fed by the raw flood.
     Testpmd,
     Sockperf(Placement),
+    /// One run of the Wave-like offload over emulated PCIe.
+    Offload {
+        workload: Workload,
+        variant: Variant,
+        read_ns: u64,
+    },
 }
 
 /// What one repetition measured.
@@ -172,8 +181,13 @@ impl Outcome {
     }
 }
 
-pub fn run(trial: &Trial, opts: &Options, log: &Path) -> Result<Outcome, String> {
+pub fn run(trial: &Trial, opts: &Options, log: &Path, rep: usize) -> Result<Outcome, String> {
     match trial {
+        Trial::Offload {
+            workload,
+            variant,
+            read_ns,
+        } => offload(opts, *workload, *variant, *read_ns, rep),
         Trial::Demo(d) => demo(d, opts, log),
         Trial::RawFlood => raw_flood(opts),
         Trial::RawPingPong(p) => raw_ping_pong(opts, *p),
@@ -542,6 +556,55 @@ fn strip_ansi(line: &str) -> String {
         }
     }
     out
+}
+
+// ----- IPU offload -----------------------------------------------------------
+
+fn offload(
+    opts: &Options,
+    workload: Workload,
+    variant: Variant,
+    read_ns: u64,
+    rep: usize,
+) -> Result<Outcome, String> {
+    let cost = CostModel::parse(&opts.pcie_cost).map_err(|e| e.to_string())?;
+    let r = wave::run(&RunConfig {
+        workload,
+        variant,
+        cost: CostModel {
+            nonposted_read_ns: read_ns,
+            ..cost
+        },
+        wakeup: Wakeup::Interrupt,
+        duration: Duration::from_millis(opts.ipu_ms),
+        cpus: 4,
+        tasks: 32,
+        window: 16,
+        seed: 0x5eed + rep as u64,
+        pin: true,
+        epoch: Instant::now(),
+    });
+    if r.completed == 0 {
+        return Err("nothing completed".into());
+    }
+    let mut o = Outcome::default();
+    let decisions = (r.aborted_total + r.completed).max(1) as f64;
+    o.set("per_s", r.per_second);
+    o.set("p50_us", r.latency_p50_ns as f64 / 1e3);
+    o.set("p99_us", r.latency_p99_ns as f64 / 1e3);
+    o.set("aborted_per_s", r.aborted_total as f64 / r.seconds);
+    o.set("abort_percent", 100.0 * r.aborted_total as f64 / decisions);
+    o.set("stale", r.aborted_total as f64);
+    o.set("wasted_us_per_s", r.wasted_ns as f64 / 1e3 / r.seconds);
+    o.set("withdrawn_per_s", r.withdrawn as f64 / r.seconds);
+    o.set("cpu_busy", r.cpu_busy);
+    o.headline = format!(
+        "{:.0}/s, p50 {:.1} us, {:.2} % aborted",
+        r.per_second,
+        r.latency_p50_ns as f64 / 1e3,
+        100.0 * r.aborted_total as f64 / decisions
+    );
+    Ok(o)
 }
 
 // ----- children -----------------------------------------------------------------
