@@ -76,6 +76,16 @@ enum Cmd {
     /// Two namespaces joined by a veth pair, a dataplane in each, a mixed
     /// verb workload with loss injected, and an exactly-once check.
     Demo(demo::DemoArgs),
+    /// A swap-ring region (the host ring of an IPU deployment, or any
+    /// region of the swap-ring experiments): header, both sides' liveness
+    /// and counters, ring indexes, swap slots by state. Reads the shared
+    /// memory directly; no dataplane needs to answer.
+    SwapRing {
+        /// The region's file, e.g. /dev/shm/oae-host-a.
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -249,10 +259,78 @@ fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
     }
 }
 
+fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
+    let region = oae_swapring::region::Region::open(path).map_err(|e| e.to_string())?;
+    let r = region.report();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        return Ok(());
+    }
+    println!(
+        "{}: {} mode, {} records per ring, {} swap slots, PCIe cost {}",
+        r["path"].as_str().unwrap_or("?"),
+        r["mode"].as_str().unwrap_or("?"),
+        r["ring_capacity"],
+        r["slots"],
+        r["cost"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  {:<5} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
+        "side",
+        "pid",
+        "attached",
+        "interactions",
+        "sent",
+        "received",
+        "refused",
+        "committed",
+        "aborted",
+        "swaps"
+    );
+    for side in ["host", "ipu"] {
+        let b = &r[side];
+        println!(
+            "  {:<5} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
+            side,
+            b["pid"],
+            b["attachments"],
+            b["interactions"],
+            b["sent"],
+            b["received"],
+            b["refused_full"],
+            b["committed"],
+            b["aborted"],
+            b["swaps"]
+        );
+    }
+    println!(
+        "  {:<15} {:>10} {:>10} {:>7} {:>10} {:>8}",
+        "ring", "head", "tail", "queued", "doorbells", "refused"
+    );
+    for ring in r["rings"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<15} {:>10} {:>10} {:>7} {:>10} {:>8}",
+            ring["ring"].as_str().unwrap_or("?"),
+            ring["head"],
+            ring["tail"],
+            ring["queued"],
+            ring["doorbells"],
+            ring["refused_full"]
+        );
+    }
+    let s = &r["slot_states"];
+    println!(
+        "  slots: {} idle, {} offered, {} swapped, {} half-applied, {} corrupt",
+        s["idle"], s["offered"], s["swapped"], s["half_applied"], s["corrupt"]
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Cmd::Demo(args) => demo::run(args),
+        Cmd::SwapRing { path, json } => swap_ring(path, *json),
         _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket)),
     };
     match result {
@@ -381,7 +459,9 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             }
         }
         Cmd::Shutdown => print_json(&ask(&Request::Shutdown)?),
-        Cmd::Demo(_) => unreachable!("handled before a socket is chosen"),
+        Cmd::Demo(_) | Cmd::SwapRing { .. } => {
+            unreachable!("handled before a socket is chosen")
+        }
     }
     Ok(())
 }

@@ -53,6 +53,47 @@ pub struct Config {
     /// DPDK's environment, for queues with `driver = "dpdk"`.
     #[serde(default)]
     pub dpdk: Option<DpdkSettings>,
+    /// Where host programs attach when the dataplane runs on an IPU: a
+    /// swap-ring region standing in for the PCIe BAR.
+    #[serde(default)]
+    pub host: Option<HostSettings>,
+}
+
+/// The host ring (`crate::host`): the dataplane creates it, the polling
+/// core of `queue` serves it, host programs attach to it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSettings {
+    /// The region's file, e.g. `/dev/shm/oae-host-a`.
+    pub ring: PathBuf,
+    #[serde(default)]
+    pub queue: u16,
+    /// Records per ring: how many verbs the host may have in flight.
+    #[serde(default = "default_host_capacity")]
+    pub capacity: u64,
+    /// Emulated PCIe costs, as `read=750,write=200,doorbell=1600,atomic=1000`
+    /// (the default) or `zero`.
+    #[serde(default)]
+    pub pcie_cost: Option<String>,
+}
+
+fn default_host_capacity() -> u64 {
+    256
+}
+
+impl HostSettings {
+    pub fn to_host_ring(&self) -> Result<crate::host::HostRing, String> {
+        let cost = match &self.pcie_cost {
+            Some(spec) => oae_swapring::cost::CostModel::parse(spec)
+                .map_err(|e| format!("host.pcie_cost = \"{spec}\": {e}"))?,
+            None => oae_swapring::cost::CostModel::default(),
+        };
+        Ok(crate::host::HostRing {
+            path: self.ring.clone(),
+            capacity: self.capacity,
+            cost,
+        })
+    }
 }
 
 /// The protocol a queue runs.
@@ -775,6 +816,29 @@ impl Config {
             {
                 return Err(at("the same interface queue appears twice".into()));
             }
+        }
+        if let Some(h) = &self.host {
+            if usize::from(h.queue) >= self.queues.len() {
+                return Err(ctx(format!(
+                    "host.queue = {}, but there are queues 0 to {}",
+                    h.queue,
+                    self.queues.len() - 1
+                )));
+            }
+            if !(1..=65_536).contains(&h.capacity) {
+                return Err(ctx(format!(
+                    "host.capacity = {} must be from 1 to 65536",
+                    h.capacity
+                )));
+            }
+            if h.ring.as_os_str().is_empty() || h.ring.is_dir() {
+                return Err(ctx(format!(
+                    "host.ring = \"{}\" must name a file (e.g. /dev/shm/oae-host-{})",
+                    h.ring.display(),
+                    self.name
+                )));
+            }
+            h.to_host_ring().map_err(ctx)?;
         }
         let mut ids = std::collections::BTreeSet::new();
         for r in &self.regions {

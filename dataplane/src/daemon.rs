@@ -3,6 +3,7 @@
 //! SIGTERM stops accepting work, drains, detaches XDP and prints its final
 //! counters.
 
+use crate::host::HostPort;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -117,6 +118,16 @@ pub fn build_queue(
             .iter()
             .map(|r| r.to_spec().map_err(|e| format!("region {}: {e}", r.id)))
             .collect::<Result<_, _>>()?,
+        host: match &config.host {
+            Some(h) if usize::from(h.queue) == index => {
+                let ring = h.to_host_ring()?;
+                // Every request waiting in the ring or in flight may owe a
+                // completion at once.
+                let waiting = ring.capacity as usize + inflight;
+                Some(HostPort::create(&ring, waiting)?)
+            }
+            _ => None,
+        },
     };
     let shared = Arc::clone(&parts.shared);
     let run = match q.driver {
@@ -148,6 +159,7 @@ struct Parts {
     shared: Arc<QueueShared>,
     inflight: usize,
     info: QueueInfo,
+    host: Option<HostPort>,
     regions: Vec<RegionSpec>,
 }
 
@@ -198,6 +210,7 @@ where
         parts.peer_mac,
         info,
         parts.shared,
+        parts.host,
         parts.inflight,
     );
     Ok(Box::new(move |drain| pipeline.run(drain)))

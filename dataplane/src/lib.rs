@@ -7,6 +7,7 @@ pub mod control;
 pub mod daemon;
 pub mod embed;
 pub mod epoch;
+pub mod host;
 pub mod pipeline;
 pub mod report;
 pub mod transport;

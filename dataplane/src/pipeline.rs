@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::control::{OutputView, Percentiles, WorkloadSpec};
+use crate::host::HostPort;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::Workload;
 
@@ -107,6 +108,8 @@ pub enum CommandKind {
 #[derive(Clone, Copy)]
 enum Origin {
     App(u64),
+    /// A host program's verb, from the host ring.
+    Host(u64),
     Control(usize),
     Workload(u32),
 }
@@ -154,6 +157,8 @@ pub struct Pipeline<D: Driver, T: Transport> {
     peer_mac: [u8; 6],
     info: QueueInfo,
     shared: Arc<QueueShared>,
+    /// The host ring this polling core serves, in an IPU deployment.
+    host: Option<HostPort>,
     clock: Instant,
     inflight: Vec<Option<InFlight>>,
     free_ids: Vec<u32>,
@@ -174,6 +179,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         peer_mac: [u8; 6],
         info: QueueInfo,
         shared: Arc<QueueShared>,
+        host: Option<HostPort>,
         inflight_capacity: usize,
     ) -> Pipeline<D, T> {
         let mac = driver.mac();
@@ -184,6 +190,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             peer_mac,
             info,
             shared,
+            host,
             clock: Instant::now(),
             inflight: vec![None; inflight_capacity],
             free_ids: (0..inflight_capacity as u32).rev().collect(),
@@ -244,12 +251,16 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         self.drain_events(now);
         if accepting {
             self.take_submissions(now);
+            self.take_host_submissions(now);
             self.run_workload(now);
             self.take_commands(now);
         } else {
             self.run_workload(now);
         }
         self.transmit(now);
+        if let Some(host) = &mut self.host {
+            host.flush();
+        }
     }
 
     fn receive(&mut self, now: Nanos) {
@@ -349,6 +360,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 };
                 self.deliver(completion);
             }
+            Origin::Host(host_id) => {
+                if let Some(host) = &mut self.host {
+                    host.complete(Completion {
+                        id: host_id,
+                        result: result.map_err(AppError::Verb),
+                        latency_ns: latency,
+                    });
+                }
+            }
             Origin::Control(waiter) => {
                 if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
                     let answer = match result {
@@ -407,6 +427,23 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
+    /// A burst's worth of verbs from the host ring; each one refused is
+    /// answered on the ring with the reason.
+    fn take_host_submissions(&mut self, now: Nanos) {
+        let Some(mut host) = self.host.take() else {
+            return;
+        };
+        host.take(MAX_BURST, |s| {
+            let submitted = self.submit(Origin::Host(s.id), s.verb, now);
+            match submitted {
+                Ok(()) => self.counters.app_submitted += 1,
+                Err(_) => self.counters.app_refused += 1,
+            }
+            submitted
+        });
+        self.host = Some(host);
+    }
+
     /// Hands a completion to the application; one that finds its queue full
     /// is counted, never dropped silently.
     fn deliver(&mut self, completion: Completion) {
@@ -416,6 +453,20 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn refuse_queued_submissions(&mut self) {
+        if let Some(host) = &mut self.host {
+            // Bounded: the host ring holds at most its capacity.
+            for _ in 0..1024 {
+                let mut any = false;
+                host.take(MAX_BURST, |_| {
+                    any = true;
+                    Err("the dataplane is shutting down")
+                });
+                if !any {
+                    break;
+                }
+            }
+            host.flush();
+        }
         while let Some(s) = self.shared.submissions.pop() {
             self.deliver(Completion {
                 id: s.id,
@@ -456,6 +507,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 CommandKind::Stats => Ok(json!({
                     "queue": self.info,
                     "pipeline": self.counters,
+                    "host": self.host.as_ref().map(|h| json!({
+                        "ring": h.path().display().to_string(),
+                        "counters": h.counters(),
+                    })),
                     "driver": driver_json(&self.driver.stats()),
                     "transport": self.transport.name(),
                     "link": self.transport.stats(),

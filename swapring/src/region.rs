@@ -454,3 +454,83 @@ pub fn unique_shm_path(prefix: &str) -> PathBuf {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     PathBuf::from(format!("/dev/shm/{prefix}-{}-{n}", std::process::id()))
 }
+
+impl Region {
+    /// A snapshot of the region for operators (`oaectl host-ring`): header,
+    /// both sides' liveness and counters, every ring's indexes, and the
+    /// swap slots by state. Reads only; neither side notices.
+    pub fn report(&self) -> serde_json::Value {
+        use crate::bilateral::{Phase, SlotReport};
+        use crate::liveness::{
+            STAT_ABORTED, STAT_COMMITTED, STAT_LOST_RACES, STAT_RECEIVED, STAT_REFUSED_FULL,
+            STAT_SENT, STAT_SWAPS, STAT_WITHDRAWN,
+        };
+        let config = self.config();
+        let side = |s: Side| {
+            let b = self.side(s);
+            serde_json::json!({
+                "pid": b.pid(),
+                "attachments": b.attachments(),
+                "interactions": b.interactions(),
+                "sent": b.stat(STAT_SENT),
+                "received": b.stat(STAT_RECEIVED),
+                "refused_full": b.stat(STAT_REFUSED_FULL),
+                "committed": b.stat(STAT_COMMITTED),
+                "aborted": b.stat(STAT_ABORTED),
+                "swaps": b.stat(STAT_SWAPS),
+                "withdrawn": b.stat(STAT_WITHDRAWN),
+                "lost_races": b.stat(STAT_LOST_RACES),
+            })
+        };
+        let rings: Vec<serde_json::Value> =
+            ["messages", "decisions", "verb_requests", "verb_responses"]
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let r = self.ring(i);
+                    serde_json::json!({
+                        "ring": name,
+                        "capacity": r.capacity(),
+                        "head": r.head(),
+                        "tail": r.tail(),
+                        "queued": r.tail().wrapping_sub(r.head()),
+                        "doorbells": r.doorbells(),
+                        "refused_full": r.refused_full(),
+                    })
+                })
+                .collect();
+        let (mut idle, mut offered, mut swapped, mut half_applied, mut corrupt) = (0, 0, 0, 0, 0);
+        for i in 0..self.slot_count() {
+            match self.slot(i).inspect() {
+                SlotReport::Consistent(ctl) => match ctl.phase {
+                    Phase::Idle => idle += 1,
+                    Phase::Offered => offered += 1,
+                    Phase::Swapped => swapped += 1,
+                },
+                SlotReport::HalfApplied { .. } => half_applied += 1,
+                SlotReport::Corrupt { .. } => corrupt += 1,
+            }
+        }
+        serde_json::json!({
+            "path": self.path().display().to_string(),
+            "version": crate::layout::VERSION,
+            "mode": match config.mode { Mode::Fito => "fito", Mode::Bilateral => "bilateral" },
+            "ring_capacity": config.geometry.ring_capacity,
+            "slots": config.geometry.slots,
+            "cost": config.cost.to_string(),
+            "mitigations": {
+                "write_batching": config.mitigations.write_batching,
+                "prestaged_decisions": config.mitigations.prestaged_decisions,
+                "prefetch": config.mitigations.prefetch,
+            },
+            "host_wakeup": format!("{:?}", config.wakeup).to_lowercase(),
+            "host": side(Side::Host),
+            "ipu": side(Side::Ipu),
+            "rings": rings,
+            "slot_states": {
+                "idle": idle, "offered": offered, "swapped": swapped,
+                "half_applied": half_applied, "corrupt": corrupt,
+            },
+        })
+    }
+}

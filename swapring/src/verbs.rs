@@ -121,6 +121,13 @@ impl<'a> VerbsHost<'a> {
 
     /// The next response, if any. A record whose length field is corrupt is
     /// returned as `Some(Err(record))`.
+    /// Gives the response ring the space of every completion taken so far
+    /// (the next poll that finds nothing ready does it too); for callers
+    /// that drop this handle between polls.
+    pub fn release(&mut self) {
+        self.responses.release();
+    }
+
     pub fn poll_completion(&mut self) -> Option<Result<VerbRecord, Record>> {
         self.side.bump();
         if self.responses.ready() == 0 {
@@ -163,6 +170,13 @@ impl<'a> VerbsDevice<'a> {
             cost,
             side,
         }
+    }
+
+    /// Gives the request ring the space of every request taken so far (the
+    /// next poll that finds nothing ready does it too); for callers that
+    /// drop this handle between polls.
+    pub fn release(&mut self) {
+        self.requests.release();
     }
 
     pub fn poll_request(&mut self) -> Option<Result<VerbRecord, Record>> {

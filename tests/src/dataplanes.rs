@@ -50,6 +50,9 @@ pub struct Options {
     pub driver: TestDriver,
     /// Run the RC model instead of OAE on the link.
     pub rc_model: bool,
+    /// Give dataplane a a host ring with these PCIe costs (`zero`, or
+    /// e.g. `read=750`): see [`host_ring_path`].
+    pub host_ring_cost: Option<&'static str>,
 }
 
 /// How the two dataplanes reach each other.
@@ -83,6 +86,7 @@ impl Default for Options {
             min_round_ns: Some(SHARED_CPU_MIN_ROUND_NS),
             driver: TestDriver::AfXdp,
             rc_model: false,
+            host_ring_cost: None,
         }
     }
 }
@@ -275,7 +279,14 @@ impl Drop for Dataplanes {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        // Left behind by a dataplane killed with -9.
+        let _ = std::fs::remove_file(host_ring_path(&self.pair));
     }
+}
+
+/// The host ring dataplane a creates when `Options::host_ring_cost` is set.
+pub fn host_ring_path(pair: &VethPair) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/oae-host-{}", pair.ns[0]))
 }
 
 /// The two dataplanes' configurations for `pair`, as `oaed` would load
@@ -361,8 +372,14 @@ perms = "rw"
                 .map_or_else(String::new, |ns| format!("min_round_ns = {ns}\n")),
         )
     };
+    let host = o.host_ring_cost.map_or_else(String::new, |cost| {
+        format!(
+            "\n[dataplane.a.host]\nring = \"{}\"\npcie_cost = \"{cost}\"\n",
+            host_ring_path(pair).display()
+        )
+    });
     format!(
-        "[topology]\nkind = \"veth-pair\"\nmacs = [\"{}\", \"{}\"]\n{}{}",
+        "[topology]\nkind = \"veth-pair\"\nmacs = [\"{}\", \"{}\"]\n{}{}{host}",
         format_mac(MACS[0]),
         format_mac(MACS[1]),
         side(0, "a"),
