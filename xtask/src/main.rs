@@ -379,11 +379,23 @@ fn test() -> Result<(), String> {
         "check the quick suite's results",
     )?;
     let mut totals = [0u64; 3];
-    let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);
-    let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &mut totals));
+    let tests = cargo_test(&["test", "--workspace", "--all-targets"], &[], &mut totals);
+    let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &[], &mut totals));
+    // The swap rings' memory orderings, explored by loom: its own cfg, so
+    // its own target directory.
+    let loom = docs.and_then(|()| {
+        cargo_test(
+            &["test", "-p", "oae-swapring", "--release", "--test", "loom"],
+            &[
+                ("RUSTFLAGS", "--cfg loom"),
+                ("CARGO_TARGET_DIR", "target/loom"),
+            ],
+            &mut totals,
+        )
+    });
     let [passed, failed, ignored] = totals;
     println!("tests: {passed} passed, {failed} failed, {ignored} skipped");
-    docs
+    loom
 }
 
 fn fuzz(extra: &[String]) -> Result<(), String> {
@@ -438,10 +450,11 @@ fn run(program: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Result
 
 /// Runs `cargo test`, passing its output through, and adds every test
 /// binary's passed, failed and ignored counts to `totals`.
-fn cargo_test(args: &[&str], totals: &mut [u64; 3]) -> Result<(), String> {
+fn cargo_test(args: &[&str], env: &[(&str, &str)], totals: &mut [u64; 3]) -> Result<(), String> {
     eprintln!("xtask: cargo {}", args.join(" "));
     let mut child = Command::new("cargo")
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start cargo: {e}"))?;
