@@ -146,6 +146,12 @@ pub enum DriverKind {
     Dpdk,
 }
 
+/// Why a queue with `driver = "dpdk"` is refused by a build without the
+/// `dpdk` feature (the aarch64 build leaves it out).
+pub const NO_DPDK: &str = "driver = \"dpdk\", but this oaed was built without DPDK (cargo \
+                           feature `dpdk`, which the aarch64 build leaves out): use driver = \
+                           \"af-xdp\", or run a build with DPDK";
+
 /// Free hugepages of the default size, from /proc/meminfo (0 if unknown).
 fn free_hugepages() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
@@ -726,7 +732,13 @@ impl Config {
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         for (i, q) in self.queues.iter().enumerate() {
-            let at = |e: String| ctx(format!("queue {i} ({} queue {}): {e}", q.iface, q.queue_id));
+            let at = |e: String| {
+                ctx(format!(
+                    "queue {i} ({} queue {}): {e}",
+                    q.label(),
+                    q.queue_id
+                ))
+            };
             if (q.driver == DriverKind::AfXdp && q.iface.is_empty()) || q.iface.len() > 15 {
                 return Err(at(format!(
                     "iface = '{}' must be an interface name of 1 to 15 bytes",
@@ -769,6 +781,9 @@ impl Config {
                     ));
                 }
                 DriverKind::AfXdp => {}
+                DriverKind::Dpdk if !cfg!(feature = "dpdk") => {
+                    return Err(at(NO_DPDK.into()));
+                }
                 DriverKind::Dpdk => {
                     if q.dpdk_port.as_deref().is_none_or(str::is_empty) {
                         return Err(at(
@@ -973,6 +988,7 @@ mod tests {
         assert_eq!(cfg.control_socket(), PathBuf::from("/run/oae/a.sock"));
     }
 
+    #[cfg(feature = "dpdk")]
     #[test]
     fn dpdk_queues_default_their_rings_and_eal_arguments() {
         let text = format!(
@@ -999,6 +1015,14 @@ mod tests {
 
     #[test]
     fn mistakes_are_refused_with_what_to_fix() {
+        // A build without DPDK refuses every DPDK queue for that reason.
+        let dpdk = |expected| {
+            if cfg!(feature = "dpdk") {
+                expected
+            } else {
+                "built without DPDK"
+            }
+        };
         let cases = [
             (
                 ONE.replace("slots = 128", "slotz = 128"),
@@ -1031,14 +1055,14 @@ mod tests {
             (ONE.replace("node_id = 1", ""), "missing field `node_id`"),
             (
                 ONE.replace("iface = \"eth0\"", "iface = \"eth0\"\ndriver = \"dpdk\""),
-                "needs dpdk_port",
+                dpdk("needs dpdk_port"),
             ),
             (
                 ONE.replace(
                     "iface = \"eth0\"",
                     "iface = \"eth0\"\ndriver = \"dpdk\"\ndpdk_port = \"net_ring0\"",
                 ),
-                "needs a [dpdk] table",
+                dpdk("needs a [dpdk] table"),
             ),
             (
                 ONE.replace(
@@ -1055,7 +1079,7 @@ mod tests {
                         "driver = \"dpdk\"\ndpdk_port = \"net_ring0\"\nring_size = 4096",
                     )
                 ),
-                "need frames >= 8320",
+                dpdk("need frames >= 8320"),
             ),
         ];
         for (text, expected) in cases {

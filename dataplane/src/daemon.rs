@@ -18,6 +18,7 @@ use std::time::Duration;
 use oae_common::FaultConfig;
 use oae_pmd::Driver;
 use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
+#[cfg(feature = "dpdk")]
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpCounters, XdpMode};
@@ -136,11 +137,14 @@ pub fn build_queue(
             let name = format!("af_xdp ({})", driver.bind_mode());
             assemble(driver, name, transport, parts)?
         }
+        #[cfg(feature = "dpdk")]
         DriverKind::Dpdk => {
             let driver = open_dpdk(config, q)?;
             let name = format!("dpdk ({})", driver.name());
             assemble(driver, name, transport, parts)?
         }
+        #[cfg(not(feature = "dpdk"))]
+        DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
     };
     Ok(BuiltQueue { shared, run })
 }
@@ -249,6 +253,7 @@ fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Res
     Ok(driver)
 }
 
+#[cfg(feature = "dpdk")]
 fn open_dpdk(config: &Config, q: &QueueConfig) -> Result<Dpdk, String> {
     let settings = config
         .dpdk

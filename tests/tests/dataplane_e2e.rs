@@ -769,12 +769,20 @@ fn bad_configs_are_refused_with_what_to_fix() {
             "case {i}: '{err}' should mention '{expected}'"
         );
     }
-    let (ok, out, _) = output(Command::new(binary("oaed")).args([
-        "--config",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/host-nic.toml"),
-        "--check",
-    ]));
-    assert!(ok && out.contains("valid"), "host-nic.toml checks: {out}");
+    for (name, path) in [
+        (
+            "host-nic.toml",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/host-nic.toml"),
+        ),
+        (
+            "ipu.toml",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ipu.toml"),
+        ),
+    ] {
+        let (ok, out, err) =
+            output(Command::new(binary("oaed")).args(["--config", path, "--check"]));
+        assert!(ok && out.contains("valid"), "{name} checks: {out}{err}");
+    }
     for (file, name) in [
         (
             concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/dpdk-memif.toml"),

@@ -4,14 +4,15 @@
 //!   veth pair, a dataplane in each, a mixed verb workload with loss
 //!   injected, and an exactly-once check (`oaectl demo`);
 //! * `cargo xtask test` — every check: formatting, lints, unit, property,
-//!   simulator-campaign, model-checking and real-link tests, and the
-//!   benchmarks in quick mode.
+//!   simulator-campaign, model-checking and real-link tests, the
+//!   benchmarks in quick mode, and the aarch64 build (`cargo xtask cross`).
 //!
 //! Each first installs what it needs, idempotently.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -27,6 +28,9 @@ usage: cargo xtask <command>
           dpdk-testpmd, sockperf and the RC model) into results/<time>/;
           arguments go to `oae-perf suite`, e.g. --reps 9 --secs 5
   fuzz    run the fuzz targets (installs cargo-fuzz): cargo xtask fuzz [SECONDS]
+  cross   build the dataplane for the IPU's ARM cores (aarch64), run the core's
+          unit tests and the binaries under qemu-user-static (installs the
+          cross toolchain, qemu and the arm64 libraries; test runs it too)
   setup   install what the project needs (done by the commands above): Debian
           packages, rustfmt, clippy, nightly's rust-src, bpf-linker";
 
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         Some("run") => setup().and_then(|()| run_main_job(&args[1..])),
         Some("sim") => setup().and_then(|()| sim_table(&args[1..])),
         Some("test") => setup().and_then(|()| test()),
+        Some("cross") => setup().and_then(|()| cross()),
         Some("soak") => setup().and_then(|()| soak(&args[1..])),
         Some("bench") => setup().and_then(|()| bench(&args[1..])),
         Some("fuzz") => setup().and_then(|()| fuzz(&args[1..])),
@@ -103,30 +108,75 @@ fn setup() -> Result<(), String> {
 }
 
 fn setup_apt_packages() -> Result<(), String> {
+    install_apt_packages("apt packages", APT_PACKAGES)
+}
+
+/// Installs those of `packages` that are missing. `name:arch` names
+/// another architecture's package (Debian multiarch); dpkg is first told
+/// to accept that architecture.
+fn install_apt_packages(what: &str, packages: &[&str]) -> Result<(), String> {
     if !succeeds("dpkg-query", &["--version"]) {
         println!(
-            "setup: apt packages: not a Debian system; make sure these are installed: {}",
-            APT_PACKAGES.join(" ")
+            "setup: {what}: not a Debian system; make sure these are installed: {}",
+            packages.join(" ")
         );
         return Ok(());
     }
-    let missing: Vec<&str> = APT_PACKAGES
+    // A name without `:arch` is the machine's own architecture's package
+    // (or an architecture-independent one), even where dpkg also has
+    // another architecture's package of that name.
+    let native = output("dpkg", &["--print-architecture"]).unwrap_or_default();
+    let installed = |pkg: &str| {
+        let archs = match pkg.split_once(':') {
+            Some((_, arch)) => vec![arch],
+            None => vec![native.as_str(), "all"],
+        };
+        output("dpkg-query", &["-W", "-f=${Architecture} ${Status}\n", pkg]).is_some_and(|out| {
+            out.lines().any(|line| {
+                line.split_once(' ').is_some_and(|(arch, status)| {
+                    archs.contains(&arch) && status == "install ok installed"
+                })
+            })
+        })
+    };
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
-        .filter(|pkg| {
-            output("dpkg-query", &["-W", "-f=${Status}", pkg])
-                .is_none_or(|status| status != "install ok installed")
-        })
+        .filter(|pkg| !installed(pkg))
         .collect();
     if missing.is_empty() {
-        println!("setup: apt packages: all installed");
+        println!("setup: {what}: all installed");
         return Ok(());
     }
-    if output("id", &["-u"]).as_deref() != Some("0") {
+    let root = output("id", &["-u"]).as_deref() == Some("0");
+    let mut foreign: Vec<&str> = missing
+        .iter()
+        .filter_map(|pkg| Some(pkg.split_once(':')?.1))
+        .filter(|arch| {
+            output("dpkg", &["--print-foreign-architectures"])
+                .is_none_or(|known| !known.lines().any(|known| known == *arch))
+        })
+        .collect();
+    foreign.sort_unstable();
+    foreign.dedup();
+    if !root {
+        let add_arch: String = foreign
+            .iter()
+            .map(|arch| format!("sudo dpkg --add-architecture {arch} && "))
+            .collect();
         return Err(format!(
-            "missing packages: run `sudo apt-get install {}` (or run this as root)",
+            "missing packages: run `{add_arch}sudo apt-get update && sudo apt-get install {}` \
+             (or run this as root)",
             missing.join(" ")
         ));
+    }
+    for arch in foreign {
+        run(
+            "dpkg",
+            &["--add-architecture", arch],
+            &[],
+            &format!("let dpkg install {arch} packages"),
+        )?;
     }
     // tshark asks whether non-root users may capture unless told not to.
     let quiet = [("DEBIAN_FRONTEND", "noninteractive")];
@@ -134,7 +184,7 @@ fn setup_apt_packages() -> Result<(), String> {
     let mut args = vec!["install", "-y", "--no-install-recommends"];
     args.extend(&missing);
     run("apt-get", &args, &quiet, "install the missing packages")?;
-    println!("setup: apt packages: installed {}", missing.join(" "));
+    println!("setup: {what}: installed {}", missing.join(" "));
     Ok(())
 }
 
@@ -379,12 +429,12 @@ fn test() -> Result<(), String> {
         "check the quick suite's results",
     )?;
     let mut totals = [0u64; 3];
-    let tests = cargo_test(&["test", "--workspace", "--all-targets"], &[], &mut totals);
-    let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &[], &mut totals));
+    let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);
+    let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &mut totals));
     // The swap rings' memory orderings, explored by loom: its own cfg, so
     // its own target directory.
     let loom = docs.and_then(|()| {
-        cargo_test(
+        cargo_test_env(
             &["test", "-p", "oae-swapring", "--release", "--test", "loom"],
             &[
                 ("RUSTFLAGS", "--cfg loom"),
@@ -395,7 +445,207 @@ fn test() -> Result<(), String> {
     });
     let [passed, failed, ignored] = totals;
     println!("tests: {passed} passed, {failed} failed, {ignored} skipped");
-    loom
+    loom?;
+    cross()
+}
+
+/// The IPU's ARM cores.
+const CROSS_TARGET: &str = "aarch64-unknown-linux-gnu";
+
+/// Crates built for the ARM cores by `cargo xtask cross` (and so by
+/// `cargo xtask test`). Crates that will run on the IPU belong here; a
+/// crate with a binary is then also worth a smoke run in `cross_smoke`.
+const CROSS_BUILD: &[&str] = &[
+    "oae-common",
+    "oae-proto",
+    "oae-sim",
+    "oae-pmd",
+    "oae-swapring",
+    "oae-dataplane",
+    "oae-ctl",
+];
+
+/// Crates whose unit tests run for the ARM cores, under qemu-user-static
+/// (the runner in .cargo/config.toml). Emulation is slow: unit tests only.
+const CROSS_TEST: &[&str] = &["oae-common", "oae-proto", "oae-swapring"];
+
+/// Longest an emulated test binary or smoke check may run before it is
+/// killed: a hang under emulation must fail CI, not stall it.
+const QEMU_LIMIT_S: &str = "300";
+
+/// What the aarch64 build needs on Debian: the cross compiler and C
+/// library, qemu to run the results, and the arm64 builds of the libraries
+/// the vendored libbpf and libxdp link (multiarch; libc6-dev:arm64 also
+/// gives the /usr/include/aarch64-linux-gnu headers libxdp's build uses,
+/// and the arm64 glibc the binaries run with under qemu).
+const CROSS_APT_PACKAGES: &[&str] = &[
+    "gcc-aarch64-linux-gnu",
+    "binutils-aarch64-linux-gnu",
+    "libc6-dev-arm64-cross",
+    "qemu-user-static",
+    "libc6-dev:arm64",
+    "libelf-dev:arm64",
+    "zlib1g-dev:arm64",
+];
+
+/// Settings of the C builds inside the aarch64 build: libbpf-sys and
+/// libxdp-sys compile with the `cc` crate, which takes the compiler and
+/// archiver per target; libxdp-sys wraps its XDP programs into objects with
+/// plain `$LD -r -b binary` and `$OBJCOPY`, which must produce and read
+/// aarch64 objects; pkg-config must answer for arm64, not the host.
+const CROSS_ENV: &[(&str, &str)] = &[
+    ("CC_aarch64_unknown_linux_gnu", "aarch64-linux-gnu-gcc"),
+    ("AR_aarch64_unknown_linux_gnu", "aarch64-linux-gnu-ar"),
+    ("LD", "aarch64-linux-gnu-ld"),
+    ("OBJCOPY", "aarch64-linux-gnu-objcopy"),
+    ("PKG_CONFIG_ALLOW_CROSS", "1"),
+    (
+        "PKG_CONFIG_LIBDIR",
+        "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig",
+    ),
+];
+
+/// How the aarch64 binaries run here: the runner in .cargo/config.toml,
+/// which says why it takes no `-L`.
+const QEMU: &str = "qemu-aarch64-static";
+
+/// Installs the cross toolchain, the arm64 libraries and the Rust target.
+fn setup_cross() -> Result<(), String> {
+    install_apt_packages("aarch64 packages", CROSS_APT_PACKAGES)?;
+    let installed = output("rustup", &["target", "list", "--installed"]).unwrap_or_default();
+    if installed.lines().any(|t| t == CROSS_TARGET) {
+        println!("setup: Rust target {CROSS_TARGET}: ok");
+        return Ok(());
+    }
+    run(
+        "rustup",
+        &["target", "add", CROSS_TARGET],
+        &[],
+        &format!("install the Rust target {CROSS_TARGET}"),
+    )?;
+    println!("setup: Rust target {CROSS_TARGET}: installed");
+    Ok(())
+}
+
+/// Builds the dataplane for the IPU's ARM cores, runs the core's unit
+/// tests and a smoke check of the binaries under emulation. The test
+/// profile throughout (optimised, with debug assertions): the unit tests
+/// need it, and the binaries then share its build of every dependency.
+/// DPDK stays out (no arm64 DPDK here): the binaries refuse DPDK queues.
+fn cross() -> Result<(), String> {
+    let start = Instant::now();
+    setup_cross()?;
+    let step = |what: &str| println!("cross: {what} ({:.0?} so far)", start.elapsed());
+
+    step(&format!(
+        "building {} for {CROSS_TARGET}",
+        CROSS_BUILD.join(", ")
+    ));
+    let mut args = vec![
+        "build",
+        "--target",
+        CROSS_TARGET,
+        "--profile",
+        "test",
+        "--no-default-features",
+    ];
+    for krate in CROSS_BUILD {
+        args.extend(["-p", krate]);
+    }
+    cargo(&args, CROSS_ENV)?;
+
+    step(&format!(
+        "unit tests of {} under qemu",
+        CROSS_TEST.join(", ")
+    ));
+    let mut args = vec!["test", "--target", CROSS_TARGET, "--lib"];
+    for krate in CROSS_TEST {
+        args.extend(["-p", krate]);
+    }
+    let mut totals = [0u64; 3];
+    let runner = format!("timeout --signal=KILL {QEMU_LIMIT_S} {QEMU}");
+    let mut env = CROSS_ENV.to_vec();
+    env.push(("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER", &runner));
+    cargo_test_env(&args, &env, &mut totals)?;
+    let [passed, failed, ignored] = totals;
+    println!("cross: unit tests under qemu: {passed} passed, {failed} failed, {ignored} skipped");
+
+    step("smoke check of oaed and oaectl under qemu");
+    cross_smoke()?;
+    println!("cross: done in {:.0?}", start.elapsed());
+    Ok(())
+}
+
+/// Runs the aarch64 `oaed` and `oaectl` under qemu: their help, the IPU
+/// configuration's check, and the refusal of a DPDK configuration by a
+/// build without DPDK.
+fn cross_smoke() -> Result<(), String> {
+    // Paths below are relative to the workspace's root.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("xtask/ lives inside the workspace")?;
+    let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let bin = |name: &str| format!("{target_dir}/{CROSS_TARGET}/debug/{name}");
+    let emulate = |args: &[&str]| -> Result<(bool, String), String> {
+        let out = Command::new("timeout")
+            .args(["--signal=KILL", QEMU_LIMIT_S, QEMU])
+            .args(args)
+            .current_dir(root)
+            .output()
+            .map_err(|e| format!("cannot start {QEMU}: {e}"))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((out.status.success(), text))
+    };
+    let oaed = bin("oaed");
+    let oaectl = bin("oaectl");
+    let checks: [(&[&str], bool, &str); 4] = [
+        (&[&oaed, "--help"], true, "--config"),
+        (&[&oaectl, "--help"], true, "Usage"),
+        (
+            &[&oaed, "--check", "--config", "configs/ipu.toml"],
+            true,
+            "configuration is valid",
+        ),
+        (
+            &[
+                &oaed,
+                "--check",
+                "--config",
+                "configs/dpdk-memif.toml",
+                "--name",
+                "a",
+            ],
+            false,
+            "built without DPDK",
+        ),
+    ];
+    for (args, should_succeed, expected) in checks {
+        let shown = args[1..].join(" ");
+        let (ok, text) = emulate(args)?;
+        if ok != should_succeed || !text.contains(expected) {
+            return Err(format!(
+                "aarch64 `{} {shown}` under qemu: expected {} mentioning '{expected}', got \
+                 (exit {}):\n{text}",
+                args[0].rsplit('/').next().unwrap_or(args[0]),
+                if should_succeed {
+                    "success"
+                } else {
+                    "a refusal"
+                },
+                if ok { "success" } else { "failure" },
+            ));
+        }
+        println!(
+            "cross: {} {shown}: {}",
+            args[0].rsplit('/').next().unwrap_or(args[0]),
+            if ok { "ok" } else { "refused, as it should be" }
+        );
+    }
+    Ok(())
 }
 
 fn fuzz(extra: &[String]) -> Result<(), String> {
@@ -450,7 +700,16 @@ fn run(program: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Result
 
 /// Runs `cargo test`, passing its output through, and adds every test
 /// binary's passed, failed and ignored counts to `totals`.
-fn cargo_test(args: &[&str], env: &[(&str, &str)], totals: &mut [u64; 3]) -> Result<(), String> {
+fn cargo_test(args: &[&str], totals: &mut [u64; 3]) -> Result<(), String> {
+    cargo_test_env(args, &[], totals)
+}
+
+/// [`cargo_test`] with extra environment variables.
+fn cargo_test_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    totals: &mut [u64; 3],
+) -> Result<(), String> {
     eprintln!("xtask: cargo {}", args.join(" "));
     let mut child = Command::new("cargo")
         .args(args)
