@@ -1023,11 +1023,25 @@ mod tests {
                 "built without DPDK"
             }
         };
+        let host = |table: &str| format!("{ONE}\n[host]\n{table}\n");
         let cases = [
             (
                 ONE.replace("slots = 128", "slotz = 128"),
                 "unknown field `slotz`",
             ),
+            (
+                host("ring = \"/dev/shm/x\"\nqueue = 3"),
+                "host.queue = 3, but there are queues 0 to 0",
+            ),
+            (
+                host("ring = \"/dev/shm/x\"\ncapacity = 0"),
+                "host.capacity = 0 must be from 1 to 65536",
+            ),
+            (
+                host("ring = \"/dev/shm/x\"\npcie_cost = \"reed=750\""),
+                "host.pcie_cost",
+            ),
+            (host("ring = \"/tmp\""), "must name a file"),
             (
                 ONE.replace("02:00:00:00:00:02", "02:00:00"),
                 "is not a MAC address",
