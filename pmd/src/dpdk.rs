@@ -152,8 +152,32 @@ pub fn reserve_hugepages(pages: u64) -> Result<u64, String> {
     Ok(free)
 }
 
+/// How long a memif client waits for its server's socket file.
+const MEMIF_SERVER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits (bounded) for the socket file of every memif client's server: a
+/// client whose server has not created its socket yet fails to start
+/// (EPERM), and two dataplanes are usually started together.
+fn wait_for_memif_servers(args: &[String]) {
+    let sockets: Vec<&str> = args
+        .iter()
+        .map(|a| a.trim_start_matches("--vdev").trim_start_matches('='))
+        .filter(|v| v.starts_with("net_memif"))
+        .filter(|v| v.split(',').any(|kv| kv == "role=client"))
+        .filter(|v| v.split(',').any(|kv| kv == "socket-abstract=no"))
+        .filter_map(|v| v.split(',').find_map(|kv| kv.strip_prefix("socket=")))
+        .collect();
+    let deadline = std::time::Instant::now() + MEMIF_SERVER_WAIT;
+    for socket in sockets {
+        while !std::path::Path::new(socket).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
     check_af_xdp_memory(args)?;
+    wait_for_memif_servers(args);
     let mut eal = EAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(EalStart {
         args: started,

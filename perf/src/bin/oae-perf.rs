@@ -42,6 +42,9 @@ enum Cmd {
     Ipu(RunArgs),
     /// Checks that a results directory is complete and well formed.
     Check { dir: PathBuf },
+    /// Writes a results directory's report and plots again from its
+    /// results.json (measures nothing).
+    Report { dir: PathBuf },
 }
 
 #[derive(clap::Args, Debug)]
@@ -139,6 +142,18 @@ fn main() -> ExitCode {
         Cmd::Latency(a) => (a, vec![Experiment::Latency]),
         Cmd::Failure(a) => (a, vec![Experiment::Failure]),
         Cmd::Ipu(a) => (a, vec![Experiment::Ipu]),
+        Cmd::Report { dir } => {
+            return match suite::rerender(dir) {
+                Ok(()) => {
+                    println!("wrote {}/{{report.md, *.svg}}", dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("oae-perf: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Cmd::Check { dir } => {
             return match suite::validate(dir) {
                 Ok(summary) => {

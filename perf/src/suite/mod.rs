@@ -21,13 +21,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{MachineFacts, Summary, machine_facts};
 
 /// The experiments, in the order `suite` runs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Experiment {
     LineRate,
@@ -57,7 +57,7 @@ impl Experiment {
 }
 
 /// How the suite runs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Options {
     /// Short runs and one repetition: checks that every experiment
     /// completes and its results are well formed, not how fast it is.
@@ -158,7 +158,7 @@ impl Options {
 }
 
 /// One figure over the repetitions.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Figure {
     /// One value per repetition that produced it.
     pub values: Vec<f64>,
@@ -178,7 +178,7 @@ impl Figure {
 }
 
 /// One subject measured under one setting, over every repetition.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measurement {
     pub experiment: Experiment,
     /// What ran: `oae`, `rc-model`, `raw-af-xdp`, `testpmd`, `sockperf`.
@@ -219,7 +219,7 @@ impl Measurement {
 }
 
 /// A target the suite reports against, with the ratio measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Target {
     pub name: String,
     /// E.g. "OAE CAS verbs/s / testpmd macswap pps".
@@ -233,7 +233,7 @@ pub struct Target {
 }
 
 /// Everything a suite run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Results {
     pub started_utc: String,
     pub duration_s: f64,
@@ -244,7 +244,7 @@ pub struct Results {
     pub targets: Vec<Target>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Machine {
     pub nproc: usize,
     pub cpu_model: String,
@@ -352,6 +352,17 @@ pub fn run(opts: &Options, experiments: &[Experiment]) -> Result<Results, String
     };
     write(&results, &opts.out)?;
     Ok(results)
+}
+
+/// Writes the report and plots of `dir` again from its `results.json`
+/// (after a change to how they are drawn; nothing is measured).
+pub fn rerender(dir: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(dir.join("results.json"))
+        .map_err(|e| format!("cannot read {}/results.json: {e}", dir.display()))?;
+    let mut results: Results =
+        serde_json::from_str(&text).map_err(|e| format!("results.json: {e}"))?;
+    results.targets = report::targets(&results.measurements);
+    write(&results, dir)
 }
 
 fn write(results: &Results, out: &Path) -> Result<(), String> {

@@ -57,14 +57,17 @@ impl PlanItem {
     }
 }
 
-/// The failure matrix's conditions: (name, loss ppm, corruption ppm, flaps).
-pub const CONDITIONS: [(&str, u32, u32, u32); 6] = [
-    ("none", 0, 0, 0),
-    ("loss 0.1%", 1_000, 0, 0),
-    ("loss 1%", 10_000, 0, 0),
-    ("loss 5%", 50_000, 0, 0),
-    ("corruption 0.1%", 0, 1_000, 0),
-    ("3 link flaps", 0, 0, 3),
+/// The failure matrix's conditions: (name, loss ppm, corruption ppm,
+/// flaps, lanes if not the experiment's). The one-lane run shows what a
+/// loss costs when no later request follows it (RC's NAK cannot reveal it).
+pub const CONDITIONS: [(&str, u32, u32, u32, Option<u32>); 7] = [
+    ("none", 0, 0, 0, None),
+    ("loss 0.1%", 1_000, 0, 0, None),
+    ("loss 1%", 10_000, 0, 0, None),
+    ("loss 5%", 50_000, 0, 0, None),
+    ("corruption 0.1%", 0, 1_000, 0, None),
+    ("3 link flaps", 0, 0, 3, None),
+    ("loss 1%, 1 lane", 10_000, 0, 0, Some(1)),
 ];
 
 /// Slots of the per-driver comparison: 64 (the deployments' default) if
@@ -161,7 +164,7 @@ fn latency(items: &mut Vec<PlanItem>) {
 }
 
 fn failure(opts: &Options, items: &mut Vec<PlanItem>) {
-    for (name, loss, corrupt, flaps) in CONDITIONS {
+    for (name, loss, corrupt, flaps, lanes) in CONDITIONS {
         for transport in ["oae", "rc-model"] {
             items.push(PlanItem::new(
                 Experiment::Failure,
@@ -169,7 +172,7 @@ fn failure(opts: &Options, items: &mut Vec<PlanItem>) {
                 &[("condition", name.into())],
                 Trial::Demo(DemoTrial::failure(
                     transport,
-                    opts.failure_lanes,
+                    lanes.unwrap_or(opts.failure_lanes),
                     [loss, corrupt, flaps],
                 )),
             ));
