@@ -203,13 +203,26 @@ pub fn targets(ms: &[Measurement]) -> Vec<Target> {
                 ratio: r,
                 wanted: wanted.into(),
                 met: r.map(|r| r >= bound),
-                why: match (bilateral, rate(against)) {
-                    (Some(b), Some(f)) => format!(
-                        "{:.0} k/s against {:.0} k/s; FITO pays a non-posted read per decision \
-                         it polls and aborts the decisions that went stale in flight, the \
-                         bilateral swap needs one PCIe atomic per exchange and cannot go stale",
+                why: match (bilateral, rate(against), rate("fito-all")) {
+                    (Some(b), Some(f), Some(all)) => format!(
+                        "{}: {:.0} k/s against {:.0} k/s. FITO pays a non-posted read per \
+                         decision it polls and aborts the decisions that went stale in flight; \
+                         the bilateral swap needs one PCIe atomic per exchange and cannot go \
+                         stale.{}",
+                        if b / f >= bound { "met" } else { "not met" },
                         b / 1e3,
-                        f / 1e3
+                        f / 1e3,
+                        if b / f < bound && against == "fito-none" {
+                            format!(
+                                " Here FITO without mitigations keeps {:.2}x of FITO with all: \
+                                 its PCIe costs per decision (a few us) are small next to the \
+                                 simulated tasks' 2-8 us runs that bound the decision rate, so \
+                                 no variant can be 3x ahead of it",
+                                f / all
+                            )
+                        } else {
+                            String::new()
+                        }
                     ),
                     _ => "not measured (see the failed trials)".into(),
                 },
@@ -534,17 +547,12 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
                 none / 1e3,
                 all / 1e3,
                 none0 / all0,
-                match (none / all < 0.5, none0 / all0 - none / all > 0.3) {
-                    (false, _) => "The large slowdown without mitigations does not reproduce here.",
-                    (true, true) => {
-                        "The large slowdown without mitigations reproduces, and most of it is the \
-                         non-posted reads: it shrinks when reads are free."
-                    }
-                    (true, false) => {
-                        "The large slowdown without mitigations reproduces, but most of it \
-                         remains with free reads: it is the per-message doorbell and MSI-X \
-                         (1.6 us) that write batching removes, more than the non-posted reads."
-                    }
+                if none / all < 0.5 {
+                    "The large slowdown without mitigations reproduces. Free reads recover part \
+                     of it: that part is the non-posted reads; the rest is the per-message \
+                     doorbell and MSI-X (1.6 us) that write batching removes."
+                } else {
+                    "The large slowdown without mitigations does not reproduce here."
                 }
             );
         }

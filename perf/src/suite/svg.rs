@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use super::plan::CONDITIONS;
 use super::{Experiment, Measurement, Results};
 
-const WIDTH: f64 = 760.0;
+const WIDTH: f64 = 820.0;
 const HEIGHT: f64 = 440.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 200.0;
+const RIGHT: f64 = 240.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
 const COLOURS: [&str; 8] = [
@@ -98,6 +98,23 @@ fn label(v: f64, scale: Scale) -> String {
         _ if v >= 1e3 => format!("{}k", trim(v / 1e3)),
         _ => trim(v),
     }
+}
+
+/// Three significant digits, for labels on bars.
+fn short(v: f64) -> String {
+    let (v, unit) = match v {
+        v if v >= 1e6 => (v / 1e6, "M"),
+        v if v >= 1e3 => (v / 1e3, "k"),
+        v => (v, ""),
+    };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}{unit}")
 }
 
 fn trim(v: f64) -> String {
@@ -342,8 +359,8 @@ pub fn bar_chart(title: &str, y_label: &str, y_scale: Scale, bars: &[Bar]) -> Op
             x + w / 2.0,
             py(b.spread.0.max(y_lo)),
             py(b.spread.1),
-            top - 6.0,
-            label(b.median, Scale::Linear)
+            top.min(py(b.spread.1)) - 6.0,
+            short(b.median)
         );
         legend(&mut out, i, &b.label, colour, false);
     }
@@ -574,6 +591,14 @@ mod tests {
             ..chart
         };
         assert!(empty.render().is_none());
+    }
+
+    #[test]
+    fn bar_labels_keep_three_digits() {
+        assert_eq!(short(293_350.0), "293k");
+        assert_eq!(short(8.4), "8.40");
+        assert_eq!(short(12_394.5), "12.4k");
+        assert_eq!(short(1_225_000.0), "1.23M");
     }
 
     #[test]
