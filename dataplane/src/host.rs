@@ -111,20 +111,21 @@ pub fn encode_submission(s: &Submission) -> Result<VerbRecord, &'static str> {
         Verb::FetchAdd {
             target,
             offset,
-            add,
-        } => {
-            head(&mut b, target, *offset);
-            b[10..18].copy_from_slice(&add.to_le_bytes());
-            (FAA, 18)
+            add: operand,
         }
-        Verb::Swap {
+        | Verb::Swap {
             target,
             offset,
-            new,
+            new: operand,
         } => {
             head(&mut b, target, *offset);
-            b[10..18].copy_from_slice(&new.to_le_bytes());
-            (SWAP, 18)
+            b[10..18].copy_from_slice(&operand.to_le_bytes());
+            let tag = if matches!(s.verb, Verb::FetchAdd { .. }) {
+                FAA
+            } else {
+                SWAP
+            };
+            (tag, 18)
         }
         Verb::BilateralSwap {
             target,

@@ -217,15 +217,7 @@ impl LineChart {
             );
         }
         for t in self.y_scale.ticks(y_lo, y_hi) {
-            let y = py(t);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                LEFT + plot_w,
-                LEFT - 6.0,
-                y + 4.0,
-                label(t, self.y_scale)
-            );
+            y_gridline(&mut out, py(t), &label(t, self.y_scale));
         }
         for (i, s) in self.series.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()];
@@ -262,6 +254,17 @@ impl LineChart {
         out.push_str("</svg>\n");
         Some(out)
     }
+}
+
+/// A horizontal grid line at height `y`, labelled on the left.
+fn y_gridline(out: &mut String, y: f64, text: &str) {
+    let _ = writeln!(
+        out,
+        r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{text}</text>"##,
+        WIDTH - RIGHT,
+        LEFT - 6.0,
+        y + 4.0,
+    );
 }
 
 fn axes(out: &mut String, x_label: &str, y_label: &str) {
@@ -334,15 +337,7 @@ pub fn bar_chart(title: &str, y_label: &str, y_scale: Scale, bars: &[Bar]) -> Op
     header(&mut out, title);
     axes(&mut out, "", y_label);
     for t in y_scale.ticks(y_lo, y_hi) {
-        let y = py(t);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            y + 4.0,
-            label(t, y_scale)
-        );
+        y_gridline(&mut out, py(t), &label(t, y_scale));
     }
     let slot = plot_w / bars.len() as f64;
     for (i, b) in bars.iter().enumerate() {
