@@ -351,6 +351,9 @@ pub struct HostPortCounters {
 /// The dataplane's end of the host ring, served by its polling core.
 pub struct HostPort {
     region: Region,
+    /// Read from the header once: the polling core serves the ring every
+    /// burst.
+    cost: CostModel,
     /// Completions the response ring had no room for yet, oldest first;
     /// sized once, so serving the host never allocates.
     waiting: VecDeque<VerbRecord>,
@@ -381,6 +384,7 @@ impl HostPort {
         .map_err(|e| format!("host ring: {e}"))?;
         region.attach_as(Side::Ipu);
         Ok(HostPort {
+            cost: region.config().cost,
             region,
             waiting: VecDeque::with_capacity(waiting_capacity),
             counters: HostPortCounters::default(),
@@ -408,15 +412,11 @@ impl HostPort {
     ) {
         let Self {
             region,
+            cost,
             waiting,
             counters,
         } = self;
-        let mut device = VerbsDevice::new(
-            region.ring(RING_VERB_REQUESTS).consumer(),
-            region.ring(RING_VERB_RESPONSES).producer(),
-            region.config().cost,
-            region.side(Side::Ipu),
-        );
+        let mut device = ipu_end(region, *cost);
         for _ in 0..max {
             let Some(request) = device.poll_request() else {
                 break;
@@ -464,15 +464,11 @@ impl HostPort {
         }
         let Self {
             region,
+            cost,
             waiting,
             counters,
         } = self;
-        let mut device = VerbsDevice::new(
-            region.ring(RING_VERB_REQUESTS).consumer(),
-            region.ring(RING_VERB_RESPONSES).producer(),
-            region.config().cost,
-            region.side(Side::Ipu),
-        );
+        let mut device = ipu_end(region, *cost);
         while let Some(r) = waiting.front() {
             if device.complete(r).is_err() {
                 break;
@@ -482,6 +478,16 @@ impl HostPort {
         }
         device.flush();
     }
+}
+
+/// The dataplane's end of the verb rings, for one burst.
+fn ipu_end(region: &Region, cost: CostModel) -> VerbsDevice<'_> {
+    VerbsDevice::new(
+        region.ring(RING_VERB_REQUESTS).consumer(),
+        region.ring(RING_VERB_RESPONSES).producer(),
+        cost,
+        region.side(Side::Ipu),
+    )
 }
 
 /// Waiting completions never grow past their first capacity: serving the
