@@ -300,6 +300,8 @@ pub struct LinkSettings {
     pub credits: Option<u16>,
     pub max_class: Option<u8>,
     pub unreachable_after_rounds: Option<u32>,
+    /// The link delivers frames in order (true unless a path may reorder).
+    pub ordered: Option<bool>,
     pub echo_patience_rounds: Option<u32>,
     pub rtt_multiplier: Option<u32>,
     pub min_round_ns: Option<u64>,
@@ -319,6 +321,7 @@ impl LinkSettings {
             unreachable_after_rounds: self
                 .unreachable_after_rounds
                 .unwrap_or(d.unreachable_after_rounds),
+            ordered: self.ordered.unwrap_or(d.ordered),
             echo_patience_rounds: self.echo_patience_rounds.unwrap_or(d.echo_patience_rounds),
             rtt_multiplier: self.rtt_multiplier.unwrap_or(d.rtt_multiplier),
             min_round: self.min_round_ns.unwrap_or(d.min_round),

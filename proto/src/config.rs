@@ -23,7 +23,16 @@ pub struct LinkConfig {
     /// (at least 2; an idle link ticks every other round, so values below 4
     /// let delay jitter declare a live peer unreachable).
     pub unreachable_after_rounds: u32,
-    /// A transfer with no echo after this many round trips is reversed.
+    /// The link delivers frames in the order they were sent (a cable, a NIC
+    /// queue pair, a veth pair): a loss is then found the moment an answer
+    /// to a later frame arrives, with no timer. Off for a path that may
+    /// reorder, where `echo_patience_rounds` finds losses instead. Safety
+    /// never depends on it: on a reordering link set `ordered`, a late
+    /// frame is taken for lost and its transfer reversed, nothing worse.
+    pub ordered: bool,
+    /// On a link that is not `ordered`: a transfer with no echo after this
+    /// many round trips is reversed, and an unanswered COMMIT or REVERSE is
+    /// repeated as often.
     pub echo_patience_rounds: u32,
     /// A round lasts this many smoothed RTTs …
     pub rtt_multiplier: u32,
@@ -47,6 +56,7 @@ impl Default for LinkConfig {
             receive_credits: 64,
             max_class: MAX_CLASS,
             unreachable_after_rounds: 8,
+            ordered: true,
             echo_patience_rounds: 3,
             rtt_multiplier: 4,
             min_round: 20_000,

@@ -11,7 +11,9 @@ use std::collections::VecDeque;
 use crate::config::{LinkConfig, Nanos};
 use crate::memory::{LockOwner, Memory, Undo};
 use crate::verb::{self, Output, Refusal, ReverseReason, Verb, VerbError};
-use crate::wire::{self, Context, Frame, Knowledge, MAX_FRAME, Malformed, Role, SLICE, Transition};
+use crate::wire::{
+    self, Context, Frame, Knowledge, MAX_FRAME, Malformed, Role, SLICE, Transition, order_after,
+};
 use crate::{Event, LinkChange, Observer, VerbId};
 
 /// A verb waiting for, or occupying, a slot.
@@ -54,6 +56,8 @@ struct SenderSlot {
     sent_context: [u8; SLICE],
     sent_at: Nanos,
     sent_round: u64,
+    /// Order number of the frame on this slot still owed an answer (0: none).
+    awaiting: u32,
     queued: bool,
 }
 
@@ -68,6 +72,7 @@ impl SenderSlot {
         sent_context: [0; SLICE],
         sent_at: 0,
         sent_round: 0,
+        awaiting: 0,
         queued: false,
     };
 }
@@ -110,7 +115,19 @@ pub struct LinkStats {
     pub requests_sent: u64,
     pub echoes_verified: u64,
     pub echo_mismatches: u64,
+    /// Transfers reversed because their echo did not come (found by order
+    /// or by patience, below).
     pub echo_missing: u64,
+    /// Frames found lost because the peer had seen a later one: each cost a
+    /// reversal or a repeated decision, and no timer.
+    pub lost_by_order: u64,
+    /// Frames given up on after `echo_patience_rounds` (unordered links).
+    pub lost_by_patience: u64,
+    /// Gaps in the peer's order numbers: frames of the peer's that never
+    /// arrived here, seen when a later one did.
+    pub gaps_seen: u64,
+    /// Ticks sent because a frame owed an answer had none yet.
+    pub probes_sent: u64,
     /// Reversals confirmed by the target.
     pub reversals: u64,
     pub retries: u64,
@@ -134,34 +151,36 @@ pub struct LinkStats {
     pub completions_err: u64,
 }
 
-/// A link's counters inside the link. They record what happened and never
-/// steer the protocol, so they are no part of the link's identity (`Hash`,
-/// `Eq`: the model checker compares whole nodes, and otherwise every
-/// discarded duplicate would make a new state).
+/// Link state left out of the link's identity (`Hash`, `Eq`): the model
+/// checker compares whole nodes, and state that only records (counters:
+/// otherwise every discarded duplicate would make a new state) or that is
+/// an index over other state (the queue of frames owed an answer, whose
+/// live entries are exactly the slots' and the tick's own order numbers)
+/// would split one protocol state into many.
 #[derive(Clone, Debug, Default)]
-struct Counters(LinkStats);
+struct Unhashed<T>(T);
 
-impl core::hash::Hash for Counters {
+impl<T> core::hash::Hash for Unhashed<T> {
     fn hash<H: core::hash::Hasher>(&self, _: &mut H) {}
 }
 
-impl PartialEq for Counters {
-    fn eq(&self, _: &Counters) -> bool {
+impl<T> PartialEq for Unhashed<T> {
+    fn eq(&self, _: &Unhashed<T>) -> bool {
         true
     }
 }
 
-impl Eq for Counters {}
+impl<T> Eq for Unhashed<T> {}
 
-impl core::ops::Deref for Counters {
-    type Target = LinkStats;
-    fn deref(&self) -> &LinkStats {
+impl<T> core::ops::Deref for Unhashed<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
         &self.0
     }
 }
 
-impl core::ops::DerefMut for Counters {
-    fn deref_mut(&mut self) -> &mut LinkStats {
+impl<T> core::ops::DerefMut for Unhashed<T> {
+    fn deref_mut(&mut self) -> &mut T {
         &mut self.0
     }
 }
@@ -199,10 +218,36 @@ pub(crate) struct Shared<'a, O> {
     pub node_id: u64,
 }
 
+/// The exchange a frame belongs to: the link's ticks, or one slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Exchange {
+    Tick,
+    Slot(u16),
+}
+
+/// A tick sent and not yet reflected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Outstanding {
+    context: [u8; SLICE],
+    sent_at: Nanos,
+    order: u32,
+}
+
+/// What kind of frame the link sends next, for its place in the order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// Bring-up: no place in the order.
+    Hello,
+    /// Answers the peer's frame; owed nothing.
+    Answer,
+    /// Owed an answer by the peer.
+    Owed(Exchange),
+}
+
 /// What became of a verb offered to a slot.
 enum Start {
-    /// Its REQUEST is in the buffer.
-    Sent(usize),
+    /// Its REQUEST for this slot is in the buffer.
+    Sent(usize, u16),
     /// No slot or credit: it waits at the head of the queue.
     NoSlot,
     /// Completed with an error or parked for a later round.
@@ -239,8 +284,34 @@ pub(crate) struct Link {
     silent_rounds: u32,
     tick_due: bool,
     tick_no: u32,
-    tick_outstanding: Option<([u8; SLICE], Nanos)>,
-    tock_due: Option<[u8; SLICE]>,
+    tick_outstanding: Option<Outstanding>,
+    /// The latest tick to reflect (its TOCK waits in `answers`).
+    tock_context: [u8; SLICE],
+    tock_queued: bool,
+
+    /// Order number of the last frame sent since the peer's incarnation
+    /// became known (0: none).
+    tx_order: u32,
+    /// Highest order number received from the peer (0: none).
+    rx_high: u32,
+    /// Answers owed to the peer, by the order number of the frame each
+    /// answers: sent strictly in that order, so that `seen` never runs
+    /// ahead of an answer still to go.
+    answers: VecDeque<(u32, Exchange)>,
+    /// Frames sent that are owed an answer, by order number, oldest first;
+    /// entries whose answer came are skipped when reached.
+    awaiting: Unhashed<VecDeque<(u32, Exchange)>>,
+    /// Live entries of `awaiting`.
+    owed: Unhashed<u16>,
+    /// When the newest frame owed an answer was sent: the probe's clock.
+    last_owed_at: Nanos,
+    /// Probes sent since the peer was last heard (each waits twice as long).
+    unanswered_probes: u32,
+    probe_due: bool,
+    /// A gap in the peer's order was seen: tell it, even if nothing else goes.
+    gap_notice_due: bool,
+    /// Mean deviation of the RTT samples.
+    rttvar: Nanos,
 
     senders: Vec<SenderSlot>,
     idle: Vec<u16>,
@@ -255,12 +326,11 @@ pub(crate) struct Link {
     sender_tx: VecDeque<u16>,
 
     receivers: Vec<ReceiverSlot>,
-    receiver_tx: VecDeque<u16>,
     tentative: u16,
 
     /// Whether `srtt` is measured yet (else it is `initial_rtt`).
     rtt_measured: bool,
-    stats: Counters,
+    stats: Unhashed<LinkStats>,
 }
 
 impl Link {
@@ -291,7 +361,18 @@ impl Link {
             tick_due: false,
             tick_no: 0,
             tick_outstanding: None,
-            tock_due: None,
+            tock_context: [0; SLICE],
+            tock_queued: false,
+            tx_order: 0,
+            rx_high: 0,
+            answers: VecDeque::with_capacity(slots + 1),
+            awaiting: Unhashed(VecDeque::with_capacity(2 * slots + 2)),
+            owed: Unhashed(0),
+            last_owed_at: 0,
+            unanswered_probes: 0,
+            probe_due: false,
+            gap_notice_due: false,
+            rttvar: 0,
             senders: vec![SenderSlot::IDLE; slots],
             idle: Vec::with_capacity(slots),
             commit_candidates: Vec::with_capacity(2 * slots),
@@ -312,10 +393,9 @@ impl Link {
                 };
                 slots
             ],
-            receiver_tx: VecDeque::with_capacity(slots),
             tentative: 0,
             rtt_measured: false,
-            stats: Counters::default(),
+            stats: Unhashed::default(),
         }
     }
 
@@ -434,11 +514,33 @@ impl Link {
 
     pub fn poll_timeout(&self) -> Nanos {
         let round_end = self.round_started.saturating_add(self.round_len());
-        if self.up {
-            round_end
-        } else {
+        if !self.up {
             round_end.min(self.next_hello)
+        } else if let Some(probe) = self.probe_at() {
+            round_end.min(probe)
+        } else {
+            round_end
         }
+    }
+
+    /// When to send a tick that makes the peer answer with its `seen`, if a
+    /// frame is owed an answer on an ordered link. The probe is no timeout:
+    /// an answer merely late still arrives before the probe's (the peer
+    /// answers in order), so its timing costs frames, never a spurious
+    /// reversal. It comes about one RTT after the newest owed frame, so a
+    /// loss on an idle link is found within about two round trips, and
+    /// waits twice as long after each probe the peer left unanswered.
+    fn probe_at(&self) -> Option<Nanos> {
+        if !self.cfg.ordered || *self.owed == 0 {
+            return None;
+        }
+        let delay = self
+            .srtt
+            .saturating_add(2 * self.rttvar)
+            .max(self.srtt + self.srtt / 4)
+            .saturating_mul(1 << self.unanswered_probes.min(6))
+            .min(self.round_len());
+        Some(self.last_owed_at.saturating_add(delay))
     }
 
     pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, sh: &mut Shared<'_, O>) {
@@ -456,6 +558,9 @@ impl Link {
                     change: LinkChange::Unreachable,
                 });
             }
+        }
+        if self.up && self.probe_at().is_some_and(|at| now >= at) {
+            self.probe_due = true;
         }
         if now >= self.round_started.saturating_add(self.round_len()) {
             // One round per call: a stalled caller must not count its own
@@ -481,21 +586,13 @@ impl Link {
         if self.role == Role::Alice && !sent {
             self.tick_due = true;
         }
-        let patience = u64::from(self.cfg.echo_patience_rounds);
-        for s in 0..self.active_slots() {
-            let slot = &mut self.senders[usize::from(s)];
-            if self.round < slot.sent_round + patience {
-                continue;
-            }
-            match slot.phase {
-                SendPhase::AwaitEcho => {
-                    slot.phase = SendPhase::Reversing(ReverseReason::EchoMissing);
-                    self.stats.echo_missing += 1;
-                    self.queue_sender(s);
+        if !self.cfg.ordered {
+            let patience = u64::from(self.cfg.echo_patience_rounds);
+            for s in 0..self.active_slots() {
+                let slot = &self.senders[usize::from(s)];
+                if self.round >= slot.sent_round + patience && self.give_up_on(s) {
+                    self.stats.lost_by_patience += 1;
                 }
-                SendPhase::Reversing(_) => self.queue_sender(s),
-                SendPhase::Committed if slot.commit_sent => self.queue_sender(s),
-                _ => {}
             }
         }
         while let Some(&v) = self.backoff.front() {
@@ -504,6 +601,161 @@ impl Link {
             }
             self.backoff.pop_front();
             self.ready.push_back(v);
+        }
+    }
+
+    /// The last frame sent on slot `s` is taken for lost (or the link came
+    /// back after an outage): a transfer awaiting its echo is reversed, an
+    /// unconfirmed decision is sent again. True if the slot had one.
+    fn give_up_on(&mut self, s: u16) -> bool {
+        let slot = &mut self.senders[usize::from(s)];
+        match slot.phase {
+            SendPhase::AwaitEcho => {
+                slot.phase = SendPhase::Reversing(ReverseReason::EchoMissing);
+                self.stats.echo_missing += 1;
+            }
+            SendPhase::Reversing(_) => {}
+            SendPhase::Committed if slot.commit_sent => {}
+            SendPhase::Committed | SendPhase::Idle => return false,
+        }
+        self.queue_sender(s);
+        true
+    }
+
+    /// Every frame owed an answer whose order number is at most `seen` has
+    /// had it, or was lost with its answer: the peer answers in order and
+    /// has seen a later frame (or this one, unanswered).
+    fn find_losses(&mut self, seen: u32) {
+        while let Some(&(order, exchange)) = self.awaiting.front() {
+            if order_after(order, seen) {
+                break;
+            }
+            self.awaiting.pop_front();
+            let lost = match exchange {
+                Exchange::Tick => match self.tick_outstanding {
+                    Some(t) if t.order == order => {
+                        self.tick_outstanding = None;
+                        true
+                    }
+                    _ => false,
+                },
+                Exchange::Slot(s) if self.senders[usize::from(s)].awaiting == order => {
+                    self.senders[usize::from(s)].awaiting = 0;
+                    self.give_up_on(s);
+                    true
+                }
+                Exchange::Slot(_) => false,
+            };
+            if lost {
+                self.one_less_owed();
+                self.stats.lost_by_order += 1;
+            }
+        }
+    }
+
+    /// Frame `order` of `exchange` was just sent and is owed an answer.
+    fn owe(&mut self, order: u32, exchange: Exchange, now: Nanos) {
+        if !self.cfg.ordered {
+            return;
+        }
+        *self.owed += 1;
+        self.last_owed_at = now;
+        // Answered entries at the front are dead weight: drop them so the
+        // queue stays within its capacity.
+        while let Some(&(o, e)) = self.awaiting.front() {
+            let live = match e {
+                Exchange::Tick => self.tick_outstanding.is_some_and(|t| t.order == o),
+                Exchange::Slot(s) => self.senders[usize::from(s)].awaiting == o,
+            };
+            if live {
+                break;
+            }
+            self.awaiting.pop_front();
+        }
+        self.awaiting.push_back((order, exchange));
+    }
+
+    /// Frame `order` of `exchange`, owed an answer, has just been sent.
+    fn sent_owed(&mut self, order: u32, exchange: Exchange, now: Nanos) {
+        match exchange {
+            Exchange::Tick => {
+                if let Some(t) = &mut self.tick_outstanding {
+                    t.order = order;
+                }
+            }
+            Exchange::Slot(s) => {
+                if !self.cfg.ordered {
+                    return;
+                }
+                self.answered(s);
+                self.senders[usize::from(s)].awaiting = order;
+            }
+        }
+        self.owe(order, exchange, now);
+    }
+
+    /// The outstanding tick is answered or replaced.
+    fn settle_tick(&mut self) -> Option<Outstanding> {
+        let t = self.tick_outstanding.take()?;
+        if self.cfg.ordered && t.order != 0 {
+            self.one_less_owed();
+        }
+        Some(t)
+    }
+
+    /// Records a frame's place in the peer's order; a jump means frames of
+    /// the peer's were lost on the way here.
+    fn note_order(&mut self, order: u32) {
+        if order_after(order, self.rx_high.wrapping_add(1)) {
+            self.stats.gaps_seen += 1;
+            self.gap_notice_due = self.cfg.ordered;
+        }
+        if order_after(order, self.rx_high) {
+            self.rx_high = order;
+        }
+    }
+
+    /// The highest order number of the peer's frames that this end has
+    /// received and, where one was due, answered: answers go out in order,
+    /// so it stops short of the first answer still queued.
+    fn seen(&self) -> u32 {
+        self.answers
+            .front()
+            .map_or(self.rx_high, |&(order, _)| order.wrapping_sub(1))
+    }
+
+    /// The answer owed to slot `s`'s last frame arrived.
+    fn answered(&mut self, s: u16) {
+        let slot = &mut self.senders[usize::from(s)];
+        if slot.awaiting != 0 {
+            // Answers come in order: this one is almost always the oldest.
+            if self.awaiting.front() == Some(&(slot.awaiting, Exchange::Slot(s))) {
+                self.awaiting.pop_front();
+            }
+            slot.awaiting = 0;
+            self.one_less_owed();
+        }
+    }
+
+    fn one_less_owed(&mut self) {
+        *self.owed -= 1;
+        if *self.owed == 0 {
+            // Meaningless until the next frame owed an answer: cleared so
+            // that it does not tell otherwise equal states apart.
+            self.last_owed_at = 0;
+        }
+    }
+
+    /// Forgets every frame owed an answer (the link restarts its order).
+    fn forget_owed(&mut self) {
+        self.awaiting.clear();
+        *self.owed = 0;
+        self.last_owed_at = 0;
+        self.unanswered_probes = 0;
+        self.probe_due = false;
+        self.tick_outstanding = None;
+        for slot in &mut self.senders {
+            slot.awaiting = 0;
         }
     }
 
@@ -536,11 +788,13 @@ impl Link {
 
     fn sample_rtt(&mut self, sent_at: Nanos, now: Nanos) {
         let sample = now.saturating_sub(sent_at).max(1);
-        self.srtt = if self.rtt_measured {
-            (self.srtt * 7 + sample) / 8
+        if self.rtt_measured {
+            self.rttvar = (self.rttvar * 3 + self.srtt.abs_diff(sample)) / 4;
+            self.srtt = (self.srtt * 7 + sample) / 8;
         } else {
-            sample
-        };
+            self.rttvar = sample / 2;
+            self.srtt = sample;
+        }
         self.rtt_measured = true;
         self.stats.rtt_samples += 1;
     }
@@ -568,31 +822,45 @@ impl Link {
         }
         self.heard_this_round = true;
         self.silent_rounds = 0;
+        self.unanswered_probes = 0;
         if !self.up {
             // Only an end that is up sends anything but HELLO, so this frame
             // proves the peer knows that we know it.
             self.go_up(sh);
         }
-        let ctx = frame.context;
-        match ctx.transition {
+        self.note_order(frame.order);
+        match frame.context.transition {
             Transition::Hello => unreachable!("handled above"),
-            Transition::Tick => {
-                if !verb::all_zero(&frame.payload[8..]) {
-                    return self.count_malformed(Malformed::BadPayload);
-                }
-                self.peer_round_len =
-                    u64::from_be_bytes(frame.payload[..8].try_into().expect("eight bytes"));
-                self.tock_due = Some(frame.raw_context);
-            }
+            Transition::Tick => self.handle_tick(&frame),
             Transition::Tock => match self.tick_outstanding {
-                Some((tick, sent_at)) if frame.payload[..SLICE] == wire::reflect(&tick) => {
-                    self.tick_outstanding = None;
-                    self.sample_rtt(sent_at, now);
+                Some(t) if frame.payload[..SLICE] == wire::reflect(&t.context) => {
+                    self.settle_tick();
+                    self.sample_rtt(t.sent_at, now);
                 }
                 _ => self.stats.stale_slot_frames += 1,
             },
             t if t.from_initiator() => self.handle_as_target(&frame, sh),
             _ => self.handle_as_initiator(&frame, now, sh),
+        }
+        // After the frame's own answer, if it was one: whatever the peer
+        // has seen and not answered is lost.
+        if self.cfg.ordered {
+            self.find_losses(frame.seen);
+        }
+    }
+
+    fn handle_tick(&mut self, frame: &Frame<'_>) {
+        if !verb::all_zero(&frame.payload[8..]) {
+            return self.count_malformed(Malformed::BadPayload);
+        }
+        if self.role == Role::Bob {
+            self.peer_round_len =
+                u64::from_be_bytes(frame.payload[..8].try_into().expect("eight bytes"));
+        }
+        self.tock_context = frame.raw_context;
+        if !self.tock_queued {
+            self.tock_queued = true;
+            self.answers.push_back((frame.order, Exchange::Tick));
         }
     }
 
@@ -633,6 +901,7 @@ impl Link {
                 Role::Bob
             };
             self.reset_sender_slots();
+            self.restart_order();
             self.knowledge = Knowledge::KnowYou;
         }
         self.heard_this_round = true;
@@ -647,6 +916,19 @@ impl Link {
             }
         } else {
             self.hello_due = true;
+        }
+    }
+
+    /// A new peer incarnation: both ends number their frames from 1 again.
+    fn restart_order(&mut self) {
+        self.forget_owed();
+        self.tx_order = 0;
+        self.rx_high = 0;
+        self.answers.clear();
+        self.tock_queued = false;
+        self.gap_notice_due = false;
+        for r in &mut self.receivers {
+            r.queued = false;
         }
     }
 
@@ -669,17 +951,9 @@ impl Link {
         self.silent_rounds = 0;
         // Resynchronise: transfers whose echo never came are reversed (the
         // in-doubt rule), undelivered decisions are sent again.
+        self.forget_owed();
         for s in 0..self.active_slots() {
-            let slot = &mut self.senders[usize::from(s)];
-            match slot.phase {
-                SendPhase::AwaitEcho => {
-                    slot.phase = SendPhase::Reversing(ReverseReason::EchoMissing);
-                    self.queue_sender(s);
-                }
-                SendPhase::Reversing(_) => self.queue_sender(s),
-                SendPhase::Committed if slot.commit_sent => self.queue_sender(s),
-                _ => {}
-            }
+            self.give_up_on(s);
         }
         sh.events.push_back(Event::Link {
             link: self.index,
@@ -717,12 +991,9 @@ impl Link {
             }
             r.seq = 0;
             r.state = RecvState::Fresh;
-            r.queued = false;
         }
-        self.receiver_tx.clear();
+        self.restart_order();
         self.tentative = 0;
-        self.tick_outstanding = None;
-        self.tock_due = None;
         sh.events.push_back(Event::Link {
             link: self.index,
             change: LinkChange::PeerRestarted,
@@ -749,7 +1020,7 @@ impl Link {
         match (t, ahead) {
             (Transition::Request, 0) => {
                 self.stats.duplicate_requests += 1;
-                self.queue_receiver(s);
+                self.queue_receiver(s, frame.order);
             }
             (Transition::Request | Transition::Reverse, 1) => {
                 if !self.settle_previous(s, ctx.previous_committed, sh) {
@@ -771,7 +1042,7 @@ impl Link {
                     self.commit_tentative(s, sh);
                     self.respond(s, frame, Transition::CommitAck, |_| {}, sh.epoch);
                 }
-                RecvState::Committed => self.queue_receiver(s),
+                RecvState::Committed => self.queue_receiver(s, frame.order),
                 _ => self.stats.protocol_violations += 1,
             },
             (Transition::Reverse, 0) => match state {
@@ -782,7 +1053,7 @@ impl Link {
                     self.receivers[si].state = RecvState::Reversed;
                     self.respond(s, frame, Transition::ReverseAck, |_| {}, sh.epoch);
                 }
-                RecvState::Reversed => self.queue_receiver(s),
+                RecvState::Reversed => self.queue_receiver(s, frame.order),
                 _ => self.stats.protocol_violations += 1,
             },
             _ => self.stats.stale_slot_frames += 1,
@@ -894,12 +1165,12 @@ impl Link {
         let ctx = self.response_context(frame, transition);
         let peer_epoch = self.peer_epoch;
         let r = &mut self.receivers[usize::from(s)];
-        let len = wire::build(&mut r.response, &ctx, epoch, peer_epoch, |p| {
+        let len = wire::compose(&mut r.response, &ctx, (epoch, peer_epoch), |p| {
             p[..SLICE].copy_from_slice(&wire::reflect(&frame.raw_context));
             fill(&mut p[SLICE..]);
         });
         r.response_len = len as u16;
-        self.queue_receiver(s);
+        self.queue_receiver(s, frame.order);
     }
 
     /// Like `respond`, keeping the result bytes already written in the
@@ -915,9 +1186,8 @@ impl Link {
         f[12..16].copy_from_slice(&peer_epoch.to_be_bytes());
         f[wire::HEADER_LEN..wire::HEADER_LEN + SLICE]
             .copy_from_slice(&wire::reflect(&frame.raw_context));
-        wire::seal(f);
         r.response_len = len as u16;
-        self.queue_receiver(s);
+        self.queue_receiver(s, frame.order);
     }
 
     fn response_context(&self, frame: &Frame<'_>, transition: Transition) -> Context {
@@ -931,11 +1201,13 @@ impl Link {
         }
     }
 
-    fn queue_receiver(&mut self, s: u16) {
+    /// Queues slot `s`'s answer to the peer's frame `order`. An answer
+    /// already queued keeps its place: it answers the later frame too.
+    fn queue_receiver(&mut self, s: u16, order: u32) {
         let r = &mut self.receivers[usize::from(s)];
         if !r.queued {
             r.queued = true;
-            self.receiver_tx.push_back(s);
+            self.answers.push_back((order, Exchange::Slot(s)));
         }
     }
 
@@ -964,6 +1236,8 @@ impl Link {
             self.stats.stale_slot_frames += 1;
             return;
         }
+        self.answered(s);
+        let slot = &self.senders[si];
         let reflected_ok = frame.payload[..SLICE] == wire::reflect(&slot.sent_context);
         match ctx.transition {
             Transition::Echo => self.on_echo(s, frame, reflected_ok, now, sh),
@@ -1106,43 +1380,43 @@ impl Link {
         buf: &mut [u8],
         sh: &mut Shared<'_, O>,
     ) -> Option<usize> {
-        let len = self.next_frame(now, buf, sh)?;
+        let (len, kind) = self.next_frame(now, buf, sh)?;
+        let frame = &mut buf[..len];
+        if kind != Sent::Hello {
+            // Every frame after bring-up takes the next place in the link's
+            // order and says how far this end has seen the peer's.
+            self.tx_order = match self.tx_order.wrapping_add(1) {
+                0 => 1,
+                n => n,
+            };
+            wire::stamp_order(frame, self.tx_order, self.seen());
+            self.gap_notice_due = false;
+            if let Sent::Owed(exchange) = kind {
+                self.sent_owed(self.tx_order, exchange, now);
+            }
+        }
+        wire::seal(frame);
         self.stats.tx_frames += 1;
         self.sent_this_round = true;
         Some(len)
     }
 
+    /// The next frame due, unsealed and without its order slice.
     fn next_frame<O: Observer>(
         &mut self,
         now: Nanos,
         buf: &mut [u8],
         sh: &mut Shared<'_, O>,
-    ) -> Option<usize> {
+    ) -> Option<(usize, Sent)> {
         if self.hello_due {
             self.hello_due = false;
-            return Some(self.build_hello(buf, sh));
+            return Some((self.build_hello(buf, sh), Sent::Hello));
         }
         if self.peer_epoch == 0 {
             return None;
         }
-        if let Some(tick) = self.tock_due.take() {
-            let ctx = Context::decode(&tick).expect("parsed on arrival");
-            let ctx = Context {
-                transition: Transition::Tock,
-                knowledge: self.knowledge,
-                role: self.role,
-                ..ctx
-            };
-            return Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |p| {
-                p[..SLICE].copy_from_slice(&wire::reflect(&tick))
-            }));
-        }
-        if let Some(s) = self.receiver_tx.pop_front() {
-            let r = &mut self.receivers[usize::from(s)];
-            r.queued = false;
-            let len = usize::from(r.response_len);
-            buf[..len].copy_from_slice(&r.response[..len]);
-            return Some(len);
+        if let Some((_, exchange)) = self.answers.pop_front() {
+            return Some((self.build_answer(exchange, buf, sh), Sent::Answer));
         }
         if !self.up {
             return None;
@@ -1150,12 +1424,12 @@ impl Link {
         while let Some(s) = self.sender_tx.pop_front() {
             self.senders[usize::from(s)].queued = false;
             if let Some(len) = self.build_decision(s, now, buf, sh) {
-                return Some(len);
+                return Some((len, Sent::Owed(Exchange::Slot(s))));
             }
         }
         while let Some(v) = self.ready.pop_front() {
             match self.start_transfer(v, now, buf, sh) {
-                Start::Sent(len) => return Some(len),
+                Start::Sent(len, s) => return Some((len, Sent::Owed(Exchange::Slot(s)))),
                 Start::NoSlot => break,
                 Start::Parked => {}
             }
@@ -1163,28 +1437,86 @@ impl Link {
         while let Some(s) = self.commit_candidates.pop() {
             let slot = &self.senders[usize::from(s)];
             if slot.phase == SendPhase::Committed && !slot.commit_sent {
-                return self.build_decision(s, now, buf, sh);
+                let len = self.build_decision(s, now, buf, sh)?;
+                return Some((len, Sent::Owed(Exchange::Slot(s))));
             }
         }
-        if self.tick_due {
-            self.tick_due = false;
-            self.tick_no = self.tick_no.wrapping_add(1);
-            let ctx = Context {
-                class: 0,
-                knowledge: self.knowledge,
-                role: self.role,
-                transition: Transition::Tick,
-                previous_committed: false,
-                field: self.tick_no,
-            };
-            self.tick_outstanding = Some((ctx.encode(), now));
-            self.stats.ticks_sent += 1;
-            let round_len = self.round_len();
-            return Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |p| {
-                p[..8].copy_from_slice(&round_len.to_be_bytes())
-            }));
+        self.probe_due &= *self.owed > 0;
+        if self.tick_due || self.probe_due || self.gap_notice_due {
+            return Some((self.build_tick(now, buf, sh), Sent::Owed(Exchange::Tick)));
         }
         None
+    }
+
+    /// A TOCK or a slot's cached answer, in the order the peer's frames came.
+    fn build_answer<O: Observer>(
+        &mut self,
+        exchange: Exchange,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> usize {
+        match exchange {
+            Exchange::Tick => {
+                self.tock_queued = false;
+                let tick = core::mem::take(&mut self.tock_context);
+                let ctx = Context::decode(&tick).expect("parsed on arrival");
+                let ctx = Context {
+                    transition: Transition::Tock,
+                    knowledge: self.knowledge,
+                    role: self.role,
+                    ..ctx
+                };
+                wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |p| {
+                    p[..SLICE].copy_from_slice(&wire::reflect(&tick))
+                })
+            }
+            Exchange::Slot(s) => {
+                let r = &mut self.receivers[usize::from(s)];
+                r.queued = false;
+                let len = usize::from(r.response_len);
+                buf[..len].copy_from_slice(&r.response[..len]);
+                len
+            }
+        }
+    }
+
+    /// A TICK: Alice's liveness tick, a probe for an answer owed, or the
+    /// notice of a gap in the peer's order (any frame carries `seen`).
+    fn build_tick<O: Observer>(
+        &mut self,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> usize {
+        if self.probe_due {
+            self.stats.probes_sent += 1;
+            self.unanswered_probes += 1;
+        }
+        self.tick_due = false;
+        self.probe_due = false;
+        self.gap_notice_due = false;
+        self.tick_no = self.tick_no.wrapping_add(1);
+        let ctx = Context {
+            class: 0,
+            knowledge: self.knowledge,
+            role: self.role,
+            transition: Transition::Tick,
+            previous_committed: false,
+            field: self.tick_no,
+        };
+        // A tick still unanswered is superseded: its answer is no longer
+        // waited for.
+        self.settle_tick();
+        self.tick_outstanding = Some(Outstanding {
+            context: ctx.encode(),
+            sent_at: now,
+            order: 0,
+        });
+        self.stats.ticks_sent += 1;
+        let round_len = self.round_len();
+        wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |p| {
+            p[..8].copy_from_slice(&round_len.to_be_bytes())
+        })
     }
 
     fn build_hello<O: Observer>(&mut self, buf: &mut [u8], sh: &mut Shared<'_, O>) -> usize {
@@ -1197,7 +1529,7 @@ impl Link {
             field: 0,
         };
         let cfg = self.cfg;
-        wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |p| {
+        wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |p| {
             p[..8].copy_from_slice(&sh.node_id.to_be_bytes());
             p[8..10].copy_from_slice(&cfg.slots.to_be_bytes());
             p[10..12].copy_from_slice(&cfg.receive_credits.to_be_bytes());
@@ -1235,7 +1567,12 @@ impl Link {
             slot.commit_sent = true;
             self.stats.commits_sent += 1;
         }
-        Some(wire::build(buf, &ctx, sh.epoch, self.peer_epoch, |_| {}))
+        Some(wire::compose(
+            buf,
+            &ctx,
+            (sh.epoch, self.peer_epoch),
+            |_| {},
+        ))
     }
 
     /// Puts stored verb `v` on a slot and writes its REQUEST, or parks or
@@ -1335,28 +1672,22 @@ impl Link {
         let p = &self.verbs[vi];
         sh.observer.sent(self.index, sh.epoch, s, seq, p.id);
         let memory = &*sh.memory;
-        Start::Sent(wire::build(
-            buf,
-            &ctx,
-            sh.epoch,
-            self.peer_epoch,
-            |payload| {
-                let local = match p.verb {
-                    Verb::BilateralSwap {
-                        local_region,
-                        local_offset,
-                        len,
-                        ..
-                    } => {
-                        let at = local_offset as usize;
-                        &memory.bytes(local_region).expect("locked above")
-                            [at..at + usize::from(len)]
-                    }
-                    _ => &[],
-                };
-                verb::encode_request(&p.verb, local, payload)
-            },
-        ))
+        let len = wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |payload| {
+            let local = match p.verb {
+                Verb::BilateralSwap {
+                    local_region,
+                    local_offset,
+                    len,
+                    ..
+                } => {
+                    let at = local_offset as usize;
+                    &memory.bytes(local_region).expect("locked above")[at..at + usize::from(len)]
+                }
+                _ => &[],
+            };
+            verb::encode_request(&p.verb, local, payload)
+        });
+        Start::Sent(len, s)
     }
 
     /// True when nothing is in flight or held in either direction.

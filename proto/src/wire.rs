@@ -5,7 +5,8 @@
 //! ```text
 //! slice 0  context   protocol | liveness | state | transition | field (u32)
 //! slice 1  epochs    sender epoch (u32) | receiver epoch (u32)
-//! slice 2…           payload
+//! slice 2  order     sender's transmit order (u32) | highest order seen (u32)
+//! slice 3…           payload
 //! last 4 bytes       CRC32C over every byte before it
 //! ```
 //!
@@ -18,8 +19,9 @@
 pub const ETHERTYPE: u16 = oae_common::OAE_ETHERTYPE;
 /// Length of the Ethernet II header in front of every OAE frame.
 pub const ETH_HEADER_LEN: usize = oae_common::ETH_HEADER_LEN;
-/// The only protocol version this implementation speaks.
-pub const VERSION: u8 = 1;
+/// The only protocol version this implementation speaks (2: the order
+/// slice, which lets an ordered link find a loss without a timer).
+pub const VERSION: u8 = 2;
 /// Bytes in a slice, the unit every frame is made of.
 pub const SLICE: usize = 8;
 /// Smallest frame: eight slices.
@@ -31,8 +33,10 @@ pub const MAX_CODEC_CLASS: u8 = 7;
 pub const MAX_CLASS: u8 = 4;
 /// Largest frame this implementation sends or accepts.
 pub const MAX_FRAME: usize = MIN_FRAME << MAX_CLASS;
-/// Bytes before the payload: context and epoch slices.
-pub const HEADER_LEN: usize = 2 * SLICE;
+/// Bytes before the payload: context, epoch and order slices.
+pub const HEADER_LEN: usize = 3 * SLICE;
+/// Where the order slice starts.
+const ORDER_AT: usize = 2 * SLICE;
 /// Bytes after the payload: the CRC32C.
 pub const TRAILER_LEN: usize = 4;
 
@@ -357,6 +361,12 @@ pub struct Frame<'a> {
     pub raw_context: [u8; SLICE],
     pub sender_epoch: u32,
     pub receiver_epoch: u32,
+    /// The sender's link-wide transmit number for this frame (0 on HELLO).
+    pub order: u32,
+    /// The highest order number of the receiver's frames that the sender
+    /// had received, and answered where an answer was due, when it sent
+    /// this frame (0: none).
+    pub seen: u32,
     pub payload: &'a [u8],
 }
 
@@ -385,7 +395,11 @@ impl<'a> Frame<'a> {
         }
         let sender_epoch = u32::from_be_bytes(body[8..12].try_into().expect("four bytes"));
         let receiver_epoch = u32::from_be_bytes(body[12..16].try_into().expect("four bytes"));
-        if sender_epoch == 0 {
+        let order = u32::from_be_bytes(body[ORDER_AT..ORDER_AT + 4].try_into().expect("four"));
+        let seen = u32::from_be_bytes(body[ORDER_AT + 4..HEADER_LEN].try_into().expect("four"));
+        // HELLO precedes any order; every other frame has a place in it.
+        let hello = context.transition == Transition::Hello;
+        if sender_epoch == 0 || hello != (order == 0) || (hello && seen != 0) {
             return Err(Malformed::Inconsistent);
         }
         Ok(Frame {
@@ -393,19 +407,37 @@ impl<'a> Frame<'a> {
             raw_context,
             sender_epoch,
             receiver_epoch,
+            order,
+            seen,
             payload: &body[HEADER_LEN..],
         })
     }
 }
 
-/// Writes a frame into `buf` in place: header, epochs, the payload written by
-/// `fill` (which gets the whole payload area, zeroed), and the CRC.
-/// Returns the frame length. `buf` must hold `frame_len(context.class)` bytes.
+/// Writes a frame into `buf` in place: header, epochs, the order slice
+/// (`order`, `seen`), the payload written by `fill` (which gets the whole
+/// payload area, zeroed), and the CRC. Returns the frame length. `buf` must
+/// hold `frame_len(context.class)` bytes.
 pub fn build(
     buf: &mut [u8],
     context: &Context,
-    sender_epoch: u32,
-    receiver_epoch: u32,
+    epochs: (u32, u32),
+    order: (u32, u32),
+    fill: impl FnOnce(&mut [u8]),
+) -> usize {
+    let len = compose(buf, context, epochs, fill);
+    stamp_order(&mut buf[..len], order.0, order.1);
+    seal(&mut buf[..len]);
+    len
+}
+
+/// [`build`] without the order slice and the CRC: for a frame whose place in
+/// the link's order is known only when it is sent ([`stamp_order`], then
+/// [`seal`]).
+pub fn compose(
+    buf: &mut [u8],
+    context: &Context,
+    (sender_epoch, receiver_epoch): (u32, u32),
     fill: impl FnOnce(&mut [u8]),
 ) -> usize {
     let len = frame_len(context.class);
@@ -413,11 +445,24 @@ pub fn build(
     frame[..SLICE].copy_from_slice(&context.encode());
     frame[8..12].copy_from_slice(&sender_epoch.to_be_bytes());
     frame[12..16].copy_from_slice(&receiver_epoch.to_be_bytes());
+    frame[ORDER_AT..HEADER_LEN].fill(0);
     let payload = &mut frame[HEADER_LEN..len - TRAILER_LEN];
     payload.fill(0);
     fill(payload);
-    seal(frame);
     len
+}
+
+/// Writes the order slice of a frame (the CRC must be computed after).
+pub fn stamp_order(frame: &mut [u8], order: u32, seen: u32) {
+    frame[ORDER_AT..ORDER_AT + 4].copy_from_slice(&order.to_be_bytes());
+    frame[ORDER_AT + 4..HEADER_LEN].copy_from_slice(&seen.to_be_bytes());
+}
+
+/// Whether order number `a` comes after `b`, in serial-number arithmetic
+/// (RFC 1982): numbers wrap at 2^32, and of two numbers less than 2^31
+/// apart the one ahead is the later.
+pub fn order_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
 }
 
 /// Recomputes the CRC of a complete frame after its body was edited.
@@ -478,10 +523,13 @@ mod tests {
     fn frame_round_trips_and_crc_detects_a_flip() {
         let c = sample(Transition::Request, 1);
         let mut buf = [0u8; 256];
-        let len = build(&mut buf, &c, 7, 9, |p| p[..3].copy_from_slice(b"abc"));
+        let len = build(&mut buf, &c, (7, 9), (3, 2), |p| {
+            p[..3].copy_from_slice(b"abc")
+        });
         assert_eq!(len, 128);
         let f = Frame::parse(&buf[..len]).unwrap();
         assert_eq!((f.context, f.sender_epoch, f.receiver_epoch), (c, 7, 9));
+        assert_eq!((f.order, f.seen), (3, 2));
         assert_eq!(&f.payload[..3], b"abc");
         assert_eq!(f.payload.len(), payload_capacity(1));
         buf[40] ^= 0x10;
@@ -492,7 +540,7 @@ mod tests {
     fn size_comes_from_class_only() {
         let c = sample(Transition::Echo, 0);
         let mut buf = [0u8; 256];
-        let len = build(&mut buf, &c, 1, 1, |_| {});
+        let len = build(&mut buf, &c, (1, 1), (1, 0), |_| {});
         assert_eq!(
             Frame::parse(&buf[..len - 8]).unwrap_err(),
             Malformed::Truncated
@@ -507,11 +555,44 @@ mod tests {
     fn unknown_version_and_wrong_direction_are_refused() {
         let c = sample(Transition::Reverse, 0);
         let mut s = c.encode();
-        s[0] = (2 << 4) | (s[0] & 0x0F);
+        s[0] = (1 << 4) | (s[0] & 0x0F);
         assert_eq!(Context::decode(&s), Err(Malformed::UnknownVersion));
         let mut s = c.encode();
         s[3] &= !REVERSE_DIRECTION;
         assert_eq!(Context::decode(&s), Err(Malformed::WrongDirection));
+    }
+
+    #[test]
+    fn hello_has_no_order_and_everything_else_has_one() {
+        let mut buf = [0u8; 64];
+        let hello = sample(Transition::Hello, 0);
+        let hello = Context {
+            previous_committed: false,
+            field: 0,
+            ..hello
+        };
+        let len = build(&mut buf, &hello, (1, 0), (0, 0), |_| {});
+        assert!(Frame::parse(&buf[..len]).is_ok());
+        let len = build(&mut buf, &hello, (1, 0), (5, 0), |_| {});
+        assert_eq!(
+            Frame::parse(&buf[..len]).unwrap_err(),
+            Malformed::Inconsistent
+        );
+        let echo = sample(Transition::Echo, 0);
+        let len = build(&mut buf, &echo, (1, 1), (0, 4), |_| {});
+        assert_eq!(
+            Frame::parse(&buf[..len]).unwrap_err(),
+            Malformed::Inconsistent
+        );
+    }
+
+    #[test]
+    fn order_comparison_wraps() {
+        assert!(order_after(2, 1));
+        assert!(!order_after(1, 1));
+        assert!(!order_after(1, 2));
+        assert!(order_after(3, u32::MAX - 2));
+        assert!(!order_after(u32::MAX - 2, 3));
     }
 
     #[test]

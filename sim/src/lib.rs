@@ -184,6 +184,11 @@ pub struct Report {
     pub retries: u64,
     pub refusals: u64,
     pub presumed_commits: u64,
+    /// Frames found lost because the peer had seen a later one.
+    pub lost_by_order: u64,
+    /// Frames given up on after `echo_patience_rounds` (unordered links).
+    pub lost_by_patience: u64,
+    pub probes: u64,
     pub frames: u64,
     pub lost: u64,
     pub duplicated: u64,
@@ -209,6 +214,9 @@ impl Report {
         self.retries += o.retries;
         self.refusals += o.refusals;
         self.presumed_commits += o.presumed_commits;
+        self.lost_by_order += o.lost_by_order;
+        self.lost_by_patience += o.lost_by_patience;
+        self.probes += o.probes;
         self.frames += o.frames;
         self.lost += o.lost;
         self.duplicated += o.duplicated;
@@ -344,7 +352,7 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
     let f = scenario.faults;
     format!(
         "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {} \
-         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}",
+         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}",
         scenario.name,
         seed,
         cfg.verbs,
@@ -357,7 +365,8 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
         f.jitter,
         if f.exponential_delay { " --exponential-delay" } else { "" },
         f.link_flaps,
-        f.restarts
+        f.restarts,
+        if cfg.link.ordered { "" } else { " --unordered" }
     )
     .replace("\\\n         ", "")
 }
@@ -504,6 +513,9 @@ impl Sim {
             self.report.retries += s.retries;
             self.report.refusals += s.refusals_received;
             self.report.presumed_commits += s.presumed_commits;
+            self.report.lost_by_order += s.lost_by_order;
+            self.report.lost_by_patience += s.lost_by_patience;
+            self.report.probes += s.probes_sent;
             self.report.malformed_counted += s.malformed.iter().sum::<u64>();
         }
     }

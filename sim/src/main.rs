@@ -9,8 +9,10 @@ const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
                    [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
-                   [--flaps N] [--restarts N]
-       oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N]
+                   [--flaps N] [--restarts N] [--unordered]
+       oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered]
+
+--unordered: links that may reorder (losses found by patience, not by order)
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy";
 
@@ -67,6 +69,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 a.faults.push((arg, v));
             }
             "--exponential-delay" => a.faults.push((arg, 1)),
+            "--unordered" => a.cfg.link.ordered = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -113,7 +116,7 @@ fn scenarios(a: &Args) -> Vec<Scenario> {
 
 fn header() {
     println!(
-        "{:<12} {:>5} {:>7} {:>7} {:>6} {:>6} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6} {:>5} {:>5} {:>8} {:>10} {:>12}",
+        "{:<12} {:>5} {:>7} {:>7} {:>6} {:>6} {:>9} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6} {:>6} {:>5} {:>5} {:>8} {:>10} {:>12}",
         "faults",
         "seeds",
         "verbs",
@@ -122,6 +125,8 @@ fn header() {
         "orphan",
         "reversals",
         "retries",
+        "by-order",
+        "patience",
         "frames",
         "lost",
         "dup",
@@ -136,7 +141,7 @@ fn header() {
 
 fn row(name: &str, seeds: u64, r: &Report) {
     println!(
-        "{:<12} {:>5} {:>7} {:>7} {:>6} {:>6} {:>9} {:>8} {:>7} {:>6} {:>6} {:>6} {:>5} {:>5} {:>8} {:>10} {:>12}",
+        "{:<12} {:>5} {:>7} {:>7} {:>6} {:>6} {:>9} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6} {:>6} {:>5} {:>5} {:>8} {:>10} {:>12}",
         name,
         seeds,
         r.verbs,
@@ -145,6 +150,8 @@ fn row(name: &str, seeds: u64, r: &Report) {
         r.orphaned,
         r.reversals,
         r.retries,
+        r.lost_by_order,
+        r.lost_by_patience,
         r.frames,
         r.lost,
         r.duplicated,
@@ -186,6 +193,8 @@ fn campaign(a: &Args) -> ExitCode {
     println!(
         "columns: ok/err = completions; orphan = issuer restarted before the outcome; reversals = \
          transfers undone after loss or mismatch; retries = reattempts (reversal or locked word); \
+         by-order = frames found lost by a later frame's answer (no timer); patience = frames \
+         given up on after echo_patience_rounds (unordered links only); \
          frames = sent; lost/dup/corrupt = injected; presumed = tentative transfers of a dead \
          initiator committed; malformed = corrupt frames counted and dropped; checks = invariant \
          checks passed"

@@ -1,5 +1,5 @@
-//! The fixed simulator campaign CI runs: every fault class, 12 seeds each, a
-//! thousand verbs per seed (108 seeds, 108 000 verbs in all). After every
+//! The fixed simulator campaign CI runs: every fault class on ordered links
+//! and on links that may reorder, 12 seeds each, a thousand verbs per seed. After every
 //! simulated step the oracle checks exactly_once, no_trace_after_reversal,
 //! isolation, linearizable, no_overrun and single_completion; at the end,
 //! liveness and in_doubt_resolved. A failure prints its replay command.
@@ -45,44 +45,68 @@ fn every_fault_class_is_in_the_campaign() {
     );
 }
 
-#[test]
-fn clean() {
-    campaign("clean", SimConfig::default());
+/// Each class twice: on ordered links (losses found by order, the
+/// default) and on links that may reorder (found by patience). Safety never
+/// depends on the setting, so the same invariants must hold both ways.
+macro_rules! classes {
+    ($($test:ident, $unordered:ident => $name:literal;)*) => {$(
+        #[test]
+        fn $test() {
+            campaign($name, SimConfig::default());
+        }
+
+        #[test]
+        fn $unordered() {
+            campaign($name, unordered(SimConfig::default()));
+        }
+    )*};
 }
 
-#[test]
-fn loss() {
-    campaign("loss", SimConfig::default());
+classes! {
+    clean, clean_unordered => "clean";
+    loss, loss_unordered => "loss";
+    duplication, duplication_unordered => "duplication";
+    corruption, corruption_unordered => "corruption";
+    reordering, reordering_unordered => "reordering";
+    link_flap, link_flap_unordered => "link-flap";
+    restart, restart_unordered => "restart";
+    mixed, mixed_unordered => "mixed";
 }
 
-#[test]
-fn duplication() {
-    campaign("duplication", SimConfig::default());
+fn unordered(mut cfg: SimConfig) -> SimConfig {
+    cfg.link.ordered = false;
+    cfg
 }
 
+/// On an ordered link every loss is found by order, never by patience, and
+/// a loss-free run reverses nothing; on a reordering one, order-based
+/// detection reverses transfers that were only late (safe, above) and
+/// patience never fires unless the link says it may reorder.
 #[test]
-fn corruption() {
-    campaign("corruption", SimConfig::default());
-}
-
-#[test]
-fn reordering() {
-    campaign("reordering", SimConfig::default());
-}
-
-#[test]
-fn link_flap() {
-    campaign("link-flap", SimConfig::default());
-}
-
-#[test]
-fn restart() {
-    campaign("restart", SimConfig::default());
-}
-
-#[test]
-fn mixed() {
-    campaign("mixed", SimConfig::default());
+fn losses_are_found_by_order_on_ordered_links() {
+    let totals = |name: &str, cfg: &SimConfig| {
+        let sc = scenario(name).expect("known scenario");
+        let mut sum = oae_sim::Report::default();
+        for seed in 1..=4 {
+            sum.add(&run(cfg, &sc, seed).unwrap_or_else(|f| panic!("{f}")));
+        }
+        sum
+    };
+    let ordered = SimConfig::default();
+    let clean = totals("clean", &ordered);
+    assert_eq!(
+        (clean.reversals, clean.lost_by_order, clean.probes),
+        (0, 0, 0),
+        "{clean:?}"
+    );
+    let loss = totals("loss", &ordered);
+    assert!(loss.lost > 0 && loss.lost_by_order >= loss.lost, "{loss:?}");
+    assert_eq!(loss.lost_by_patience, 0, "{loss:?}");
+    let unordered_loss = totals("loss", &unordered(SimConfig::default()));
+    assert_eq!(unordered_loss.lost_by_order, 0, "{unordered_loss:?}");
+    assert!(unordered_loss.lost_by_patience > 0, "{unordered_loss:?}");
+    let reordering = totals("reordering", &ordered);
+    assert!(reordering.lost_by_order > 0, "{reordering:?}");
 }
 
 /// Mixed faults with one slot and one credit: every transfer waits for the
@@ -93,4 +117,5 @@ fn heavy_on_a_single_slot() {
     cfg.link.slots = 1;
     cfg.link.receive_credits = 1;
     campaign("heavy", cfg);
+    campaign("heavy", unordered(cfg));
 }

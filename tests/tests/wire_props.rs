@@ -76,6 +76,9 @@ struct FrameSpec {
     context: Context,
     sender_epoch: u32,
     receiver_epoch: u32,
+    /// The order slice: zero on HELLO, a place in the order otherwise.
+    order: u32,
+    seen: u32,
     payload: Vec<u8>,
 }
 
@@ -86,8 +89,8 @@ impl FrameSpec {
         let len = wire::build(
             &mut buf,
             &self.context,
-            self.sender_epoch,
-            self.receiver_epoch,
+            (self.sender_epoch, self.receiver_epoch),
+            (self.order, self.seen),
             |p| p[..self.payload.len()].copy_from_slice(&self.payload),
         );
         buf.truncate(len);
@@ -102,14 +105,20 @@ fn frame_spec() -> impl Strategy<Value = FrameSpec> {
             Just(context),
             1..=u32::MAX,
             any::<u32>(),
+            (1..=u32::MAX, any::<u32>()),
             vec(any::<u8>(), 0..=cap),
         )
             .prop_map(
-                |(context, sender_epoch, receiver_epoch, payload)| FrameSpec {
-                    context,
-                    sender_epoch,
-                    receiver_epoch,
-                    payload,
+                |(context, sender_epoch, receiver_epoch, (order, seen), payload)| {
+                    let hello = context.transition == Transition::Hello;
+                    FrameSpec {
+                        context,
+                        sender_epoch,
+                        receiver_epoch,
+                        order: if hello { 0 } else { order },
+                        seen: if hello { 0 } else { seen },
+                        payload,
+                    }
                 },
             )
     })
@@ -355,6 +364,7 @@ proptest! {
         prop_assert_eq!(f.context, spec.context);
         prop_assert_eq!(f.raw_context, spec.context.encode());
         prop_assert_eq!(f.sender_epoch, spec.sender_epoch);
+        prop_assert_eq!((f.order, f.seen), (spec.order, spec.seen));
         prop_assert_eq!(f.receiver_epoch, spec.receiver_epoch);
         prop_assert_eq!(f.payload.len(), wire::payload_capacity(class));
         prop_assert_eq!(&f.payload[..spec.payload.len()], &spec.payload[..]);
@@ -631,7 +641,7 @@ fn stale_slot_frame_brings_a_down_link_up() {
         field: 0,
     };
     let mut buf = [0u8; MAX_FRAME];
-    let len = wire::build(&mut buf, &hello, 7, 99, |p| {
+    let len = wire::build(&mut buf, &hello, (7, 99), (0, 0), |p| {
         p[..8].copy_from_slice(&0xBu64.to_be_bytes());
         p[8..10].copy_from_slice(&64u16.to_be_bytes());
         p[10..12].copy_from_slice(&64u16.to_be_bytes());
@@ -647,7 +657,7 @@ fn stale_slot_frame_brings_a_down_link_up() {
         field: Context::slot_field(0, 7),
         ..hello
     };
-    let len = wire::build(&mut buf, &ack, 7, 1, |_| {});
+    let len = wire::build(&mut buf, &ack, (7, 1), (1, 0), |_| {});
     assert_eq!(
         harness::expect(&feeder.nodes[0], &buf[..len]),
         Expect::StaleSlot

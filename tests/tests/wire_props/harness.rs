@@ -31,8 +31,8 @@ pub fn rebuild(f: &Frame<'_>) -> Vec<u8> {
     let len = wire::build(
         &mut again,
         &f.context,
-        f.sender_epoch,
-        f.receiver_epoch,
+        (f.sender_epoch, f.receiver_epoch),
+        (f.order, f.seen),
         |p| p.copy_from_slice(f.payload),
     );
     again.truncate(len);
@@ -454,6 +454,15 @@ impl Feeder {
             Expect::StaleEpoch => exact.stale_epoch += 1,
             Expect::StaleSlot => exact.stale_slot_frames += 1,
             Expect::Live => {}
+        }
+        if !untouched {
+            // A frame of the peer's incarnation takes its place in the
+            // link's order even if it answers nothing: it may reveal a gap,
+            // and its `seen` may show a frame of ours lost (a forged one
+            // can only make the node reverse or repeat, which is safe).
+            exact.gaps_seen = post.gaps_seen;
+            exact.lost_by_order = post.lost_by_order;
+            exact.echo_missing = post.echo_missing;
         }
         if want.is_garbage() {
             self.garbage += 1;
