@@ -11,6 +11,9 @@ pub const OAE_ETHERTYPE: u16 = 0x88B5;
 /// Length of the Ethernet header the XDP program skips (no VLAN tags).
 pub const ETH_HEADER_LEN: usize = 14;
 
+/// EtherType of IPv4, the frames a wider [`FaultScope`] reaches.
+pub const IPV4_ETHERTYPE: u16 = 0x0800;
+
 /// Map names, as the XDP program declares them and userspace looks them up.
 pub mod maps {
     /// XSKMAP: receive queue index → AF_XDP socket.
@@ -35,11 +38,14 @@ pub const MAX_QUEUES: u32 = 64;
 pub enum Counter {
     /// OAE frames redirected to an AF_XDP socket.
     Steered = 0,
-    /// Frames of other EtherTypes handed to the kernel stack.
+    /// Frames of other EtherTypes handed to the kernel stack, including
+    /// those in the fault scope that no fault dropped (corrupted or not).
     Passed = 1,
-    /// OAE frames dropped by the fault injector (probabilistic or link down).
+    /// Frames in the fault scope dropped by the fault injector
+    /// (probabilistic or link down): OAE frames unless the scope is wider.
     DroppedByFault = 2,
-    /// OAE frames with one bit flipped by the fault injector (then steered).
+    /// Frames in the fault scope with one bit flipped by the fault injector;
+    /// OAE frames are then steered, others passed to the kernel stack.
     CorruptedByFault = 3,
     /// OAE frames that arrived on a queue with no socket bound (dropped).
     NoSocket = 4,
@@ -66,35 +72,145 @@ impl Counter {
     }
 }
 
-/// Offset value meaning "flip a bit at a random offset inside the OAE payload".
+/// Offset value meaning "flip a bit at a random offset inside the payload"
+/// (everything after the Ethernet header).
 pub const CORRUPT_RANDOM_OFFSET: u32 = u32::MAX;
 
 /// One million: probabilities are in parts per million.
 pub const PPM: u32 = 1_000_000;
 
-/// Fault injection applied by the XDP program to received OAE frames.
-/// Zero probabilities and `link_down == 0` mean no faults, whatever the
-/// offset and seed.
+/// [`FaultConfig`]'s `scope` for OAE frames only (the default).
+pub const SCOPE_OAE: u32 = 0;
+/// [`FaultConfig`]'s `scope` for every IPv4 frame (EtherType 0x0800, no
+/// VLAN tag), and no OAE frame.
+pub const SCOPE_IPV4: u32 = 1;
+/// [`FaultConfig`]'s `scope` for IPv4 TCP and UDP segments whose source or
+/// destination port is [`FaultConfig::port`], and nothing else.
+pub const SCOPE_PORT: u32 = 2;
+
+/// Which received frames the fault injector may touch. Frames outside the
+/// scope are never dropped or corrupted, whatever the probabilities; frames
+/// inside it that are not OAE frames and survive go to the kernel stack as
+/// before (a corrupted one too: the kernel's checksums catch it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FaultScope {
+    /// OAE frames only (EtherType 0x88B5).
+    #[default]
+    Oae,
+    /// Every IPv4 frame without a VLAN tag; OAE frames are left alone.
+    Ipv4,
+    /// IPv4 TCP and UDP segments with this source or destination port (the
+    /// first fragment of a datagram, which carries the ports); everything
+    /// else, OAE frames included, is left alone.
+    Port(u16),
+}
+
+impl FaultScope {
+    /// The scope as [`FaultConfig`] stores it: `(scope, port)`.
+    pub const fn to_raw(self) -> (u32, u16) {
+        match self {
+            FaultScope::Oae => (SCOPE_OAE, 0),
+            FaultScope::Ipv4 => (SCOPE_IPV4, 0),
+            FaultScope::Port(port) => (SCOPE_PORT, port),
+        }
+    }
+
+    /// The scope [`FaultConfig`] stores as `(scope, port)`; `None` for an
+    /// unknown scope value.
+    pub const fn from_raw(scope: u32, port: u16) -> Option<FaultScope> {
+        match scope {
+            SCOPE_OAE => Some(FaultScope::Oae),
+            SCOPE_IPV4 => Some(FaultScope::Ipv4),
+            SCOPE_PORT => Some(FaultScope::Port(port)),
+            _ => None,
+        }
+    }
+}
+
+/// `oae`, `ipv4` or `port:N`, as [`FaultScope`]'s `FromStr` reads it.
+impl core::fmt::Display for FaultScope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FaultScope::Oae => f.write_str("oae"),
+            FaultScope::Ipv4 => f.write_str("ipv4"),
+            FaultScope::Port(port) => write!(f, "port:{port}"),
+        }
+    }
+}
+
+/// A fault scope that did not parse; its message says what is accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidScope;
+
+impl core::fmt::Display for InvalidScope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(
+            "expected oae (OAE frames, the default), ipv4 (every IPv4 frame) or port:N \
+             (IPv4 TCP and UDP with source or destination port N, 1 to 65535)",
+        )
+    }
+}
+
+impl core::error::Error for InvalidScope {}
+
+impl core::str::FromStr for FaultScope {
+    type Err = InvalidScope;
+
+    fn from_str(s: &str) -> Result<FaultScope, InvalidScope> {
+        match s.trim() {
+            "oae" => Ok(FaultScope::Oae),
+            "ipv4" => Ok(FaultScope::Ipv4),
+            other => other
+                .strip_prefix("port:")
+                .and_then(|n| n.parse::<u16>().ok())
+                .filter(|&n| n != 0)
+                .map(FaultScope::Port)
+                .ok_or(InvalidScope),
+        }
+    }
+}
+
+/// Fault injection applied by the XDP program to the received frames in
+/// its scope (OAE frames by default). Zero probabilities and
+/// `link_down == 0` mean no faults, whatever the offset, seed and scope.
+///
+/// 32 bytes with no implicit padding, the same for the XDP program and
+/// userspace (asserted below).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultConfig {
-    /// Probability, in parts per million, of dropping an OAE frame.
+    /// Probability, in parts per million, of dropping a frame in scope.
     pub drop_ppm: u32,
     /// Probability, in parts per million, of flipping one bit.
     pub corrupt_ppm: u32,
     /// Byte offset from the start of the Ethernet frame of the flipped bit,
-    /// or [`CORRUPT_RANDOM_OFFSET`] for a random byte of the OAE payload.
+    /// or [`CORRUPT_RANDOM_OFFSET`] for a random byte after the Ethernet
+    /// header.
     pub corrupt_offset: u32,
-    /// Non-zero: drop every OAE frame (the link is down).
+    /// Non-zero: drop every frame in scope (the link is down).
     pub link_down: u32,
     /// Seed of the per-CPU dice; changing it restarts the sequence, so the
     /// same seed and the same frames give the same faults.
     pub seed: u64,
+    /// Which frames the faults apply to: [`SCOPE_OAE`] (the default),
+    /// [`SCOPE_IPV4`] or [`SCOPE_PORT`]; [`FaultConfig::scope()`] reads it
+    /// as a [`FaultScope`].
+    pub scope: u32,
+    /// The TCP or UDP port of [`SCOPE_PORT`], in host byte order; 0
+    /// otherwise.
+    pub port: u16,
+    /// Explicit padding, always zero, so no byte of the map value is
+    /// undefined.
+    pub pad: u16,
 }
 
+const _: () = assert!(core::mem::size_of::<FaultConfig>() == 32);
+const _: () = assert!(core::mem::align_of::<FaultConfig>() == 8);
+
 impl Default for FaultConfig {
-    /// No faults; should corruption be switched on later, it picks a random
-    /// payload byte rather than byte 0 (the destination MAC).
+    /// No faults, OAE frames in scope; should corruption be switched on
+    /// later, it picks a random payload byte rather than byte 0 (the
+    /// destination MAC).
     fn default() -> FaultConfig {
         FaultConfig {
             drop_ppm: 0,
@@ -102,6 +218,9 @@ impl Default for FaultConfig {
             corrupt_offset: CORRUPT_RANDOM_OFFSET,
             link_down: 0,
             seed: 0,
+            scope: SCOPE_OAE,
+            port: 0,
+            pad: 0,
         }
     }
 }
@@ -111,9 +230,27 @@ impl FaultConfig {
     pub const fn is_clear(&self) -> bool {
         self.drop_ppm == 0 && self.corrupt_ppm == 0 && self.link_down == 0
     }
+
+    /// The frames the faults apply to; `None` if `scope` holds an unknown
+    /// value (the XDP program then touches no frame).
+    pub const fn scope(&self) -> Option<FaultScope> {
+        FaultScope::from_raw(self.scope, self.port)
+    }
+
+    /// This configuration applied to the frames of `scope` instead.
+    pub const fn with_scope(self, scope: FaultScope) -> FaultConfig {
+        let (scope, port) = scope.to_raw();
+        FaultConfig {
+            scope,
+            port,
+            pad: 0,
+            ..self
+        }
+    }
 }
 
-/// `drop=0.01 corrupt=0 offset=random link=up seed=0`: probabilities as exact
+/// `drop=0.01 corrupt=0 offset=random link=up seed=0`, then ` scope=ipv4` or
+/// ` scope=port:N` when the scope is not the default: probabilities as exact
 /// decimals of the parts per million, so the text reads back to the same
 /// configuration.
 impl core::fmt::Display for FaultConfig {
@@ -128,7 +265,12 @@ impl core::fmt::Display for FaultConfig {
             write!(f, " offset={}", self.corrupt_offset)?;
         }
         let link = if self.link_down != 0 { "down" } else { "up" };
-        write!(f, " link={link} seed={}", self.seed)
+        write!(f, " link={link} seed={}", self.seed)?;
+        match self.scope() {
+            Some(FaultScope::Oae) => Ok(()),
+            Some(scope) => write!(f, " scope={scope}"),
+            None => write!(f, " scope=unknown({})", self.scope),
+        }
     }
 }
 
@@ -283,6 +425,9 @@ mod tests {
             corrupt_offset: 20,
             link_down: 1,
             seed: 5,
+            scope: SCOPE_OAE,
+            port: 0,
+            pad: 0,
         };
         assert_eq!(
             f.to_string(),
@@ -299,5 +444,46 @@ mod tests {
         assert!(all.to_string().starts_with("drop=1 "));
         assert!(FaultConfig::default().is_clear());
         assert!(!all.is_clear());
+        assert_eq!(
+            f.with_scope(FaultScope::Port(6379)).to_string(),
+            "drop=0.01 corrupt=0.000001 offset=20 link=down seed=5 scope=port:6379"
+        );
+        assert_eq!(
+            all.with_scope(FaultScope::Ipv4).to_string(),
+            "drop=1 corrupt=0 offset=random link=up seed=0 scope=ipv4"
+        );
+    }
+
+    #[test]
+    fn scopes_read_back_and_refuse_the_rest() {
+        for scope in [
+            FaultScope::Oae,
+            FaultScope::Ipv4,
+            FaultScope::Port(1),
+            FaultScope::Port(6379),
+            FaultScope::Port(65535),
+        ] {
+            assert_eq!(scope.to_string().parse::<FaultScope>(), Ok(scope));
+            let (raw, port) = scope.to_raw();
+            assert_eq!(FaultScope::from_raw(raw, port), Some(scope));
+            let f = FaultConfig::default().with_scope(scope);
+            assert_eq!(f.scope(), Some(scope));
+            assert_eq!(f.pad, 0);
+        }
+        assert_eq!(FaultConfig::default().scope(), Some(FaultScope::Oae));
+        for bad in [
+            "",
+            "tcp",
+            "port",
+            "port:",
+            "port:0",
+            "port:65536",
+            "port:-1",
+            "IPV4",
+        ] {
+            assert_eq!(bad.parse::<FaultScope>(), Err(InvalidScope), "{bad}");
+        }
+        assert!(InvalidScope.to_string().contains("port:N"));
+        assert_eq!(FaultScope::from_raw(7, 0), None);
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
-use oae_pmd::xdp::{FaultConfig, apply_fault_setting};
+use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting, parse_scope};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(35);
@@ -181,10 +181,17 @@ enum RegionCmd {
 #[derive(Subcommand)]
 enum FaultCmd {
     /// e.g. `fault set drop=0.01 corrupt=0.001 link=down seed=7`
-    /// (probabilities as fractions, or with a ppm suffix: drop=10000ppm).
+    /// (probabilities as fractions, or with a ppm suffix: drop=10000ppm),
+    /// `fault set --scope port:6379 drop=1%`.
     Set {
-        #[arg(value_parser = parse_fault, required = true)]
+        #[arg(value_parser = parse_fault, required_unless_present = "scope")]
         settings: Vec<FaultSetting>,
+        /// Which received frames the faults apply to: oae (OAE frames, the
+        /// default), ipv4 (every IPv4 frame) or port:N (IPv4 TCP and UDP
+        /// segments with source or destination port N). Frames outside it
+        /// are never touched. Kept until set again.
+        #[arg(long, value_parser = parse_scope_arg)]
+        scope: Option<FaultScope>,
     },
     /// Clears every fault.
     Clear,
@@ -197,6 +204,7 @@ enum FaultSetting {
     Offset(u32),
     Link(bool),
     Seed(u64),
+    Scope(FaultScope),
 }
 
 fn parse_word(s: &str) -> Result<(u32, u64, u64), String> {
@@ -223,8 +231,14 @@ fn parse_fault(s: &str) -> Result<FaultSetting, String> {
         "corrupt" => FaultSetting::Corrupt(parsed.corrupt_ppm),
         "offset" => FaultSetting::Offset(parsed.corrupt_offset),
         "link" => FaultSetting::Link(parsed.link_down != 0),
+        "scope" => FaultSetting::Scope(parsed.scope().unwrap_or_default()),
         _ => FaultSetting::Seed(parsed.seed),
     })
+}
+
+/// `--scope`, read by the same parser as the `scope=` setting.
+fn parse_scope_arg(s: &str) -> Result<FaultScope, String> {
+    parse_scope(s).map_err(|e| e.to_string())
 }
 
 fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
@@ -423,9 +437,10 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                         corrupt_offset: None,
                         link_down: Some(false),
                         seed: None,
+                        scope: None,
                     }
                 }
-                FaultCmd::Set { settings } => {
+                FaultCmd::Set { settings, scope } => {
                     for s in settings {
                         match *s {
                             FaultSetting::Drop(p) => change.drop_ppm = Some(p),
@@ -433,7 +448,11 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                             FaultSetting::Offset(o) => change.corrupt_offset = Some(o),
                             FaultSetting::Link(down) => change.link_down = Some(down),
                             FaultSetting::Seed(s) => change.seed = Some(s),
+                            FaultSetting::Scope(s) => change.scope = Some(s.to_string()),
                         }
+                    }
+                    if let Some(s) = scope {
+                        change.scope = Some(s.to_string());
                     }
                 }
             }

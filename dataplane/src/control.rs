@@ -66,6 +66,11 @@ pub struct FaultChange {
     pub corrupt_offset: Option<u32>,
     pub link_down: Option<bool>,
     pub seed: Option<u64>,
+    /// Which frames the faults apply to: `oae` (OAE frames, the default),
+    /// `ipv4` (every IPv4 frame) or `port:N` (IPv4 TCP and UDP segments
+    /// with source or destination port N).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// A verb in the control protocol's terms (data in hex).

@@ -561,6 +561,10 @@ fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
         if let Some(v) = change.seed {
             f.seed = v;
         }
+        if let Some(v) = &change.scope {
+            let scope = oae_pmd::xdp::parse_scope(v).map_err(|e| e.to_string())?;
+            f = f.with_scope(scope);
+        }
         if f.drop_ppm > oae_common::PPM || f.corrupt_ppm > oae_common::PPM {
             return Err("probabilities are parts per million: at most 1000000".into());
         }
@@ -588,5 +592,6 @@ pub fn fault_json(f: &FaultConfig) -> Value {
         },
         "link_down": f.link_down != 0,
         "seed": f.seed,
+        "scope": f.scope().map_or_else(|| format!("unknown ({})", f.scope), |s| s.to_string()),
     })
 }

@@ -6,8 +6,11 @@
 //! AF_XDP socket registered for `q` with [`Steering::register_socket`], or
 //! are dropped and counted as [`Counter::NoSocket`] while there is none;
 //! every other frame continues to the kernel stack. [`Steering::set_faults`]
-//! makes the program drop or corrupt OAE frames, or cut the link, on
-//! demand. Dropping the [`Steering`] detaches the program.
+//! makes the program drop or corrupt frames, or cut the link, on demand:
+//! OAE frames by default, or, with a wider [`FaultScope`], every IPv4
+//! frame or the TCP and UDP segments of one port instead (so a kernel TCP
+//! peer on the same link can be hurt the same way). Dropping the
+//! [`Steering`] detaches the program.
 //!
 //! Attaching needs root (or CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON). The
 //! interface is looked up in the network namespace of the calling thread.
@@ -25,7 +28,7 @@ use nix::errno::Errno;
 use nix::net::if_::if_nametoindex;
 use oae_common::{CORRUPT_RANDOM_OFFSET, MAX_QUEUES, PPM, RngState};
 
-pub use oae_common::{Counter, FaultConfig};
+pub use oae_common::{Counter, FaultConfig, FaultScope};
 
 /// The object file `build.rs` produced from `ebpf/`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(env!("OAE_EBPF_OBJECT"));
@@ -130,11 +133,12 @@ pub struct XdpCounters {
     /// OAE frames redirected to an AF_XDP socket (the socket may still drop
     /// them if its receive ring is full; the socket's statistics say so).
     pub steered: u64,
-    /// Frames of other EtherTypes handed to the kernel stack.
+    /// Frames of other EtherTypes handed to the kernel stack (those in the
+    /// fault scope included, unless a fault dropped them).
     pub passed: u64,
-    /// OAE frames dropped by the fault injector.
+    /// Frames in the fault scope dropped by the fault injector.
     pub dropped_by_fault: u64,
-    /// OAE frames with one bit flipped by the fault injector.
+    /// Frames in the fault scope with one bit flipped by the fault injector.
     pub corrupted_by_fault: u64,
     /// OAE frames dropped because no socket was registered for their queue.
     pub no_socket: u64,
@@ -304,10 +308,11 @@ impl Steering {
         })
     }
 
-    /// Applies `faults` to the OAE frames received from now on, and
-    /// restarts the dice from `faults.seed` on every CPU: the same
-    /// configuration and the same frames give the same faults. (Frames that
-    /// arrive while the configuration changes may see a mix.)
+    /// Applies `faults` to the frames of its scope received from now on
+    /// (OAE frames unless `faults.scope` says otherwise), and restarts the
+    /// dice from `faults.seed` on every CPU: the same configuration and the
+    /// same frames give the same faults. (Frames that arrive while the
+    /// configuration changes may see a mix.)
     pub fn set_faults(&self, faults: &FaultConfig) -> Result<(), XdpError> {
         validate(faults)?;
         let mut maps = self.maps();
@@ -407,7 +412,18 @@ fn validate(faults: &FaultConfig) -> Result<(), XdpError> {
             )));
         }
     }
-    Ok(())
+    match faults.scope() {
+        None => Err(XdpError::InvalidFaults(format!(
+            "scope value {} is unknown: {}",
+            faults.scope,
+            oae_common::InvalidScope
+        ))),
+        Some(FaultScope::Port(0)) => Err(XdpError::InvalidFaults(format!(
+            "scope port:0 matches no segment: {}",
+            oae_common::InvalidScope
+        ))),
+        Some(_) => Ok(()),
+    }
 }
 
 fn check_queue(queue: u32) -> Result<(), XdpError> {
@@ -549,11 +565,14 @@ pub fn parse_faults(text: &str) -> Result<FaultConfig, FaultParseError> {
 /// * `offset=N` (byte offset of the flipped bit from the start of the
 ///   frame) or `offset=random` (a random byte of the OAE payload);
 /// * `link=down` / `link=up`;
-/// * `seed=N` (decimal or `0x` hexadecimal).
+/// * `seed=N` (decimal or `0x` hexadecimal);
+/// * `scope=oae` (OAE frames, the default), `scope=ipv4` (every IPv4
+///   frame) or `scope=port:N` (IPv4 TCP and UDP segments with source or
+///   destination port N): the frames the other settings apply to.
 pub fn apply_fault_setting(faults: &mut FaultConfig, setting: &str) -> Result<(), FaultParseError> {
     let (key, value) = setting.split_once('=').ok_or_else(|| {
         FaultParseError(format!(
-            "'{setting}' is not key=value (keys: drop, corrupt, offset, link, seed)"
+            "'{setting}' is not key=value (keys: drop, corrupt, offset, link, seed, scope)"
         ))
     })?;
     let (key, value) = (key.trim(), value.trim());
@@ -594,13 +613,21 @@ pub fn apply_fault_setting(faults: &mut FaultConfig, setting: &str) -> Result<()
             faults.seed = parsed
                 .map_err(|_| FaultParseError(format!("seed '{value}' is not a 64-bit number")))?;
         }
+        "scope" => *faults = faults.with_scope(parse_scope(value)?),
         _ => {
             return Err(FaultParseError(format!(
-                "unknown fault setting '{key}' (keys: drop, corrupt, offset, link, seed)"
+                "unknown fault setting '{key}' (keys: drop, corrupt, offset, link, seed, scope)"
             )));
         }
     }
     Ok(())
+}
+
+/// A fault scope from `oae`, `ipv4` or `port:N`; anything else is refused
+/// with what is accepted.
+pub fn parse_scope(text: &str) -> Result<FaultScope, FaultParseError> {
+    text.parse::<FaultScope>()
+        .map_err(|e| FaultParseError(format!("scope '{text}': {e}")))
 }
 
 /// A probability in parts per million, from `0.25`, `25%` or `250000ppm`.
@@ -694,6 +721,7 @@ mod tests {
                 corrupt_offset: 20,
                 link_down: 1,
                 seed: 42,
+                ..FaultConfig::default()
             }
         );
         let mut g = f;
@@ -701,6 +729,14 @@ mod tests {
         apply_fault_setting(&mut g, "offset=random").unwrap();
         assert_eq!(g.link_down, 0);
         assert_eq!(g.corrupt_offset, CORRUPT_RANDOM_OFFSET);
+        assert_eq!(g.scope(), Some(FaultScope::Oae));
+        apply_fault_setting(&mut g, "scope=port:6379").unwrap();
+        assert_eq!(g.scope(), Some(FaultScope::Port(6379)));
+        assert_eq!((g.drop_ppm, g.seed), (500_000, 42), "other settings kept");
+        apply_fault_setting(&mut g, "scope=ipv4").unwrap();
+        assert_eq!((g.scope(), g.port), (Some(FaultScope::Ipv4), 0));
+        apply_fault_setting(&mut g, "scope=oae").unwrap();
+        assert_eq!(g.scope(), Some(FaultScope::Oae));
         assert_eq!(parse_faults(""), Ok(FaultConfig::default()));
     }
 
@@ -710,6 +746,8 @@ mod tests {
             "drop=0.5 corrupt=0.000001 offset=20 link=down seed=42",
             "drop=0 corrupt=0 offset=random link=up seed=0",
             "drop=1 corrupt=0.25 offset=0 link=up seed=18446744073709551615",
+            "drop=0.01 corrupt=0.001 offset=random link=up seed=1 scope=port:6379",
+            "drop=0.05 corrupt=0 offset=random link=down seed=0 scope=ipv4",
         ] {
             let f = parse_faults(text).unwrap();
             assert_eq!(f.to_string(), text);
@@ -724,6 +762,9 @@ mod tests {
             ("link=sideways", "up or down"),
             ("offset=-1", "random"),
             ("seed=x", "64-bit"),
+            ("scope=tcp", "oae (OAE frames, the default), ipv4"),
+            ("scope=port:0", "port:N"),
+            ("scope=port:70000", "1 to 65535"),
         ] {
             let e = parse_faults(bad).unwrap_err();
             assert!(e.to_string().contains(hint), "{bad}: {e}");
@@ -738,6 +779,19 @@ mod tests {
         };
         assert!(matches!(validate(&f), Err(XdpError::InvalidFaults(_))));
         assert!(validate(&FaultConfig::default()).is_ok());
+        let unknown = FaultConfig {
+            scope: 9,
+            ..FaultConfig::default()
+        };
+        let e = validate(&unknown).unwrap_err();
+        assert!(e.to_string().contains("scope value 9 is unknown"), "{e}");
+        let no_port = FaultConfig::default().with_scope(FaultScope::Port(0));
+        assert!(matches!(
+            validate(&no_port),
+            Err(XdpError::InvalidFaults(_))
+        ));
+        let port = FaultConfig::default().with_scope(FaultScope::Port(6379));
+        assert!(validate(&port).is_ok());
     }
 
     #[test]

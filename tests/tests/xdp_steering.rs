@@ -5,14 +5,20 @@
 //! the fault injector is counted as `no_socket`; the counters alone show
 //! what the program decided. Frames are sent by a Python AF_PACKET socket
 //! pinned to CPU 0, so the program runs on CPU 0 and its fault dice follow
-//! `RngState::seeded(seed, 0)` exactly. Needs root.
+//! `RngState::seeded(seed, 0)` exactly. The fault scope's test also sends
+//! UDP datagrams that way and receives them with a UDP socket on side b.
+//! Needs root.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use oae_common::{CORRUPT_RANDOM_OFFSET, ETH_HEADER_LEN, FaultConfig, RngState};
+use oae_common::{
+    CORRUPT_RANDOM_OFFSET, ETH_HEADER_LEN, FaultConfig, FaultScope, IPV4_ETHERTYPE, OAE_ETHERTYPE,
+    RngState,
+};
 use oae_pmd::netns::{self, VethPair};
 use oae_pmd::xdp::{Steering, XdpCounters, XdpError, XdpMode};
 
@@ -45,18 +51,61 @@ fn attach(pair: &VethPair, mode: XdpMode) -> Result<Steering, XdpError> {
 /// Sends `count` OAE frames from side a to side b, one system call each so
 /// the receive path drains between frames and none is lost on the way.
 fn send_oae(pair: &VethPair, count: usize) {
-    let hex = |mac: [u8; 6]| mac.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    send_frame(pair, &oae_frame(pair), count);
+}
+
+/// A 64-byte OAE frame from side a to side b; its payload counts up from 0.
+fn oae_frame(pair: &VethPair) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(FRAME_LEN);
+    frame.extend_from_slice(&pair.mac[1]);
+    frame.extend_from_slice(&pair.mac[0]);
+    frame.extend_from_slice(&OAE_ETHERTYPE.to_be_bytes());
+    frame.extend(0..(FRAME_LEN - ETH_HEADER_LEN) as u8);
+    frame
+}
+
+/// A 64-byte IPv4 UDP datagram from side a's address to side b's, from
+/// port `source` to port `destination`: a correct IPv4 header checksum and
+/// none for UDP (zero, which IPv4 allows), so side b's kernel takes it.
+fn udp_frame(pair: &VethPair, source: u16, destination: u16) -> Vec<u8> {
+    const PAYLOAD: usize = FRAME_LEN - ETH_HEADER_LEN - 20 - 8;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&((20 + 8 + PAYLOAD) as u16).to_be_bytes());
+    ip.extend_from_slice(&pair.ip[0].octets());
+    ip.extend_from_slice(&pair.ip[1].octets());
+    let sum: u32 = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    let folded = (folded & 0xffff) + (folded >> 16);
+    ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+
+    let mut frame = Vec::with_capacity(FRAME_LEN);
+    frame.extend_from_slice(&pair.mac[1]);
+    frame.extend_from_slice(&pair.mac[0]);
+    frame.extend_from_slice(&IPV4_ETHERTYPE.to_be_bytes());
+    frame.extend_from_slice(&ip);
+    frame.extend_from_slice(&source.to_be_bytes());
+    frame.extend_from_slice(&destination.to_be_bytes());
+    frame.extend_from_slice(&((8 + PAYLOAD) as u16).to_be_bytes());
+    frame.extend_from_slice(&[0, 0]);
+    frame.extend_from_slice(&[0xab; PAYLOAD]);
+    assert_eq!(frame.len(), FRAME_LEN);
+    frame
+}
+
+/// Sends `count` copies of `frame` from side a, one system call each.
+fn send_frame(pair: &VethPair, frame: &[u8], count: usize) {
+    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
     let script = format!(
         "import os, socket\n\
          os.sched_setaffinity(0, {{{CPU}}})\n\
          s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
          s.bind(('{iface}', 0))\n\
-         frame = bytes.fromhex('{dst}{src}88b5') + bytes(range({payload}))\n\
+         frame = bytes.fromhex('{hex}')\n\
          for _ in range({count}):\n    s.send(frame)\n",
         iface = pair.ifname[0],
-        dst = hex(pair.mac[1]),
-        src = hex(pair.mac[0]),
-        payload = FRAME_LEN - ETH_HEADER_LEN,
     );
     let out = pair
         .command(0, "python3")
@@ -92,6 +141,75 @@ fn send_and_count(pair: &VethPair, steering: &Steering, count: usize) -> XdpCoun
         }
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Sends `count` copies of `frame` and returns what the counters did
+/// meanwhile, once the program has decided about at least `count` frames
+/// and the counters have stopped moving (bounded wait). The kernel's own
+/// frames (IPv6 neighbour discovery) may add to `passed`, never to the
+/// fault counters.
+fn send_and_settle(
+    pair: &VethPair,
+    steering: &Steering,
+    frame: &[u8],
+    count: usize,
+) -> XdpCounters {
+    let before = steering.try_counters().expect("read counters");
+    send_frame(pair, frame, count);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = None;
+    loop {
+        let delta = steering
+            .try_counters()
+            .expect("read counters")
+            .since(&before);
+        let decided = delta.passed + oae_seen(&delta);
+        if (decided >= count as u64 && last == Some(delta)) || Instant::now() > deadline {
+            return delta;
+        }
+        last = Some(delta);
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `send` while a UDP socket on side b, bound to its address and
+/// `port`, counts the datagrams it receives (until a second passes without
+/// one); returns that count and what `send` returned.
+fn received_udp<T>(pair: &VethPair, port: u16, send: impl FnOnce() -> T) -> (usize, T) {
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.bind(('{ip}', {port}))\n\
+         print('ready', flush=True)\n\
+         s.settimeout(1.0)\n\
+         n = 0\n\
+         try:\n    while True:\n        s.recv(2048)\n        n += 1\n\
+         except socket.timeout:\n    pass\n\
+         print(n, flush=True)\n",
+        ip = pair.ip[1],
+    );
+    let mut receiver = pair
+        .command(1, "python3")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python3 (apt-get install python3)");
+    let mut lines = BufReader::new(receiver.stdout.take().expect("receiver's stdout")).lines();
+    let ready = lines.next().and_then(Result::ok);
+    assert_eq!(
+        ready.as_deref(),
+        Some("ready"),
+        "the UDP receiver did not start"
+    );
+    let sent = send();
+    let count = lines
+        .next()
+        .and_then(Result::ok)
+        .and_then(|line| line.trim().parse().ok())
+        .expect("the UDP receiver's count");
+    let status = receiver.wait().expect("reap the UDP receiver");
+    assert!(status.success(), "the UDP receiver failed: {status}");
+    (count, sent)
 }
 
 /// Frames the program drops out of `count`, replaying its dice for `faults`
@@ -259,6 +377,77 @@ fn corruption_is_counted_and_the_frame_still_steered() {
     steering.set_faults(&inside).expect("set faults");
     let d = send_and_count(&pair, &steering, 50);
     assert_eq!(d.corrupted_by_fault, 50, "{d}");
+}
+
+#[test]
+fn the_fault_scope_picks_the_frames_it_hurts() {
+    const FRAMES: usize = 50;
+    const PORT: u16 = 6379;
+    const OTHER_PORT: u16 = 6380;
+    const EPHEMERAL: u16 = 40_000;
+    let pair = veth_pair("xdpscope");
+    let steering = attach(&pair, XdpMode::Auto).expect("attach");
+    let to_port = udp_frame(&pair, EPHEMERAL, PORT);
+    let from_port = udp_frame(&pair, PORT, EPHEMERAL);
+    let to_other = udp_frame(&pair, EPHEMERAL, OTHER_PORT);
+    let every_frame_lost = FaultConfig {
+        drop_ppm: 1_000_000,
+        ..FaultConfig::default()
+    };
+
+    // The default scope is OAE frames: UDP to the port reaches its socket.
+    steering.set_faults(&every_frame_lost).expect("set faults");
+    assert_eq!(steering.faults().scope(), Some(FaultScope::Oae));
+    let (got, d) = received_udp(&pair, PORT, || {
+        send_and_settle(&pair, &steering, &to_port, FRAMES)
+    });
+    assert_eq!((got, d.dropped_by_fault), (FRAMES, 0), "{d}");
+    assert!(d.passed >= FRAMES as u64, "{d}");
+    let d = send_and_count(&pair, &steering, FRAMES);
+    assert_eq!((d.dropped_by_fault, d.no_socket), (FRAMES as u64, 0), "{d}");
+
+    // port:P drops every segment to or from P, and nothing else: UDP to
+    // another port and OAE frames go on as without faults.
+    let scoped = every_frame_lost.with_scope(FaultScope::Port(PORT));
+    steering.set_faults(&scoped).expect("set faults");
+    assert_eq!(steering.faults(), scoped);
+    let (got, d) = received_udp(&pair, PORT, || {
+        send_and_settle(&pair, &steering, &to_port, FRAMES)
+    });
+    assert_eq!((got, d.dropped_by_fault), (0, FRAMES as u64), "{d}");
+    let d = send_and_settle(&pair, &steering, &from_port, FRAMES);
+    assert_eq!(d.dropped_by_fault, FRAMES as u64, "{d}");
+    let (got, d) = received_udp(&pair, OTHER_PORT, || {
+        send_and_settle(&pair, &steering, &to_other, FRAMES)
+    });
+    assert_eq!((got, d.dropped_by_fault), (FRAMES, 0), "{d}");
+    assert!(d.passed >= FRAMES as u64, "{d}");
+    let d = send_and_count(&pair, &steering, FRAMES);
+    assert_eq!((d.dropped_by_fault, d.no_socket), (0, FRAMES as u64), "{d}");
+
+    // ipv4 takes every IPv4 frame, whatever its port, and still no OAE one.
+    steering
+        .set_faults(&every_frame_lost.with_scope(FaultScope::Ipv4))
+        .expect("set faults");
+    let d = send_and_settle(&pair, &steering, &to_other, FRAMES);
+    assert_eq!(d.dropped_by_fault, FRAMES as u64, "{d}");
+    let d = send_and_count(&pair, &steering, FRAMES);
+    assert_eq!((d.dropped_by_fault, d.no_socket), (0, FRAMES as u64), "{d}");
+
+    // Corruption in scope is counted and the frame still passes.
+    let flipped = FaultConfig {
+        corrupt_ppm: 1_000_000,
+        ..FaultConfig::default()
+    }
+    .with_scope(FaultScope::Port(PORT));
+    steering.set_faults(&flipped).expect("set faults");
+    let d = send_and_settle(&pair, &steering, &to_port, FRAMES);
+    assert_eq!(
+        (d.corrupted_by_fault, d.dropped_by_fault),
+        (FRAMES as u64, 0),
+        "{d}"
+    );
+    assert!(d.passed >= FRAMES as u64, "{d}");
 }
 
 #[test]
