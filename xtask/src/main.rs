@@ -25,7 +25,8 @@ usage: cargo xtask <command>
   soak    a long simulator campaign: cargo xtask soak [--seeds N] [--verbs N]
   bench   the benchmarks at full length: the core micro-benchmark, then the
           suite (line rate, latency, failure injection against raw AF_XDP,
-          dpdk-testpmd, sockperf and the RC model) into results/<time>/;
+          dpdk-testpmd, sockperf, the RC model and Redis over kernel TCP)
+          into results/<time>/;
           arguments go to `oae-perf suite`, e.g. --reps 9 --secs 5
   fuzz    run the fuzz targets (installs cargo-fuzz): cargo xtask fuzz [SECONDS]
   cross   build the dataplane for the IPU's ARM cores (aarch64), run the core's
@@ -84,6 +85,12 @@ const APT_PACKAGES: &[&str] = &[
     "tshark",
     // The benchmark suite's UDP reference.
     "sockperf",
+    // The suite's TCP baseline: an atomic counter (INCR) in redis-server,
+    // driven by redis-benchmark (redis-tools); ethtool turns veth's
+    // transmit checksum offload off so corrupted segments fail the check.
+    "redis-server",
+    "redis-tools",
+    "ethtool",
     // DPDK 22.11: the EAL, its PMDs (net_memif, net_af_xdp, net_ring) and
     // the headers and pkg-config file dpdk-sys binds.
     "dpdk",

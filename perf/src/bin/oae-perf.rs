@@ -35,7 +35,9 @@ enum Cmd {
     /// CAS and READ round trips against raw AF_XDP ping-pong and sockperf
     /// UDP, on two cores and on one.
     Latency(RunArgs),
-    /// Loss, corruption and link flaps: OAE against the RoCE RC model.
+    /// Loss, corruption and link flaps: OAE against the RoCE RC model and
+    /// against Redis INCR over kernel TCP (redis-server, redis-benchmark),
+    /// hurt by the same XDP faults on its port.
     Failure(RunArgs),
     /// The Wave-like offload over emulated PCIe: FITO rings (each of
     /// Wave's mitigations alone and all) against the bilateral swap.

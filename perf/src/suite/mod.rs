@@ -8,7 +8,9 @@
 //! is measured is what users run; each DPDK run then also gets the fresh
 //! process DPDK's EAL needs. The references are real peers: the raw AF_XDP
 //! reflector and ping-pong of [`crate::raw`], `dpdk-testpmd` in macswap
-//! mode, and `sockperf`. Repetitions are the outer loop, so each
+//! mode, `sockperf`, and in the failure matrix Debian's `redis-server` and
+//! `redis-benchmark`: an atomic counter over the kernel's TCP, hurt by the
+//! same XDP faults as OAE. Repetitions are the outer loop, so each
 //! repetition runs every subject a few seconds apart and ratios compare
 //! like with like on a machine whose speed drifts.
 
@@ -181,7 +183,8 @@ impl Figure {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measurement {
     pub experiment: Experiment,
-    /// What ran: `oae`, `rc-model`, `raw-af-xdp`, `testpmd`, `sockperf`.
+    /// What ran: `oae`, `rc-model`, `raw-af-xdp`, `testpmd`, `sockperf`,
+    /// `redis` (Redis INCR over kernel TCP), or an IPU offload variant.
     pub subject: String,
     /// The setting: verb, slots, driver, placement, condition ...
     pub params: BTreeMap<String, String>,
@@ -340,7 +343,7 @@ pub fn run(opts: &Options, experiments: &[Experiment]) -> Result<Results, String
     if measurements.iter().all(|m| m.metrics.is_empty()) {
         return Err("no trial produced a figure (see the logs in the output directory)".into());
     }
-    let targets = report::targets(&measurements);
+    let targets = report::targets(&measurements, opts);
     let results = Results {
         started_utc,
         duration_s: started.elapsed().as_secs_f64(),
@@ -361,7 +364,7 @@ pub fn rerender(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot read {}/results.json: {e}", dir.display()))?;
     let mut results: Results =
         serde_json::from_str(&text).map_err(|e| format!("results.json: {e}"))?;
-    results.targets = report::targets(&results.measurements);
+    results.targets = report::targets(&results.measurements, &results.options);
     write(&results, dir)
 }
 
@@ -382,8 +385,10 @@ fn write(results: &Results, out: &Path) -> Result<(), String> {
 }
 
 /// Checks that `dir` holds a complete, well-formed suite result: the JSON
-/// parses, every planned measurement has every metric from at least one
-/// repetition or says why not, and the report and plots are there.
+/// parses as the suite's result types, every planned measurement has every
+/// metric from at least one repetition or says why not, every failure
+/// condition has its TCP baseline row with its figures in order, and the
+/// report and plots are there.
 pub fn validate(dir: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(dir.join("results.json"))
         .map_err(|e| format!("cannot read {}/results.json: {e}", dir.display()))?;
@@ -392,6 +397,12 @@ pub fn validate(dir: &Path) -> Result<String, String> {
         .as_array()
         .ok_or("results.json has no measurements")?;
     let mut problems = Vec::new();
+    match serde_json::from_value::<Results>(v.clone()) {
+        Ok(results) => problems.extend(tcp_baseline_problems(&results)),
+        Err(e) => problems.push(format!(
+            "results.json does not match the suite's types: {e}"
+        )),
+    }
     for m in ms {
         let what = format!("{} {} {}", m["experiment"], m["subject"], m["params"]);
         let metrics = m["metrics"].as_object();
@@ -438,6 +449,69 @@ pub fn validate(dir: &Path) -> Result<String, String> {
     } else {
         Err(problems.join("\n"))
     }
+}
+
+/// Metrics every Redis row of the failure matrix must have.
+const REDIS_METRICS: [&str; 9] = [
+    "requests_per_s",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "tcp_retransmissions",
+    "tcp_checksum_errors",
+    "frames_dropped_by_fault",
+    "exactly_once_pass",
+];
+
+/// What is wrong with the TCP baseline's rows: each failure condition that
+/// OAE ran must have a Redis row with every figure (or say why not), its
+/// latency percentiles in order and a rate above zero.
+fn tcp_baseline_problems(r: &Results) -> Vec<String> {
+    let mut problems = Vec::new();
+    let failure = r
+        .measurements
+        .iter()
+        .filter(|m| m.experiment == Experiment::Failure);
+    let redis: Vec<&Measurement> = failure.clone().filter(|m| m.subject == "redis").collect();
+    for oae in failure.filter(|m| m.subject == "oae") {
+        let cond = oae.param("condition").unwrap_or("?");
+        let Some(m) = redis.iter().find(|m| m.param("condition") == Some(cond)) else {
+            problems.push(format!(
+                "failure condition '{cond}' has no Redis (TCP baseline) row"
+            ));
+            continue;
+        };
+        if m.metrics.is_empty() {
+            // Every repetition failed: the generic check reports it.
+            continue;
+        }
+        let what = format!("failure redis condition={cond}");
+        for name in REDIS_METRICS {
+            if m.median(name).is_none() {
+                problems.push(format!("{what}: no {name}"));
+            }
+        }
+        let p: Vec<Option<f64>> = ["p50_us", "p99_us", "p999_us", "max_us"]
+            .iter()
+            .map(|k| m.median(k))
+            .collect();
+        // Read off rows printed to the microsecond: allow that much.
+        if p.windows(2)
+            .any(|w| matches!(w, [Some(a), Some(b)] if *a > *b + 1.0))
+        {
+            problems.push(format!(
+                "{what}: percentiles out of order (p50, p99, p99.9, max: {p:?})"
+            ));
+        }
+        if m.median("requests_per_s").is_some_and(|x| x <= 0.0) {
+            problems.push(format!("{what}: no request completed"));
+        }
+        if m.cdf.is_empty() {
+            problems.push(format!("{what}: no latency distribution"));
+        }
+    }
+    problems
 }
 
 /// `YYYYMMDD-HHMMSSZ` now, for result directories that sort by time.
@@ -493,6 +567,68 @@ mod tests {
         }
         assert_eq!(f.values, vec![3.0, 1.0, 2.0]);
         assert_eq!((f.median, f.min, f.max), (Some(2.0), Some(1.0), Some(3.0)));
+    }
+
+    #[test]
+    fn the_tcp_baseline_rows_are_checked() {
+        let row = |subject: &str, metrics: &[(&str, f64)]| Measurement {
+            experiment: Experiment::Failure,
+            subject: subject.to_string(),
+            params: BTreeMap::from([("condition".to_string(), "loss 1%".to_string())]),
+            metrics: metrics
+                .iter()
+                .map(|&(k, v)| {
+                    let mut f = Figure::default();
+                    f.push(v);
+                    (k.to_string(), f)
+                })
+                .collect(),
+            failures: Vec::new(),
+            cdf: vec![(0.5, 50.0), (1.0, 400.0)],
+            cdfs: Vec::new(),
+        };
+        let mut results = Results {
+            started_utc: "20261123-000000Z".into(),
+            duration_s: 1.0,
+            options: Options::quick(PathBuf::from("/bin/sh"), PathBuf::from("/tmp/x")),
+            machine: Machine {
+                nproc: 2,
+                cpu_model: "test".into(),
+                kernel: "test".into(),
+                loadavg_before: "0 0 0".into(),
+                pinning: "test".into(),
+            },
+            experiments: vec![Experiment::Failure],
+            measurements: vec![row("oae", &[("during_p999_us", 1000.0)])],
+            targets: Vec::new(),
+        };
+        let problems = tcp_baseline_problems(&results);
+        assert!(problems[0].contains("no Redis"), "{problems:?}");
+
+        let mut figures: Vec<(&str, f64)> = REDIS_METRICS.iter().map(|&k| (k, 1.0)).collect();
+        figures.extend([
+            ("p50_us", 50.0),
+            ("p99_us", 200.0),
+            ("p999_us", 210.0),
+            ("max_us", 400.0),
+        ]);
+        results.measurements.push(row("redis", &figures));
+        assert_eq!(tcp_baseline_problems(&results), Vec::<String>::new());
+
+        figures.push(("p999_us", 900.0));
+        figures.retain(|(k, _)| *k != "tcp_retransmissions");
+        results.measurements[1] = row("redis", &figures);
+        let problems = tcp_baseline_problems(&results);
+        assert!(
+            problems.iter().any(|p| p.contains("out of order")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("no tcp_retransmissions")),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use oae_swapring::wave::{Variant, Workload};
 
-use super::trial::{DemoTrial, DriverChoice, Placement, Trial};
+use super::trial::{DemoTrial, DriverChoice, Placement, RedisTrial, Trial};
 use super::{Experiment, Options};
 
 /// One subject under one setting, run once per repetition.
@@ -59,9 +59,11 @@ impl PlanItem {
 
 /// The failure matrix's conditions: (name, loss ppm, corruption ppm,
 /// flaps, lanes if not the experiment's). The one-lane run shows what a
-/// loss costs when no later request follows it (RC's NAK cannot reveal it).
-pub const CONDITIONS: [(&str, u32, u32, u32, Option<u32>); 7] = [
+/// loss costs when no later request follows it (RC's NAK cannot reveal it,
+/// nor TCP's duplicate ACKs).
+pub const CONDITIONS: [(&str, u32, u32, u32, Option<u32>); 8] = [
     ("none", 0, 0, 0, None),
+    ("none, 1 lane", 0, 0, 0, Some(1)),
     ("loss 0.1%", 1_000, 0, 0, None),
     ("loss 1%", 10_000, 0, 0, None),
     ("loss 5%", 50_000, 0, 0, None),
@@ -163,20 +165,32 @@ fn latency(items: &mut Vec<PlanItem>) {
     }
 }
 
+/// Every condition on OAE, on the RC model, and on the TCP baseline: Redis
+/// INCR over the kernel's TCP with one request in flight per connection,
+/// as many connections as lanes.
 fn failure(opts: &Options, items: &mut Vec<PlanItem>) {
     for (name, loss, corrupt, flaps, lanes) in CONDITIONS {
+        let lanes = lanes.unwrap_or(opts.failure_lanes);
         for transport in ["oae", "rc-model"] {
             items.push(PlanItem::new(
                 Experiment::Failure,
                 transport,
                 &[("condition", name.into())],
-                Trial::Demo(DemoTrial::failure(
-                    transport,
-                    lanes.unwrap_or(opts.failure_lanes),
-                    [loss, corrupt, flaps],
-                )),
+                Trial::Demo(DemoTrial::failure(transport, lanes, [loss, corrupt, flaps])),
             ));
         }
+        items.push(PlanItem::new(
+            Experiment::Failure,
+            "redis",
+            &[
+                ("condition", name.into()),
+                ("connections", lanes.to_string()),
+            ],
+            Trial::Redis(RedisTrial {
+                connections: lanes,
+                faults: [loss, corrupt, flaps],
+            }),
+        ));
     }
 }
 
@@ -232,6 +246,21 @@ mod tests {
         assert_eq!(count(Experiment::LineRate, "testpmd"), 1);
         assert_eq!(count(Experiment::Latency, "sockperf"), 2);
         assert_eq!(count(Experiment::Failure, "rc-model"), CONDITIONS.len());
+        assert_eq!(count(Experiment::Failure, "redis"), CONDITIONS.len());
+        let one_lane = items
+            .iter()
+            .find(|i| {
+                i.subject == "redis"
+                    && i.params.get("condition").map(String::as_str) == Some("loss 1%, 1 lane")
+            })
+            .expect("the one-lane Redis run");
+        assert!(matches!(
+            &one_lane.trial,
+            Trial::Redis(RedisTrial {
+                connections: 1,
+                faults: [10_000, 0, 0]
+            })
+        ));
         assert_eq!(count(Experiment::Ipu, "bilateral"), 2 * IPU_READ_NS.len());
         let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
         assert_eq!(slugs.len(), items.len(), "log file names must not collide");

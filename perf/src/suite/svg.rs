@@ -498,7 +498,11 @@ pub fn plots(r: &Results) -> Vec<(String, String)> {
         }
     }
     if r.experiments.contains(&Experiment::Failure) {
-        for (transport, title) in [("oae", "OAE"), ("rc-model", "RoCE RC model")] {
+        for (transport, title) in [
+            ("oae", "OAE"),
+            ("rc-model", "RoCE RC model"),
+            ("redis", "Redis INCR over kernel TCP"),
+        ] {
             let series: Vec<Series> = CONDITIONS
                 .iter()
                 .filter_map(|(cond, ..)| {
@@ -522,6 +526,33 @@ pub fn plots(r: &Results) -> Vec<(String, String)> {
             if let Some(svg) = chart.render() {
                 out.push((format!("latency-cdf-{transport}.svg"), svg));
             }
+        }
+        // OAE's tail while the faults are on against the TCP baseline's
+        // (whose whole run is under them).
+        let mut bars = Vec::new();
+        for (cond, short_name) in [
+            ("loss 1%", "1 %"),
+            ("loss 5%", "5 %"),
+            ("loss 1%, 1 lane", "1 %, 1 lane"),
+        ] {
+            bars.extend(bar(
+                format!("OAE, {short_name}"),
+                find(Experiment::Failure, "oae", &[("condition", cond)]),
+                "during_p999_us",
+            ));
+            bars.extend(bar(
+                format!("Redis TCP, {short_name}"),
+                find(Experiment::Failure, "redis", &[("condition", cond)]),
+                "p999_us",
+            ));
+        }
+        if let Some(svg) = bar_chart(
+            "p99.9 under loss: OAE vs Redis INCR over kernel TCP",
+            "microseconds (log)",
+            Scale::Log10,
+            &bars,
+        ) {
+            out.push(("failure-p999-oae-vs-tcp.svg".into(), svg));
         }
     }
     if r.experiments.contains(&Experiment::Ipu) {
