@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use oae_dataplane::config::{DemoSettings, Deployment, QueueOverrides, with_queue_overrides};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_pmd::netns::{VethPair, parse_mac};
+use oae_pmd::xdp::FaultScope;
 use serde_json::Value;
 
 const EMBEDDED: &str = include_str!("../../configs/veth-pair.toml");
@@ -42,6 +43,11 @@ pub struct DemoArgs {
     /// Overrides demo.flap_ms (how long each flap keeps the link down).
     #[arg(long)]
     flap_ms: Option<u32>,
+    /// The frames the middle third's faults hit: oae (the default), or
+    /// ipv4 / port:N, which leave OAE frames alone (to see that faults on
+    /// other traffic of the link do not reach OAE).
+    #[arg(long, value_parser = parse_fault_scope)]
+    fault_scope: Option<FaultScope>,
     /// Overrides demo.verbs: a comma-separated mix, e.g. cas or read,write.
     #[arg(long, value_delimiter = ',')]
     verbs: Option<Vec<String>>,
@@ -69,6 +75,10 @@ pub struct DemoArgs {
     /// Write the final report as JSON to this file.
     #[arg(long)]
     report: Option<PathBuf>,
+}
+
+fn parse_fault_scope(s: &str) -> Result<FaultScope, String> {
+    oae_pmd::xdp::parse_scope(s).map_err(|e| e.to_string())
 }
 
 /// Everything the demo started; dropping it stops the dataplanes and
@@ -230,20 +240,22 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         "links up; running the workload for {:.1} s",
         settings.seconds
     );
-    let report = run_workload(&setup, &deployment, &settings, &interrupted)?;
+    let scope = args.fault_scope.unwrap_or_default();
+    let report = run_workload(&setup, &deployment, &settings, scope, &interrupted)?;
     let check = exactly_once_check(&setup, &report)?;
     let stats: Vec<Value> = setup
         .sockets
         .iter()
         .map(|s| call(s, &Request::Stats, STEP))
         .collect::<Result<_, _>>()?;
-    print_table(&names, &settings, &report, &stats, &check);
+    print_table(&names, &settings, scope, &report, &stats, &check);
     if args.json || args.report.is_some() {
         let v = serde_json::json!({"impairment": settings.impairment(),
                                    "settings": {"seconds": settings.seconds, "lanes": settings.lanes,
                                                 "loss_ppm": settings.loss_ppm,
                                                 "corrupt_ppm": settings.corrupt_ppm,
                                                 "flaps": settings.flaps, "flap_ms": settings.flap_ms,
+                                                "fault_scope": scope.to_string(),
                                                 "verbs": settings.verbs},
                                    "workload": report, "stats": stats,
                                    "exactly_once": check.ok(), "differences": check.differences});
@@ -350,6 +362,7 @@ fn run_workload(
     setup: &Setup,
     deployment: &Deployment,
     settings: &DemoSettings,
+    scope: FaultScope,
     interrupted: &AtomicBool,
 ) -> Result<WorkloadReport, String> {
     let issuer = &setup.sockets[0];
@@ -402,6 +415,7 @@ fn run_workload(
                 corrupt_ppm: Some(settings.corrupt_ppm),
                 corrupt_offset: Some(u32::MAX),
                 seed: Some(settings.seed),
+                scope: Some(scope.to_string()),
                 ..FaultChange::default()
             },
             Step::LinkDown | Step::LinkUp => FaultChange {
@@ -550,6 +564,7 @@ fn exactly_once_check(setup: &Setup, report: &WorkloadReport) -> Result<Check, S
 fn print_table(
     names: &[String],
     settings: &DemoSettings,
+    scope: FaultScope,
     r: &WorkloadReport,
     stats: &[Value],
     check: &Check,
@@ -577,8 +592,12 @@ fn print_table(
         Some("rc-model") => "the RC transport model",
         _ => "OAE",
     };
+    let on = match scope {
+        FaultScope::Oae => String::new(),
+        other => format!(" on {other} frames, not OAE's"),
+    };
     println!(
-        "{transport} over {driver}, {} -> {} ({} lanes, {:.1} s, {} in the middle third)",
+        "{transport} over {driver}, {} -> {} ({} lanes, {:.1} s, {}{on} in the middle third)",
         names[0],
         names[1],
         settings.lanes,
@@ -605,6 +624,15 @@ fn print_table(
                 "transfers reversed at target",
                 sum("transfers_reversed").to_string(),
             ),
+            (
+                "losses found by order (no timer)",
+                sum("lost_by_order").to_string(),
+            ),
+            (
+                "losses found by patience",
+                sum("lost_by_patience").to_string(),
+            ),
+            ("probes sent", sum("probes_sent").to_string()),
         ]
     };
     let mut rows: Vec<(&str, String)> = vec![
