@@ -25,6 +25,8 @@ pub(crate) struct Pending {
     pub attempts: u32,
     /// Transient refusals wait for this round before the next attempt.
     pub not_before_round: u64,
+    /// Already retried once right after this end's commits (see `on_refuse`).
+    pub retried_after_commits: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -323,6 +325,9 @@ pub(crate) struct Link {
     free_verbs: Vec<u32>,
     ready: VecDeque<u32>,
     backoff: VecDeque<u32>,
+    /// Verbs refused `Locked` that go again once every commit this end
+    /// owes has been sent.
+    after_commits: VecDeque<u32>,
     sender_tx: VecDeque<u16>,
 
     receivers: Vec<ReceiverSlot>,
@@ -381,6 +386,7 @@ impl Link {
             free_verbs: Vec::with_capacity(cfg.submit_queue + slots),
             ready: VecDeque::with_capacity(cfg.submit_queue),
             backoff: VecDeque::with_capacity(cfg.submit_queue),
+            after_commits: VecDeque::with_capacity(cfg.submit_queue),
             sender_tx: VecDeque::with_capacity(slots),
             receivers: vec![
                 ReceiverSlot {
@@ -420,7 +426,7 @@ impl Link {
             credits_in_use: self.credits_in_use,
             tentative: self.tentative,
             receive_credits: self.cfg.receive_credits,
-            queued_verbs: self.ready.len() + self.backoff.len(),
+            queued_verbs: self.queued_verbs(),
         }
     }
 
@@ -453,7 +459,7 @@ impl Link {
             self.complete(id, Err(VerbError::Unreachable), sh);
             return true;
         }
-        if self.ready.len() + self.backoff.len() >= self.cfg.submit_queue {
+        if self.queued_verbs() >= self.cfg.submit_queue {
             return false;
         }
         // Live verbs never exceed submit_queue + slots, the store's capacity.
@@ -465,6 +471,7 @@ impl Link {
                 p.verb = *verb;
                 p.attempts = 0;
                 p.not_before_round = 0;
+                p.retried_after_commits = false;
                 v
             }
             None => {
@@ -473,12 +480,18 @@ impl Link {
                     verb: *verb,
                     attempts: 0,
                     not_before_round: 0,
+                    retried_after_commits: false,
                 });
                 (self.verbs.len() - 1) as u32
             }
         };
         self.ready.push_back(v);
         true
+    }
+
+    /// Verbs accepted and not on a slot.
+    fn queued_verbs(&self) -> usize {
+        self.ready.len() + self.backoff.len() + self.after_commits.len()
     }
 
     /// Completes stored verb `v` and frees its place.
@@ -782,6 +795,9 @@ impl Link {
             self.finish(v, Err(VerbError::Unreachable), sh);
         }
         while let Some(v) = self.backoff.pop_front() {
+            self.finish(v, Err(VerbError::Unreachable), sh);
+        }
+        while let Some(v) = self.after_commits.pop_front() {
             self.finish(v, Err(VerbError::Unreachable), sh);
         }
     }
@@ -1317,10 +1333,22 @@ impl Link {
             .expect("a transfer awaits its echo");
         release_local(&self.verbs[v as usize].verb, None, sh.memory);
         self.set_idle(s);
-        if why.is_transient() && self.verbs[v as usize].attempts < self.cfg.max_attempts {
+        let p = &mut self.verbs[v as usize];
+        if why.is_transient() && p.attempts < self.cfg.max_attempts {
             self.stats.retries += 1;
-            self.verbs[v as usize].not_before_round = self.round + 1;
-            self.backoff.push_back(v);
+            if why == Refusal::Locked && self.cfg.ordered && !p.retried_after_commits {
+                // On an ordered link the word is most likely locked by a
+                // transfer of ours whose echo came before this refusal
+                // (answers come in order): a retry sent after our commits
+                // reaches the target after them and finds the word free.
+                // Once only: a lock held by another link's transfer waits
+                // a round, like every other transient refusal.
+                p.retried_after_commits = true;
+                self.after_commits.push_back(v);
+            } else {
+                p.not_before_round = self.round + 1;
+                self.backoff.push_back(v);
+            }
         } else {
             self.finish(v, Err(VerbError::Refused(why)), sh);
         }
@@ -1439,6 +1467,17 @@ impl Link {
             if slot.phase == SendPhase::Committed && !slot.commit_sent {
                 let len = self.build_decision(s, now, buf, sh)?;
                 return Some((len, Sent::Owed(Exchange::Slot(s))));
+            }
+        }
+        // Every commit owed has gone out: verbs refused `Locked` go now.
+        while let Some(v) = self.after_commits.pop_front() {
+            match self.start_transfer(v, now, buf, sh) {
+                Start::Sent(len, s) => return Some((len, Sent::Owed(Exchange::Slot(s)))),
+                Start::NoSlot => {
+                    // Parked at the head of `ready` by `start_transfer`.
+                    break;
+                }
+                Start::Parked => {}
             }
         }
         self.probe_due &= *self.owed > 0;
@@ -1695,6 +1734,7 @@ impl Link {
         self.tentative == 0
             && self.ready.is_empty()
             && self.backoff.is_empty()
+            && self.after_commits.is_empty()
             && self
                 .senders
                 .iter()
