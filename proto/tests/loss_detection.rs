@@ -41,6 +41,8 @@ struct Wire {
     dropped: Option<(Nanos, u16)>,
     /// When node 0 first sent a REVERSE for the dropped frame's slot.
     reversed_at: Option<Nanos>,
+    /// Node 0's completions and when they came.
+    completed: Vec<(Nanos, VerbId, Result<Output, VerbError>)>,
 }
 
 impl Wire {
@@ -63,6 +65,7 @@ impl Wire {
             drop: None,
             dropped: None,
             reversed_at: None,
+            completed: Vec::new(),
         }
     }
 
@@ -115,6 +118,11 @@ impl Wire {
                     n.handle_timeout(self.now);
                 }
             }
+            while let Some(e) = self.nodes[0].poll_event() {
+                if let Event::Completed { id, result, .. } = e {
+                    self.completed.push((self.now, id, result));
+                }
+            }
         }
     }
 
@@ -124,7 +132,7 @@ impl Wire {
             self.nodes[0].submit(0, VerbId(1000 + k), faa(8)).unwrap();
             self.run(100 * RTT);
         }
-        while self.nodes[0].poll_event().is_some() {}
+        self.completed.clear();
         assert_eq!(self.nodes[0].link_status(0).unwrap().srtt, RTT);
     }
 
@@ -136,13 +144,7 @@ impl Wire {
     }
 
     fn completions(&mut self) -> Vec<Result<Output, VerbError>> {
-        let mut out = Vec::new();
-        while let Some(e) = self.nodes[0].poll_event() {
-            if let Event::Completed { result, .. } = e {
-                out.push(result);
-            }
-        }
-        out
+        self.completed.drain(..).map(|(_, _, r)| r).collect()
     }
 }
 
@@ -255,4 +257,27 @@ fn on_an_unordered_link_the_same_loss_waits_for_patience() {
         "reversal {rtts:.2} RTT after the drop"
     );
     assert_eq!((st.lost_by_order, st.lost_by_patience), (0, 1));
+}
+
+/// Two verbs on one word at once: the second finds the word locked by the
+/// first (tentative until its commit arrives). On an ordered link it goes
+/// again right after the first one's commit, so it completes within a few
+/// round trips, where waiting a round (`rtt_multiplier` round trips) would
+/// take longer.
+#[test]
+fn a_verb_refused_locked_goes_again_right_after_the_commit() {
+    let mut w = Wire::new(LinkConfig::default());
+    w.warm_up();
+    let start = w.now;
+    w.nodes[0].submit(0, VerbId(1), faa(0)).unwrap();
+    w.nodes[0].submit(0, VerbId(2), faa(0)).unwrap();
+    w.run(1000 * RTT);
+    let st = w.nodes[0].link_stats(0).unwrap();
+    assert_eq!(st.refusals_received, 1, "{st:?}");
+    let (done_at, id, result) = w.completed.last().cloned().unwrap();
+    assert_eq!((id, result), (VerbId(2), Ok(Output::FetchAdd { old: 1 })));
+    let rtts = (done_at - start) as f64 / RTT as f64;
+    println!("verb refused Locked completed {rtts:.2} RTT after its submission");
+    let round = f64::from(LinkConfig::default().rtt_multiplier);
+    assert!(rtts <= 2.5 && rtts < 1.0 + round, "{rtts:.2} RTT");
 }
