@@ -541,6 +541,16 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
         })
         .sum();
     assert!(malformed > 0, "corrupted frames are caught and counted");
+    // The link is ordered (veth): every loss is found by order, none waits
+    // for patience.
+    let link = |i: usize| d.stats(i)["queues"][0]["link"].clone();
+    let (a, b) = (link(0), link(1));
+    assert!(
+        a["lost_by_order"].as_u64().unwrap() > 0,
+        "losses found by order; a: {a}"
+    );
+    assert_eq!(a["lost_by_patience"], 0, "a: {a}");
+    assert_eq!(b["lost_by_patience"], 0, "b: {b}");
     assert_exactly_once(&d, &r);
     assert_eq!(d.link(0)["up"], true);
 }
