@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::config::{DemoSettings, Deployment, QueueOverrides, with_queue_overrides};
+use oae_dataplane::config::{
+    DemoSettings, Deployment, QueueOverrides, flap_times, with_queue_overrides,
+};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;
@@ -46,7 +48,7 @@ pub struct DemoArgs {
     /// The frames the middle third's faults hit: oae (the default), or
     /// ipv4 / port:N, which leave OAE frames alone (to see that faults on
     /// other traffic of the link do not reach OAE).
-    #[arg(long, value_parser = parse_fault_scope)]
+    #[arg(long)]
     fault_scope: Option<FaultScope>,
     /// Overrides demo.verbs: a comma-separated mix, e.g. cas or read,write.
     #[arg(long, value_delimiter = ',')]
@@ -75,10 +77,6 @@ pub struct DemoArgs {
     /// Write the final report as JSON to this file.
     #[arg(long)]
     report: Option<PathBuf>,
-}
-
-fn parse_fault_scope(s: &str) -> Result<FaultScope, String> {
-    oae_pmd::xdp::parse_scope(s).map_err(|e| e.to_string())
 }
 
 /// Everything the demo started; dropping it stops the dataplanes and
@@ -348,11 +346,9 @@ fn schedule(settings: &DemoSettings) -> Vec<(f64, Step)> {
     }
     let third = settings.seconds / 3.0;
     let mut steps = vec![(third, Step::Impair)];
-    let share = third / f64::from(settings.flaps.max(1));
-    for k in 0..settings.flaps {
-        let down = third + share * (f64::from(k) + 0.25);
-        steps.push((down, Step::LinkDown));
-        steps.push((down + f64::from(settings.flap_ms) / 1e3, Step::LinkUp));
+    for (down, up) in flap_times(settings.flaps, settings.flap_ms, third) {
+        steps.push((third + down, Step::LinkDown));
+        steps.push((third + up, Step::LinkUp));
     }
     steps.push((2.0 * third, Step::Restore));
     steps
@@ -415,7 +411,7 @@ fn run_workload(
                 corrupt_ppm: Some(settings.corrupt_ppm),
                 corrupt_offset: Some(u32::MAX),
                 seed: Some(settings.seed),
-                scope: Some(scope.to_string()),
+                scope: Some(scope),
                 ..FaultChange::default()
             },
             Step::LinkDown | Step::LinkUp => FaultChange {

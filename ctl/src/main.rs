@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
-use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting, parse_scope};
+use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(35);
@@ -190,7 +190,7 @@ enum FaultCmd {
         /// default), ipv4 (every IPv4 frame) or port:N (IPv4 TCP and UDP
         /// segments with source or destination port N). Frames outside it
         /// are never touched. Kept until set again.
-        #[arg(long, value_parser = parse_scope_arg)]
+        #[arg(long)]
         scope: Option<FaultScope>,
     },
     /// Clears every fault.
@@ -234,11 +234,6 @@ fn parse_fault(s: &str) -> Result<FaultSetting, String> {
         "scope" => FaultSetting::Scope(parsed.scope().unwrap_or_default()),
         _ => FaultSetting::Seed(parsed.seed),
     })
-}
-
-/// `--scope`, read by the same parser as the `scope=` setting.
-fn parse_scope_arg(s: &str) -> Result<FaultScope, String> {
-    parse_scope(s).map_err(|e| e.to_string())
 }
 
 fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
@@ -448,11 +443,16 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                             FaultSetting::Offset(o) => change.corrupt_offset = Some(o),
                             FaultSetting::Link(down) => change.link_down = Some(down),
                             FaultSetting::Seed(s) => change.seed = Some(s),
-                            FaultSetting::Scope(s) => change.scope = Some(s.to_string()),
+                            FaultSetting::Scope(s) => change.scope = Some(s),
                         }
                     }
                     if let Some(s) = scope {
-                        change.scope = Some(s.to_string());
+                        if change.scope.is_some() {
+                            return Err("the scope is given twice: use --scope or a scope= \
+                                        setting, not both"
+                                .into());
+                        }
+                        change.scope = Some(*s);
                     }
                 }
             }

@@ -413,6 +413,18 @@ pub struct DemoSettings {
     pub seed: u64,
 }
 
+/// When each of `flaps` link flaps of `flap_ms` goes down and comes back,
+/// in seconds from the start of a window of `window` seconds: spread evenly
+/// over it, each a quarter into its share. The demo and the suite's TCP
+/// baseline place their flaps alike.
+pub fn flap_times(flaps: u32, flap_ms: u32, window: f64) -> impl Iterator<Item = (f64, f64)> {
+    let share = window / f64::from(flaps.max(1));
+    (0..flaps).map(move |k| {
+        let down = share * (f64::from(k) + 0.25);
+        (down, down + f64::from(flap_ms) / 1e3)
+    })
+}
+
 fn default_flap_ms() -> u32 {
     50
 }

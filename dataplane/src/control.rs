@@ -7,6 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+use oae_pmd::xdp::FaultScope;
 use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 use serde::{Deserialize, Serialize};
 
@@ -69,8 +70,28 @@ pub struct FaultChange {
     /// Which frames the faults apply to: `oae` (OAE frames, the default),
     /// `ipv4` (every IPv4 frame) or `port:N` (IPv4 TCP and UDP segments
     /// with source or destination port N).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "scope_text")]
+    pub scope: Option<FaultScope>,
+}
+
+/// A fault scope travels as its text (`oae`, `ipv4`, `port:N`): the form
+/// users type, parsed once on each side by the same `FromStr`.
+mod scope_text {
+    use oae_pmd::xdp::FaultScope;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    pub fn serialize<S: Serializer>(scope: &Option<FaultScope>, s: S) -> Result<S::Ok, S::Error> {
+        match scope {
+            Some(scope) => s.collect_str(scope),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FaultScope>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| text.parse().map_err(D::Error::custom))
+            .transpose()
+    }
 }
 
 /// A verb in the control protocol's terms (data in hex).

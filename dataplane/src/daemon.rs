@@ -561,8 +561,7 @@ fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
         if let Some(v) = change.seed {
             f.seed = v;
         }
-        if let Some(v) = &change.scope {
-            let scope = oae_pmd::xdp::parse_scope(v).map_err(|e| e.to_string())?;
+        if let Some(scope) = change.scope {
             f = f.with_scope(scope);
         }
         if f.drop_ppm > oae_common::PPM || f.corrupt_ppm > oae_common::PPM {
@@ -592,6 +591,6 @@ pub fn fault_json(f: &FaultConfig) -> Value {
         },
         "link_down": f.link_down != 0,
         "seed": f.seed,
-        "scope": f.scope().map_or_else(|| format!("unknown ({})", f.scope), |s| s.to_string()),
+        "scope": f.scope().map(|s| s.to_string()),
     })
 }

@@ -88,8 +88,10 @@ fn steer(ctx: &XdpContext) -> u32 {
 }
 
 /// A frame for the kernel stack. It passes unless it is an IPv4 frame in
-/// the fault scope and a fault drops it; a corrupted one passes too (the
-/// kernel's IP, TCP and UDP checksums are there to catch it).
+/// the fault scope and a fault drops it; a corrupted one passes too: the
+/// kernel's IP and TCP/UDP checksums catch it where the sender computed
+/// them (not with veth's transmit checksum offload on, nor in a UDP
+/// datagram sent with checksum 0).
 #[inline(always)]
 fn pass(ctx: &XdpContext, ethertype: u16) -> u32 {
     if ethertype == IPV4_ETHERTYPE

@@ -116,6 +116,9 @@ pub enum XdpError {
 
     #[error("{action}: {detail}")]
     Bpf { action: String, detail: String },
+
+    #[error("cannot enter network namespace '{ns}' ({detail}): check it with `ip netns list`")]
+    Namespace { ns: String, detail: String },
 }
 
 fn mode_hint(mode: XdpMode) -> &'static str {
@@ -214,6 +217,25 @@ impl Steering {
     /// Loads the program and attaches it to `iface` (in the calling
     /// thread's network namespace). With [`XdpMode::Auto`], driver mode is
     /// tried first; [`Steering::mode`] tells which one was used.
+    /// [`Steering::attach`] to `iface` inside network namespace `ns`, where
+    /// the interface's name means something, from a thread that enters it:
+    /// the caller's own namespace is left alone.
+    pub fn attach_in_netns(ns: &str, iface: &str, mode: XdpMode) -> Result<Steering, XdpError> {
+        let (ns, iface) = (ns.to_string(), iface.to_string());
+        std::thread::spawn(move || {
+            crate::netns::enter(&ns).map_err(|e| XdpError::Namespace {
+                ns: ns.clone(),
+                detail: e.to_string(),
+            })?;
+            Steering::attach(&iface, mode)
+        })
+        .join()
+        .map_err(|_| XdpError::Bpf {
+            action: "attaching the XDP program".into(),
+            detail: "the thread that entered the namespace panicked".into(),
+        })?
+    }
+
     pub fn attach(iface: &str, mode: XdpMode) -> Result<Steering, XdpError> {
         let ifindex = if_nametoindex(iface).map_err(|_| XdpError::InterfaceNotFound {
             iface: iface.to_string(),

@@ -39,13 +39,7 @@ fn veth_pair(tag: &str) -> VethPair {
 /// Attaches the program to side b of `pair` from a thread inside
 /// namespace b, where the interface name means something.
 fn attach(pair: &VethPair, mode: XdpMode) -> Result<Steering, XdpError> {
-    let (ns, iface) = (pair.ns[1].clone(), pair.ifname[1].clone());
-    thread::spawn(move || {
-        netns::enter(&ns).expect("enter namespace b");
-        Steering::attach(&iface, mode)
-    })
-    .join()
-    .expect("attach thread")
+    Steering::attach_in_netns(&pair.ns[1], &pair.ifname[1], mode)
 }
 
 /// Sends `count` OAE frames from side a to side b, one system call each so
@@ -68,11 +62,46 @@ fn oae_frame(pair: &VethPair) -> Vec<u8> {
 /// port `source` to port `destination`: a correct IPv4 header checksum and
 /// none for UDP (zero, which IPv4 allows), so side b's kernel takes it.
 fn udp_frame(pair: &VethPair, source: u16, destination: u16) -> Vec<u8> {
-    const PAYLOAD: usize = FRAME_LEN - ETH_HEADER_LEN - 20 - 8;
-    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0];
-    ip[2..4].copy_from_slice(&((20 + 8 + PAYLOAD) as u16).to_be_bytes());
+    ip_frame(pair, IpShape::UDP, source, destination)
+}
+
+/// How an IPv4 frame of the scope tests is built: its protocol, 32-bit
+/// words of IP options, and fragment offset (in 8-byte units).
+#[derive(Clone, Copy)]
+struct IpShape {
+    protocol: u8,
+    option_words: u8,
+    fragment_offset: u16,
+}
+
+impl IpShape {
+    const UDP: IpShape = IpShape {
+        protocol: 17,
+        option_words: 0,
+        fragment_offset: 0,
+    };
+}
+
+/// An IPv4 frame from a to b whose transport header starts with the two
+/// ports given (for ICMP: the same four bytes where its type, code and
+/// checksum sit), padded to `FRAME_LEN`. The IP header checksum is right;
+/// the transport checksum is zero.
+fn ip_frame(pair: &VethPair, shape: IpShape, source: u16, destination: u16) -> Vec<u8> {
+    let header = 20 + 4 * usize::from(shape.option_words);
+    let payload = FRAME_LEN - ETH_HEADER_LEN - header - 8;
+    // A whole datagram says "don't fragment"; a later fragment is the last.
+    let flags_offset = match shape.fragment_offset {
+        0 => 0x4000,
+        offset => offset,
+    };
+    let mut ip = vec![0x40 | (5 + shape.option_words), 0, 0, 0, 0, 0];
+    ip.extend_from_slice(&flags_offset.to_be_bytes());
+    ip.extend_from_slice(&[64, shape.protocol, 0, 0]);
+    ip[2..4].copy_from_slice(&((header + 8 + payload) as u16).to_be_bytes());
     ip.extend_from_slice(&pair.ip[0].octets());
     ip.extend_from_slice(&pair.ip[1].octets());
+    // No-operation options, whose bytes are no port.
+    ip.resize(header, 1);
     let sum: u32 = ip
         .chunks(2)
         .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
@@ -88,9 +117,9 @@ fn udp_frame(pair: &VethPair, source: u16, destination: u16) -> Vec<u8> {
     frame.extend_from_slice(&ip);
     frame.extend_from_slice(&source.to_be_bytes());
     frame.extend_from_slice(&destination.to_be_bytes());
-    frame.extend_from_slice(&((8 + PAYLOAD) as u16).to_be_bytes());
+    frame.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
     frame.extend_from_slice(&[0, 0]);
-    frame.extend_from_slice(&[0xab; PAYLOAD]);
+    frame.resize(FRAME_LEN, 0xab);
     assert_eq!(frame.len(), FRAME_LEN);
     frame
 }
@@ -424,6 +453,30 @@ fn the_fault_scope_picks_the_frames_it_hurts() {
     assert!(d.passed >= FRAMES as u64, "{d}");
     let d = send_and_count(&pair, &steering, FRAMES);
     assert_eq!((d.dropped_by_fault, d.no_socket), (0, FRAMES as u64), "{d}");
+
+    // The port is read where the transport header really starts, only
+    // from TCP and UDP, and only from a datagram's first fragment.
+    let shaped = |protocol, option_words, fragment_offset| {
+        let shape = IpShape {
+            protocol,
+            option_words,
+            fragment_offset,
+        };
+        ip_frame(&pair, shape, EPHEMERAL, PORT)
+    };
+    for (what, frame, dropped) in [
+        ("TCP to the port", shaped(6, 0, 0), FRAMES as u64),
+        (
+            "UDP to the port after IP options",
+            shaped(17, 1, 0),
+            FRAMES as u64,
+        ),
+        ("a later fragment of UDP to the port", shaped(17, 0, 100), 0),
+        ("ICMP with the port's bytes", shaped(1, 0, 0), 0),
+    ] {
+        let d = send_and_settle(&pair, &steering, &frame, FRAMES);
+        assert_eq!(d.dropped_by_fault, dropped, "{what}: {d}");
+    }
 
     // ipv4 takes every IPv4 frame, whatever its port, and still no OAE one.
     steering

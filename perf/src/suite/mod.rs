@@ -459,7 +459,7 @@ const REDIS_METRICS: [&str; 9] = [
     "p999_us",
     "max_us",
     "tcp_retransmissions",
-    "tcp_checksum_errors",
+    "checksum_drops",
     "frames_dropped_by_fault",
     "exactly_once_pass",
 ];

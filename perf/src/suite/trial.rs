@@ -11,9 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use oae_common::CORRUPT_RANDOM_OFFSET;
-use oae_dataplane::config::Deployment;
+use oae_dataplane::config::{Deployment, flap_times};
 use oae_pmd::afxdp::AfXdpConfig;
-use oae_pmd::netns::{self, VethPair};
+use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::{FaultConfig, FaultScope, Steering, XdpCounters, XdpMode};
 use oae_swapring::cost::CostModel;
 use oae_swapring::fito::Wakeup;
@@ -616,18 +616,7 @@ fn redis(t: &RedisTrial, opts: &Options, log: &Path) -> Result<Outcome, String> 
     }
     let steering = [attach_steering(&pair, 0)?, attach_steering(&pair, 1)?];
 
-    let server_ip = pair.ip[1].to_string();
-    let data_dir = log.parent().unwrap_or(Path::new("."));
-    let mut cmd = pinned(&pair, 1, opts.cores[1], "redis-server");
-    cmd.args(["--bind", &server_ip, "--port", &REDIS_PORT.to_string()])
-        // Nothing on disk: no snapshots, no append-only file.
-        .args(["--save", "", "--appendonly", "no"])
-        // Bound to this namespace's address only; no password to check.
-        .args(["--protected-mode", "no", "--daemonize", "no"])
-        .arg("--dir")
-        .arg(data_dir);
-    let mut server = Bounded::spawn(cmd, &log.with_extension("server.log"), "redis-server")?;
-    server.wait_for_line("Ready to accept connections", Duration::from_secs(20))?;
+    let mut server = redis_server(&pair, opts.cores[1], log)?;
 
     let faults = FaultConfig {
         drop_ppm: loss,
@@ -640,37 +629,8 @@ fn redis(t: &RedisTrial, opts: &Options, log: &Path) -> Result<Outcome, String> 
     set_faults(&steering, &faults)?;
 
     // Probes: the rate under this fault, and INCRs for the counter check.
-    let probe_log = log.with_extension("probe.log");
-    let run_limit = Duration::from_secs_f64(window) + GRACE;
     let mut completed: u64 = 0;
-    let mut requests = REDIS_PROBE_PER_CONNECTION * u64::from(t.connections);
-    let rate = loop {
-        let started = Instant::now();
-        let cmd = redis_benchmark(&pair, opts.cores[0], t.connections, requests);
-        let status = run_bounded(cmd, &probe_log, run_limit, "redis-benchmark")?;
-        if !status.success() {
-            return Err(format!(
-                "redis-benchmark (probe of {requests} requests) exited ({status}):\n{}",
-                tail(&probe_log)
-            ));
-        }
-        completed += requests;
-        let took = started.elapsed().as_secs_f64();
-        let text = std::fs::read_to_string(&probe_log).map_err(|e| e.to_string())?;
-        let rate = redis_benchmark_outcome(&text)
-            .and_then(|o| o.metrics.get("requests_per_s").copied())
-            .filter(|r| *r > 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "no throughput in redis-benchmark's output:\n{}",
-                    tail(&probe_log)
-                )
-            })?;
-        if took >= window / 4.0 || requests >= REDIS_MAX_REQUESTS {
-            break rate;
-        }
-        requests = (requests * 4).min(REDIS_MAX_REQUESTS);
-    };
+    let rate = probe_rate(&pair, opts, t.connections, window, log, &mut completed)?;
     // With flaps, a quarter more, so that the last flap (three quarters
     // into the window) falls well inside the run.
     let stretch = if flaps > 0 { 1.25 } else { 1.0 };
@@ -679,47 +639,18 @@ fn redis(t: &RedisTrial, opts: &Options, log: &Path) -> Result<Outcome, String> 
 
     let tcp_before = [tcp_counters(&pair, 0)?, tcp_counters(&pair, 1)?];
     let xdp_before = xdp_counters(&steering)?;
-    let steps = flap_steps(flaps, window, demo.flap_ms);
-    let mut bench = Bounded::spawn(
+    let bench = Bounded::spawn(
         redis_benchmark(&pair, opts.cores[0], t.connections, requests),
         log,
         "redis-benchmark",
     )?;
-    let started = Instant::now();
-    let limit = Duration::from_secs_f64(window * stretch) + GRACE;
-    let mut next_step = 0;
-    let mut flapped = 0u32;
-    let status = loop {
-        if let Some(status) = bench.wait(Duration::ZERO) {
-            break status;
-        }
-        let now = started.elapsed();
-        while let Some(&(at, down)) = steps.get(next_step)
-            && now >= at
-        {
-            let link = FaultConfig {
-                link_down: u32::from(down),
-                ..faults
-            };
-            set_faults(&steering, &link)?;
-            if !down {
-                flapped += 1;
-            }
-            next_step += 1;
-        }
-        if now > limit {
-            bench.stop();
-            return Err(format!(
-                "redis-benchmark did not complete {requests} requests within {limit:?}; \
-                 stopped it:\n{}",
-                tail(log)
-            ));
-        }
-        let to_step = steps
-            .get(next_step)
-            .map_or(Duration::MAX, |&(at, _)| at.saturating_sub(now));
-        std::thread::sleep(to_step.min(Duration::from_millis(10)));
+    let flaps = Flaps {
+        steering: &steering,
+        faults,
+        steps: flap_steps(flaps, window, demo.flap_ms),
     };
+    let limit = Duration::from_secs_f64(window * stretch) + GRACE;
+    let (status, flapped) = flaps.run_until_done(bench, limit, requests, log)?;
     let tcp_after = [tcp_counters(&pair, 0)?, tcp_counters(&pair, 1)?];
     let xdp_after = xdp_counters(&steering)?;
     set_faults(
@@ -746,7 +677,7 @@ fn redis(t: &RedisTrial, opts: &Options, log: &Path) -> Result<Outcome, String> 
             .sum()
     };
     o.set("tcp_retransmissions", tcp(0));
-    o.set("tcp_checksum_errors", tcp(1));
+    o.set("checksum_drops", tcp(1));
     let xdp: Vec<XdpCounters> = xdp_after
         .iter()
         .zip(&xdp_before)
@@ -760,7 +691,7 @@ fn redis(t: &RedisTrial, opts: &Options, log: &Path) -> Result<Outcome, String> 
         "frames_corrupted_by_fault",
         xdp.iter().map(|c| c.corrupted_by_fault as f64).sum(),
     );
-    if flaps > 0 {
+    if t.faults[2] > 0 {
         o.set("link_flaps", f64::from(flapped));
     }
     let exact = counter == completed;
@@ -780,22 +711,139 @@ fn redis(t: &RedisTrial, opts: &Options, log: &Path) -> Result<Outcome, String> 
     Ok(o)
 }
 
+/// `redis-server` in namespace b on `core`, bound to b's address, with
+/// nothing on disk; returns once it accepts connections.
+fn redis_server(pair: &VethPair, core: usize, log: &Path) -> Result<Bounded, String> {
+    let data_dir = log.parent().unwrap_or(Path::new("."));
+    let mut cmd = pinned(pair, 1, core, "redis-server");
+    cmd.args([
+        "--bind",
+        &pair.ip[1].to_string(),
+        "--port",
+        &REDIS_PORT.to_string(),
+    ])
+    // Nothing on disk: no snapshots, no append-only file.
+    .args(["--save", "", "--appendonly", "no"])
+    // Bound to this namespace's address only; no password to check.
+    .args(["--protected-mode", "no", "--daemonize", "no"])
+    .arg("--dir")
+    .arg(data_dir);
+    let mut server = Bounded::spawn(cmd, &log.with_extension("server.log"), "redis-server")?;
+    server.wait_for_line("Ready to accept connections", Duration::from_secs(20))?;
+    Ok(server)
+}
+
+/// INCRs/s under the fault already set: runs of 4x more requests each
+/// until one lasts a quarter of `window` (or reaches the cap). Every
+/// request completed is added to `completed`, for the counter check.
+fn probe_rate(
+    pair: &VethPair,
+    opts: &Options,
+    connections: u32,
+    window: f64,
+    log: &Path,
+    completed: &mut u64,
+) -> Result<f64, String> {
+    let probe_log = log.with_extension("probe.log");
+    let run_limit = Duration::from_secs_f64(window) + GRACE;
+    let mut requests = REDIS_PROBE_PER_CONNECTION * u64::from(connections);
+    loop {
+        let started = Instant::now();
+        let cmd = redis_benchmark(pair, opts.cores[0], connections, requests);
+        let status = run_bounded(cmd, &probe_log, run_limit, "redis-benchmark")?;
+        if !status.success() {
+            return Err(format!(
+                "redis-benchmark (probe of {requests} requests) exited ({status}):\n{}",
+                tail(&probe_log)
+            ));
+        }
+        *completed += requests;
+        let took = started.elapsed().as_secs_f64();
+        let text = std::fs::read_to_string(&probe_log).map_err(|e| e.to_string())?;
+        let rate = redis_benchmark_outcome(&text)
+            .and_then(|o| o.metrics.get("requests_per_s").copied())
+            .filter(|r| *r > 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "no throughput in redis-benchmark's output:\n{}",
+                    tail(&probe_log)
+                )
+            })?;
+        if took >= window / 4.0 || requests >= REDIS_MAX_REQUESTS {
+            return Ok(rate);
+        }
+        requests = (requests * 4).min(REDIS_MAX_REQUESTS);
+    }
+}
+
+/// Link flaps applied on schedule while a benchmark runs.
+struct Flaps<'a> {
+    steering: &'a [Steering],
+    /// The faults in force; a flap sets `link_down` on top of them.
+    faults: FaultConfig,
+    /// From the benchmark's start: when the link goes down (`true`) or up.
+    steps: Vec<(Duration, bool)>,
+}
+
+impl Flaps<'_> {
+    /// Waits for `bench` to end, flapping the link on schedule; stops it
+    /// and fails past `limit`. Returns its exit status and the flaps done.
+    fn run_until_done(
+        &self,
+        mut bench: Bounded,
+        limit: Duration,
+        requests: u64,
+        log: &Path,
+    ) -> Result<(std::process::ExitStatus, u32), String> {
+        let started = Instant::now();
+        let mut next_step = 0;
+        let mut flapped = 0u32;
+        loop {
+            if let Some(status) = bench.wait(Duration::ZERO) {
+                return Ok((status, flapped));
+            }
+            let now = started.elapsed();
+            while let Some(&(at, down)) = self.steps.get(next_step)
+                && now >= at
+            {
+                let link = FaultConfig {
+                    link_down: u32::from(down),
+                    ..self.faults
+                };
+                set_faults(self.steering, &link)?;
+                flapped += u32::from(!down);
+                next_step += 1;
+            }
+            if now > limit {
+                bench.stop();
+                return Err(format!(
+                    "redis-benchmark did not complete {requests} requests within {limit:?}; \
+                     stopped it:\n{}",
+                    tail(log)
+                ));
+            }
+            let to_step = self
+                .steps
+                .get(next_step)
+                .map_or(Duration::MAX, |&(at, _)| at.saturating_sub(now));
+            std::thread::sleep(to_step.min(Duration::from_millis(10)));
+        }
+    }
+}
+
 /// When the link goes down (`true`) and up again within a window of
 /// `window` seconds: `flaps` flaps of `flap_ms`, the k-th going down at
 /// (k + 1/4) shares of the window, as `oaectl demo` places them in its
 /// middle third.
 fn flap_steps(flaps: u32, window: f64, flap_ms: u32) -> Vec<(Duration, bool)> {
-    let share = window / f64::from(flaps.max(1));
-    let mut steps = Vec::new();
-    for k in 0..flaps {
-        let down = share * (f64::from(k) + 0.25);
-        steps.push((Duration::from_secs_f64(down), true));
-        steps.push((
-            Duration::from_secs_f64(down + f64::from(flap_ms) / 1e3),
-            false,
-        ));
-    }
-    steps
+    flap_times(flaps, flap_ms, window)
+        .flat_map(|(down, up)| {
+            [
+                (Duration::from_secs_f64(down), true),
+                (Duration::from_secs_f64(up), false),
+            ]
+        })
+        .collect()
 }
 
 /// `redis-benchmark` in namespace a, pinned to side a's `core`: `requests`
@@ -836,7 +884,7 @@ fn redis_counter(pair: &VethPair, log: &Path) -> Result<u64, String> {
 /// veth hands segments over with the checksum still to be computed, which
 /// the receiving stack trusts without checking: a bit flipped by the XDP
 /// program would reach Redis. With it off, the receiver checks the sum and
-/// drops the segment (TcpInCsumErrors), as after a real wire.
+/// drops the segment (CHECKSUM_DROPS), as after a real wire.
 fn software_checksums(pair: &VethPair, side: usize) -> Result<(), String> {
     let iface = &pair.ifname[side];
     let out = pair
@@ -858,14 +906,9 @@ fn software_checksums(pair: &VethPair, side: usize) -> Result<(), String> {
 /// The XDP program on side `side`'s veth end, attached from a thread
 /// inside that namespace, where the interface's name means something.
 fn attach_steering(pair: &VethPair, side: usize) -> Result<Steering, String> {
-    let (ns, iface) = (pair.ns[side].clone(), pair.ifname[side].clone());
-    std::thread::spawn(move || {
-        netns::enter(&ns).map_err(|e| e.to_string())?;
-        Steering::attach(&iface, XdpMode::Auto)
-            .map_err(|e| format!("attaching the XDP program in {ns}: {e}"))
-    })
-    .join()
-    .map_err(|_| "the thread attaching the XDP program panicked".to_string())?
+    let ns = &pair.ns[side];
+    Steering::attach_in_netns(ns, &pair.ifname[side], XdpMode::Auto)
+        .map_err(|e| format!("attaching the XDP program in {ns}: {e}"))
 }
 
 fn set_faults(steering: &[Steering], faults: &FaultConfig) -> Result<(), String> {
@@ -883,22 +926,41 @@ fn xdp_counters(steering: &[Steering]) -> Result<Vec<XdpCounters>, String> {
         .collect()
 }
 
-/// TCP segments retransmitted and TCP segments received with a bad
-/// checksum so far in namespace `side`: `nstat`'s absolute TcpRetransSegs
-/// and TcpInCsumErrors (its history file left alone).
+/// The kernel's counters that count what a corrupted segment becomes: a
+/// flipped bit in the IP header is caught by IP (a bad header checksum, or
+/// a header that no longer makes sense), one in the TCP header or payload
+/// by TCP.
+const CHECKSUM_DROPS: [&str; 3] = ["IpExtInCsumErrors", "IpInHdrErrors", "TcpInCsumErrors"];
+
+/// TCP segments retransmitted, and segments dropped on a bad IP or TCP
+/// checksum, so far in namespace `side`: `nstat`'s absolute counters (its
+/// history file left alone).
 fn tcp_counters(pair: &VethPair, side: usize) -> Result<[u64; 2], String> {
     let ns = &pair.ns[side];
     let out = pair
         .command(side, "nstat")
-        .args(["-asz", "TcpRetransSegs", "TcpInCsumErrors"])
+        .args(["-asz", "TcpRetransSegs"])
+        .args(CHECKSUM_DROPS)
         .output()
         .map_err(|e| format!("cannot run nstat in {ns}: {e} (is iproute2 installed?)"))?;
     let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "nstat in {ns} failed ({}): {}{}",
+            out.status,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
     let get = |name: &str| -> Result<u64, String> {
         nstat_value(&text, name)
             .ok_or_else(|| format!("nstat in {ns} printed no {name}:\n{}", text.trim()))
     };
-    Ok([get("TcpRetransSegs")?, get("TcpInCsumErrors")?])
+    let mut checksum_drops = 0;
+    for name in CHECKSUM_DROPS {
+        checksum_drops += get(name)?;
+    }
+    Ok([get("TcpRetransSegs")?, checksum_drops])
 }
 
 /// A counter's value in `nstat`'s output (`Name  value  rate` lines).
