@@ -1455,12 +1455,8 @@ impl Link {
                 return Some((len, Sent::Owed(Exchange::Slot(s))));
             }
         }
-        while let Some(v) = self.ready.pop_front() {
-            match self.start_transfer(v, now, buf, sh) {
-                Start::Sent(len, s) => return Some((len, Sent::Owed(Exchange::Slot(s)))),
-                Start::NoSlot => break,
-                Start::Parked => {}
-            }
+        if let Some(sent) = self.start_ready(now, buf, sh) {
+            return Some(sent);
         }
         while let Some(s) = self.commit_candidates.pop() {
             let slot = &self.senders[usize::from(s)];
@@ -1470,19 +1466,33 @@ impl Link {
             }
         }
         // Every commit owed has gone out: verbs refused `Locked` go now.
-        while let Some(v) = self.after_commits.pop_front() {
-            match self.start_transfer(v, now, buf, sh) {
-                Start::Sent(len, s) => return Some((len, Sent::Owed(Exchange::Slot(s)))),
-                Start::NoSlot => {
-                    // Parked at the head of `ready` by `start_transfer`.
-                    break;
-                }
-                Start::Parked => {}
+        if !self.after_commits.is_empty() {
+            self.ready.extend(self.after_commits.drain(..));
+            if let Some(sent) = self.start_ready(now, buf, sh) {
+                return Some(sent);
             }
         }
         self.probe_due &= *self.owed > 0;
         if self.tick_due || self.probe_due || self.gap_notice_due {
             return Some((self.build_tick(now, buf, sh), Sent::Owed(Exchange::Tick)));
+        }
+        None
+    }
+
+    /// The REQUEST of the first verb in `ready` that a slot can take, if any.
+    fn start_ready<O: Observer>(
+        &mut self,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O>,
+    ) -> Option<(usize, Sent)> {
+        while let Some(v) = self.ready.pop_front() {
+            match self.start_transfer(v, now, buf, sh) {
+                Start::Sent(len, s) => return Some((len, Sent::Owed(Exchange::Slot(s)))),
+                // Parked at the head of `ready` until a slot or credit frees.
+                Start::NoSlot => break,
+                Start::Parked => {}
+            }
         }
         None
     }
