@@ -100,7 +100,11 @@ fn losses_are_found_by_order_on_ordered_links() {
         "{clean:?}"
     );
     let loss = totals("loss", &ordered);
-    assert!(loss.lost > 0 && loss.lost_by_order >= loss.lost, "{loss:?}");
+    // On a FIFO link order never takes a frame for lost that was not (no
+    // false positive), and finds nearly every loss: the rest are frames no
+    // one waits for (a HELLO, a tick superseded by the next).
+    assert!(loss.lost > 0 && loss.lost_by_order <= loss.lost, "{loss:?}");
+    assert!(loss.lost_by_order * 100 >= loss.lost * 95, "{loss:?}");
     assert_eq!(loss.lost_by_patience, 0, "{loss:?}");
     let unordered_loss = totals("loss", &unordered(SimConfig::default()));
     assert_eq!(unordered_loss.lost_by_order, 0, "{unordered_loss:?}");
