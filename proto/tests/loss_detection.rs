@@ -7,12 +7,13 @@
 //! detection that fell back to patience would take `echo_patience_rounds`
 //! rounds of `rtt_multiplier` round trips (twelve by default) and fail here.
 
+mod common;
+
 use std::collections::VecDeque;
 
+use common::{R, pair_with};
 use oae_proto::wire::{Frame, MAX_FRAME, Transition};
 use oae_proto::*;
-
-const R: RegionRef = RegionRef { id: 1, key: 42 };
 /// One-way delay: a round trip is twice this.
 const DELAY: Nanos = 10_000;
 const RTT: Nanos = 2 * DELAY;
@@ -47,19 +48,8 @@ struct Wire {
 
 impl Wire {
     fn new(cfg: LinkConfig) -> Wire {
-        let mut nodes = [Node::new(0xA, 1), Node::new(0xB, 1)];
-        for n in &mut nodes {
-            n.add_link(cfg).unwrap();
-            n.register(RegionSpec {
-                id: 1,
-                key: 42,
-                len: 256,
-                permissions: Permissions::ALL,
-            })
-            .unwrap();
-        }
         Wire {
-            nodes,
+            nodes: pair_with(cfg),
             now: 0,
             flights: VecDeque::new(),
             drop: None,

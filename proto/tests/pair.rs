@@ -1,23 +1,13 @@
 //! Two nodes joined by a perfect wire: every verb end to end.
 
+mod common;
+
+use common::{R, pair_with};
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::*;
 
-const R: RegionRef = RegionRef { id: 1, key: 42 };
-
 fn pair() -> [Node; 2] {
-    let mut nodes = [Node::new(0xA, 1), Node::new(0xB, 1)];
-    for n in &mut nodes {
-        n.add_link(LinkConfig::default()).unwrap();
-        n.register(RegionSpec {
-            id: 1,
-            key: 42,
-            len: 256,
-            permissions: Permissions::ALL,
-        })
-        .unwrap();
-    }
-    nodes
+    pair_with(LinkConfig::default())
 }
 
 /// Moves frames both ways until neither side has anything to say.

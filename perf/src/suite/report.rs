@@ -27,16 +27,22 @@ fn find<'a>(
     })
 }
 
-/// OAE's p99.9 in a failure condition: over the faulted middle third, or
-/// the whole run where nothing is faulted (and for Redis, whose whole run
-/// is under the fault).
+/// A subject's `metric` (median) in a failure condition, while the fault
+/// was on.
 fn failure_tail(ms: &[Measurement], subject: &str, cond: &str, metric: &str) -> Option<f64> {
-    let key = if cond.starts_with("none") || subject == "redis" {
+    let key = while_faulted(subject, cond, metric);
+    find(ms, Experiment::Failure, subject, &[("condition", cond)]).and_then(|m| m.median(&key))
+}
+
+/// The key of a failure trial's `metric` while its fault was on: the
+/// "during" phase, or the whole run where nothing is faulted and for Redis,
+/// whose run is under the fault from start to end.
+fn while_faulted(subject: &str, cond: &str, metric: &str) -> String {
+    if cond.starts_with("none") || subject == "redis" {
         metric.to_string()
     } else {
         format!("during_{metric}")
-    };
-    find(ms, Experiment::Failure, subject, &[("condition", cond)]).and_then(|m| m.median(&key))
+    }
 }
 
 fn met_word(met: bool) -> &'static str {
@@ -624,14 +630,8 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
             let lanes = lanes.unwrap_or(r.options.failure_lanes);
             for transport in ["oae", "rc-model", "redis"] {
                 let m = find(ms, Experiment::Failure, transport, &[("condition", cond)]);
-                // Redis runs under the fault from start to end.
-                let whole_run = cond.starts_with("none") || transport == "redis";
                 let during = |k: &str| {
-                    let key = if whole_run {
-                        k.to_string()
-                    } else {
-                        format!("during_{k}")
-                    };
+                    let key = while_faulted(transport, cond, k);
                     fmt_fig(m.and_then(|m| m.metrics.get(&key)), 1.0, 1)
                 };
                 let g = |k: &str| fmt_fig(m.and_then(|m| m.metrics.get(k)), 1.0, 0);
