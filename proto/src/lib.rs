@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 
 pub use config::{ConfigError, LinkConfig, Nanos};
 pub use link::{LinkStats, LinkStatus};
-pub use memory::{Memory, Permissions, RegionSpec, RegisterError};
+pub use memory::{Memory, Permissions, RegionSpec, RegisterError, SharedMemory, Store};
 pub use verb::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
 
 use link::{Link, Shared};
@@ -105,12 +105,14 @@ impl core::fmt::Display for SubmitError {
 
 impl std::error::Error for SubmitError {}
 
-/// One OAE endpoint: its memory, its links, its pending events.
+/// One OAE endpoint: its memory, its links, its pending events. The memory
+/// is the node's own ([`Memory`]) or shared with other nodes on other cores
+/// ([`SharedMemory`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Node<O: Observer = NoObserver> {
+pub struct Node<O: Observer = NoObserver, M: Store = Memory> {
     node_id: u64,
     epoch: u32,
-    memory: Memory,
+    memory: M,
     links: Vec<Link>,
     events: VecDeque<Event>,
     observer: O,
@@ -127,11 +129,19 @@ impl<O: Observer> Node<O> {
     /// takes a larger epoch as a restart, a smaller one as stale); `node_id`
     /// (e.g. the MAC) breaks ties when choosing link roles.
     pub fn with_observer(node_id: u64, epoch: u32, observer: O) -> Node<O> {
+        Node::with_memory(node_id, epoch, observer, Memory::default())
+    }
+}
+
+impl<O: Observer, M: Store> Node<O, M> {
+    /// A node over `memory`, e.g. one core's handle on a dataplane's
+    /// [`SharedMemory`].
+    pub fn with_memory(node_id: u64, epoch: u32, observer: O, memory: M) -> Node<O, M> {
         assert!(epoch != 0, "epoch 0 means 'unknown' on the wire");
         Node {
             node_id,
             epoch,
-            memory: Memory::default(),
+            memory,
             links: Vec::new(),
             events: VecDeque::with_capacity(1024),
             observer,
@@ -142,6 +152,10 @@ impl<O: Observer> Node<O> {
         self.epoch
     }
 
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
     pub fn observer(&self) -> &O {
         &self.observer
     }
@@ -150,7 +164,7 @@ impl<O: Observer> Node<O> {
         &mut self.observer
     }
 
-    pub fn memory(&self) -> &Memory {
+    pub fn memory(&self) -> &M {
         &self.memory
     }
 
@@ -249,7 +263,7 @@ impl<O: Observer> Node<O> {
         self.events.pop_front()
     }
 
-    fn split(&mut self, link: LinkId) -> (&mut Link, Shared<'_, O>) {
+    fn split(&mut self, link: LinkId) -> (&mut Link, Shared<'_, O, M>) {
         (
             &mut self.links[usize::from(link)],
             Shared {
@@ -264,7 +278,7 @@ impl<O: Observer> Node<O> {
 }
 
 /// Rejects verbs that no target could accept, before they take a slot.
-fn check_verb(verb: &Verb, memory: &Memory) -> Result<(), SubmitError> {
+fn check_verb(verb: &Verb, memory: &impl Store) -> Result<(), SubmitError> {
     let invalid = |why| Err(SubmitError::Invalid(why));
     match *verb {
         Verb::Read { len, .. } if len == 0 || usize::from(len) > verb::MAX_BLOCK => {

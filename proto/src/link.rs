@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use crate::config::{LinkConfig, Nanos};
-use crate::memory::{LockOwner, Memory, Undo};
+use crate::memory::{LockOwner, Store, Undo};
 use crate::verb::{self, Output, Refusal, ReverseReason, Verb, VerbError};
 use crate::wire::{
     self, Context, Frame, Knowledge, MAX_FRAME, Malformed, Role, SLICE, Transition, order_after,
@@ -212,8 +212,8 @@ pub struct LinkStatus {
 }
 
 /// Things the node shares with all its links while a link handles an input.
-pub(crate) struct Shared<'a, O> {
-    pub memory: &'a mut Memory,
+pub(crate) struct Shared<'a, O, M> {
+    pub memory: &'a mut M,
     pub events: &'a mut VecDeque<Event>,
     pub observer: &'a mut O,
     pub epoch: u32,
@@ -454,7 +454,12 @@ impl Link {
     // ----- submission -------------------------------------------------------
 
     /// Queues `p`; false if the submission queue is full.
-    pub fn submit<O: Observer>(&mut self, id: VerbId, verb: &Verb, sh: &mut Shared<'_, O>) -> bool {
+    pub fn submit<O: Observer, M: Store>(
+        &mut self,
+        id: VerbId,
+        verb: &Verb,
+        sh: &mut Shared<'_, O, M>,
+    ) -> bool {
         if self.unreachable {
             self.complete(id, Err(VerbError::Unreachable), sh);
             return true;
@@ -495,21 +500,21 @@ impl Link {
     }
 
     /// Completes stored verb `v` and frees its place.
-    fn finish<O: Observer>(
+    fn finish<O: Observer, M: Store>(
         &mut self,
         v: u32,
         result: Result<Output, VerbError>,
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) {
         self.free_verbs.push(v);
         self.complete(self.verbs[v as usize].id, result, sh);
     }
 
-    fn complete<O: Observer>(
+    fn complete<O: Observer, M: Store>(
         &mut self,
         id: VerbId,
         result: Result<Output, VerbError>,
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) {
         if result.is_ok() {
             self.stats.completions_ok += 1;
@@ -556,7 +561,7 @@ impl Link {
         Some(self.last_owed_at.saturating_add(delay))
     }
 
-    pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, sh: &mut Shared<'_, O>) {
+    pub fn handle_timeout<O: Observer, M: Store>(&mut self, now: Nanos, sh: &mut Shared<'_, O, M>) {
         if !self.up && now >= self.next_hello {
             self.hello_due = true;
             self.next_hello = now.saturating_add(self.cfg.hello_interval);
@@ -584,7 +589,7 @@ impl Link {
     }
 
     /// Everything that is counted in round trips happens here.
-    fn end_round<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+    fn end_round<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         let heard = core::mem::replace(&mut self.heard_this_round, false);
         let sent = core::mem::replace(&mut self.sent_this_round, false);
         self.round += 1;
@@ -772,7 +777,7 @@ impl Link {
         }
     }
 
-    fn declare_unreachable<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+    fn declare_unreachable<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         self.up = false;
         self.unreachable = true;
         self.knowledge = Knowledge::KnowYou;
@@ -790,7 +795,7 @@ impl Link {
     /// hold their issuers for a link that may not come back. Verbs in flight
     /// stay in doubt until the link or the peer's next incarnation resolves
     /// them.
-    fn fail_queued<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+    fn fail_queued<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         while let Some(v) = self.ready.pop_front() {
             self.finish(v, Err(VerbError::Unreachable), sh);
         }
@@ -817,7 +822,12 @@ impl Link {
 
     // ----- receive ----------------------------------------------------------
 
-    pub fn handle_frame<O: Observer>(&mut self, bytes: &[u8], now: Nanos, sh: &mut Shared<'_, O>) {
+    pub fn handle_frame<O: Observer, M: Store>(
+        &mut self,
+        bytes: &[u8],
+        now: Nanos,
+        sh: &mut Shared<'_, O, M>,
+    ) {
         self.stats.rx_frames += 1;
         let frame = match Frame::parse(bytes) {
             Ok(f) if f.context.class > self.cfg.max_class => {
@@ -885,7 +895,11 @@ impl Link {
         self.stats.malformed[i] += 1;
     }
 
-    fn handle_hello<O: Observer>(&mut self, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
+    fn handle_hello<O: Observer, M: Store>(
+        &mut self,
+        frame: &Frame<'_>,
+        sh: &mut Shared<'_, O, M>,
+    ) {
         let p = frame.payload;
         if !verb::all_zero(&p[HELLO_LEN..]) || frame.context.field != 0 {
             return self.count_malformed(Malformed::BadPayload);
@@ -959,7 +973,7 @@ impl Link {
         }
     }
 
-    fn go_up<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+    fn go_up<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         self.up = true;
         self.unreachable = false;
         self.unanswered_hellos = 0;
@@ -979,7 +993,7 @@ impl Link {
 
     /// The peer came back as a new incarnation: settle everything the old one
     /// left here by the rules of `docs/SEMANTICS.md`.
-    fn peer_restarted<O: Observer>(&mut self, sh: &mut Shared<'_, O>) {
+    fn peer_restarted<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         self.stats.peer_restarts += 1;
         self.up = false;
         self.unreachable = false;
@@ -1018,7 +1032,11 @@ impl Link {
 
     // ----- target side ------------------------------------------------------
 
-    fn handle_as_target<O: Observer>(&mut self, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
+    fn handle_as_target<O: Observer, M: Store>(
+        &mut self,
+        frame: &Frame<'_>,
+        sh: &mut Shared<'_, O, M>,
+    ) {
         let ctx = frame.context;
         let s = ctx.slot();
         if s >= self.cfg.slots {
@@ -1078,11 +1096,11 @@ impl Link {
 
     /// Before a new sequence number is acted on, the previous transfer on the
     /// slot must be settled; the initiator says whether it committed it.
-    fn settle_previous<O: Observer>(
+    fn settle_previous<O: Observer, M: Store>(
         &mut self,
         s: u16,
         previous_committed: bool,
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> bool {
         let state = self.receivers[usize::from(s)].state;
         match (state, previous_committed) {
@@ -1098,7 +1116,7 @@ impl Link {
         }
     }
 
-    fn commit_tentative<O: Observer>(&mut self, s: u16, sh: &mut Shared<'_, O>) {
+    fn commit_tentative<O: Observer, M: Store>(&mut self, s: u16, sh: &mut Shared<'_, O, M>) {
         let r = &mut self.receivers[usize::from(s)];
         sh.memory.commit(&r.undo);
         r.state = RecvState::Committed;
@@ -1107,7 +1125,7 @@ impl Link {
         sh.observer.committed(self.index, self.peer_epoch, s, r.seq);
     }
 
-    fn reverse_tentative<O: Observer>(&mut self, s: u16, sh: &mut Shared<'_, O>) {
+    fn reverse_tentative<O: Observer, M: Store>(&mut self, s: u16, sh: &mut Shared<'_, O, M>) {
         let r = &mut self.receivers[usize::from(s)];
         sh.memory.reverse(&r.undo);
         r.state = RecvState::Reversed;
@@ -1116,7 +1134,12 @@ impl Link {
         sh.observer.reversed(self.index, self.peer_epoch, s, r.seq);
     }
 
-    fn apply_request<O: Observer>(&mut self, s: u16, frame: &Frame<'_>, sh: &mut Shared<'_, O>) {
+    fn apply_request<O: Observer, M: Store>(
+        &mut self,
+        s: u16,
+        frame: &Frame<'_>,
+        sh: &mut Shared<'_, O, M>,
+    ) {
         let si = usize::from(s);
         self.receivers[si].seq = frame.context.seq();
         let refusal = if self.tentative >= self.cfg.receive_credits {
@@ -1229,11 +1252,11 @@ impl Link {
 
     // ----- initiator side ---------------------------------------------------
 
-    fn handle_as_initiator<O: Observer>(
+    fn handle_as_initiator<O: Observer, M: Store>(
         &mut self,
         frame: &Frame<'_>,
         now: Nanos,
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) {
         let ctx = frame.context;
         let s = ctx.slot();
@@ -1273,13 +1296,13 @@ impl Link {
         }
     }
 
-    fn on_echo<O: Observer>(
+    fn on_echo<O: Observer, M: Store>(
         &mut self,
         s: u16,
         frame: &Frame<'_>,
         reflected_ok: bool,
         now: Nanos,
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) {
         let si = usize::from(s);
         let v = self.senders[si]
@@ -1325,7 +1348,12 @@ impl Link {
         self.free_verbs.push(v);
     }
 
-    fn on_refuse<O: Observer>(&mut self, s: u16, why: Refusal, sh: &mut Shared<'_, O>) {
+    fn on_refuse<O: Observer, M: Store>(
+        &mut self,
+        s: u16,
+        why: Refusal,
+        sh: &mut Shared<'_, O, M>,
+    ) {
         self.stats.refusals_received += 1;
         let v = self.senders[usize::from(s)]
             .pending
@@ -1354,7 +1382,7 @@ impl Link {
         }
     }
 
-    fn on_reverse_ack<O: Observer>(&mut self, s: u16, sh: &mut Shared<'_, O>) {
+    fn on_reverse_ack<O: Observer, M: Store>(&mut self, s: u16, sh: &mut Shared<'_, O, M>) {
         self.stats.reversals += 1;
         let SendPhase::Reversing(reason) = self.senders[usize::from(s)].phase else {
             unreachable!("checked by caller")
@@ -1402,11 +1430,11 @@ impl Link {
 
     /// Writes the next frame to send into `buf` (at least [`MAX_FRAME`]
     /// bytes) and returns its length, or `None` if nothing is due.
-    pub fn poll_transmit<O: Observer>(
+    pub fn poll_transmit<O: Observer, M: Store>(
         &mut self,
         now: Nanos,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> Option<usize> {
         let (len, kind) = self.next_frame(now, buf, sh)?;
         let frame = &mut buf[..len];
@@ -1430,11 +1458,11 @@ impl Link {
     }
 
     /// The next frame due, unsealed and without its order slice.
-    fn next_frame<O: Observer>(
+    fn next_frame<O: Observer, M: Store>(
         &mut self,
         now: Nanos,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> Option<(usize, Sent)> {
         if self.hello_due {
             self.hello_due = false;
@@ -1480,11 +1508,11 @@ impl Link {
     }
 
     /// The REQUEST of the first verb in `ready` that a slot can take, if any.
-    fn start_ready<O: Observer>(
+    fn start_ready<O: Observer, M: Store>(
         &mut self,
         now: Nanos,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> Option<(usize, Sent)> {
         while let Some(v) = self.ready.pop_front() {
             match self.start_transfer(v, now, buf, sh) {
@@ -1498,11 +1526,11 @@ impl Link {
     }
 
     /// A TOCK or a slot's cached answer, in the order the peer's frames came.
-    fn build_answer<O: Observer>(
+    fn build_answer<O: Observer, M: Store>(
         &mut self,
         exchange: Exchange,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> usize {
         match exchange {
             Exchange::Tick => {
@@ -1531,11 +1559,11 @@ impl Link {
 
     /// A TICK: Alice's liveness tick, a probe for an answer owed, or the
     /// notice of a gap in the peer's order (any frame carries `seen`).
-    fn build_tick<O: Observer>(
+    fn build_tick<O: Observer, M: Store>(
         &mut self,
         now: Nanos,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> usize {
         if self.probe_due {
             self.stats.probes_sent += 1;
@@ -1568,7 +1596,11 @@ impl Link {
         })
     }
 
-    fn build_hello<O: Observer>(&mut self, buf: &mut [u8], sh: &mut Shared<'_, O>) -> usize {
+    fn build_hello<O: Observer, M: Store>(
+        &mut self,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O, M>,
+    ) -> usize {
         let ctx = Context {
             class: 0,
             knowledge: self.knowledge,
@@ -1587,12 +1619,12 @@ impl Link {
     }
 
     /// COMMIT or REVERSE for slot `s`, if its phase still calls for one.
-    fn build_decision<O: Observer>(
+    fn build_decision<O: Observer, M: Store>(
         &mut self,
         s: u16,
         now: Nanos,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> Option<usize> {
         let round = self.round;
         let slot = &mut self.senders[usize::from(s)];
@@ -1626,12 +1658,12 @@ impl Link {
 
     /// Puts stored verb `v` on a slot and writes its REQUEST, or parks or
     /// fails it.
-    fn start_transfer<O: Observer>(
+    fn start_transfer<O: Observer, M: Store>(
         &mut self,
         v: u32,
         now: Nanos,
         buf: &mut [u8],
-        sh: &mut Shared<'_, O>,
+        sh: &mut Shared<'_, O, M>,
     ) -> Start {
         let vi = v as usize;
         let Some(class) = self.verbs[vi]
@@ -1722,19 +1754,17 @@ impl Link {
         sh.observer.sent(self.index, sh.epoch, s, seq, p.id);
         let memory = &*sh.memory;
         let len = wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |payload| {
-            let local = match p.verb {
+            match p.verb {
                 Verb::BilateralSwap {
                     local_region,
                     local_offset,
                     len,
                     ..
-                } => {
-                    let at = local_offset as usize;
-                    &memory.bytes(local_region).expect("locked above")[at..at + usize::from(len)]
-                }
-                _ => &[],
-            };
-            verb::encode_request(&p.verb, local, payload)
+                } => memory.with_block(local_region, local_offset, len, |local| {
+                    verb::encode_request(&p.verb, local, payload)
+                }),
+                _ => verb::encode_request(&p.verb, &[], payload),
+            }
         });
         Start::Sent(len, s)
     }
@@ -1763,7 +1793,7 @@ impl Link {
 
 /// Releases the local block of a bilateral swap, writing `replacement` into
 /// it when the swap committed.
-fn release_local(verb: &Verb, replacement: Option<&[u8]>, memory: &mut Memory) {
+fn release_local(verb: &Verb, replacement: Option<&[u8]>, memory: &mut impl Store) {
     if let Verb::BilateralSwap {
         local_region,
         local_offset,

@@ -37,7 +37,7 @@ use std::collections::VecDeque;
 
 use oae_proto::memory::{LockOwner, Undo};
 use oae_proto::verb::{Output, Refusal, Request, Verb, VerbError, decode_request, encode_request};
-use oae_proto::{Memory, Nanos, VerbId};
+use oae_proto::{Memory, Nanos, Store, VerbId};
 
 /// First payload byte of every model frame: no OAE frame starts with it
 /// (OAE's first byte is its version, 1, in the high nibble).
@@ -228,9 +228,9 @@ enum Reply {
 const ATOMIC_RESULT: usize = 8;
 
 /// One end of a queue pair: requester and responder.
-pub struct RcEndpoint {
+pub struct RcEndpoint<M: Store = Memory> {
     cfg: RcConfig,
-    memory: Memory,
+    memory: M,
     failed: Option<QpFailure>,
     // Requester.
     queue: VecDeque<(VerbId, Verb)>,
@@ -259,10 +259,10 @@ pub struct RcEndpoint {
     undo: Undo,
 }
 
-impl RcEndpoint {
+impl<M: Store> RcEndpoint<M> {
     /// A queue pair end over `memory` (this end's registered regions, which
     /// the peer's verbs act on).
-    pub fn new(cfg: RcConfig, memory: Memory) -> Result<RcEndpoint, String> {
+    pub fn new(cfg: RcConfig, memory: M) -> Result<RcEndpoint<M>, String> {
         cfg.validate()?;
         Ok(RcEndpoint {
             cfg,
@@ -288,11 +288,11 @@ impl RcEndpoint {
         })
     }
 
-    pub fn memory(&self) -> &Memory {
+    pub fn memory(&self) -> &M {
         &self.memory
     }
 
-    pub fn memory_mut(&mut self) -> &mut Memory {
+    pub fn memory_mut(&mut self) -> &mut M {
         &mut self.memory
     }
 

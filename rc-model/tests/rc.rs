@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use oae_proto::verb::{Output, Refusal, RegionRef, Verb, VerbError};
-use oae_proto::{Memory, Nanos, Permissions, RegionSpec, VerbId};
+use oae_proto::{Memory, Nanos, Permissions, RegionSpec, Store, VerbId};
 use oae_rc_model::{MAX_FRAME, QpFailure, RcConfig, RcEndpoint, RcEvent, SubmitError};
 
 const REGION: RegionRef = RegionRef { id: 1, key: 7 };

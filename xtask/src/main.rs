@@ -438,11 +438,20 @@ fn test() -> Result<(), String> {
     let mut totals = [0u64; 3];
     let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);
     let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &mut totals));
-    // The swap rings' memory orderings, explored by loom: its own cfg, so
-    // its own target directory.
+    // The swap rings' and the shared memory's orderings, explored by loom:
+    // its own cfg, so its own target directory.
     let loom = docs.and_then(|()| {
         cargo_test_env(
-            &["test", "-p", "oae-swapring", "--release", "--test", "loom"],
+            &[
+                "test",
+                "-p",
+                "oae-swapring",
+                "-p",
+                "oae-proto",
+                "--release",
+                "--test",
+                "loom",
+            ],
             &[
                 ("RUSTFLAGS", "--cfg loom"),
                 ("CARGO_TARGET_DIR", "target/loom"),
