@@ -17,6 +17,7 @@ use oae_proto::{
     Event, LinkConfig, LinkId, LinkStats, Nanos, Node, Output, Permissions, RegionRef, RegionSpec,
     Verb, VerbId,
 };
+use serde::Serialize;
 
 pub mod link;
 pub mod raw;
@@ -359,7 +360,7 @@ fn unexpected(id: VerbId, value: u64, got: Option<Event>) -> ! {
 // ----- statistics -----------------------------------------------------------
 
 /// Median, minimum and maximum of a set of per-batch figures.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Summary {
     pub median: f64,
     pub min: f64,
@@ -386,12 +387,29 @@ impl Summary {
             max: s[n - 1],
         })
     }
+
+    /// The same figures to `decimals` places, for reports that should not
+    /// claim more precision than the measurement has.
+    pub fn rounded(self, decimals: i32) -> Summary {
+        Summary {
+            median: round_to(self.median, decimals),
+            min: round_to(self.min, decimals),
+            max: round_to(self.max, decimals),
+        }
+    }
+}
+
+/// `x` to `decimals` places. Reports round before serialising, so that a
+/// JSON figure carries the digits the measurement supports and no more.
+pub fn round_to(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round() / scale
 }
 
 // ----- machine facts and pinning --------------------------------------------
 
 /// What a reader needs to judge a figure from this machine.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MachineFacts {
     /// CPUs this process may run on (what `nproc` prints), read before pinning.
     pub nproc: usize,
@@ -454,22 +472,6 @@ pub fn allowed_cpus() -> Option<String> {
     })
 }
 
-/// `s` as a JSON string literal.
-pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,11 +522,30 @@ mod tests {
     }
 
     #[test]
-    fn summary_and_json() {
+    fn summaries() {
         let s = Summary::of(&[3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
         assert_eq!(Summary::of(&[1.0, 4.0]).unwrap().median, 2.5);
         assert!(Summary::of(&[]).is_none());
-        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
+        let r = Summary::of(&[1.23456, 2.0, 9.87654]).unwrap().rounded(3);
+        assert_eq!((r.median, r.min, r.max), (2.0, 1.235, 9.877));
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"median":2.0,"min":1.235,"max":9.877}"#
+        );
+    }
+
+    #[test]
+    fn machine_facts_serialise_by_field_name() {
+        let m = MachineFacts {
+            nproc: 2,
+            cpu_model: r#"a "quoted" CPU"#.into(),
+            kernel: "6.1.0".into(),
+            loadavg: "0.10 0.20 0.30".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"nproc":2,"cpu_model":"a \"quoted\" CPU","kernel":"6.1.0","loadavg":"0.10 0.20 0.30"}"#
+        );
     }
 }

@@ -25,8 +25,9 @@ use oae_pmd::afxdp::{AfXdp, AfXdpConfig};
 use oae_pmd::netns::{self, VethPair};
 use oae_pmd::xdp::{Steering, XdpMode};
 use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
+use serde::{Serialize, Serializer};
 
-use crate::{MachineFacts, json_string, machine_facts, pin_current_thread};
+use crate::{MachineFacts, machine_facts, pin_current_thread, round_to};
 
 /// Length of the generated frames: the basic OAE frame.
 pub const FRAME_LEN: usize = 64;
@@ -70,7 +71,7 @@ fn reflected_seq(frame: &[u8], run: u32) -> Option<u64> {
 // ----- reflector --------------------------------------------------------------
 
 /// What a reflector did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReflectStats {
     /// Frames sent back.
     pub reflected: u64,
@@ -130,15 +131,20 @@ impl Default for FloodConfig {
 }
 
 /// What a flood measured. Counts cover the measured interval only.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+///
+/// The fields are in the order `oae-raw --json` has always printed them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct FloodResult {
+    /// Reflected frames per second: the figure of merit.
+    #[serde(serialize_with = "whole")]
+    pub rx_pps: f64,
+    #[serde(serialize_with = "whole")]
+    pub tx_pps: f64,
     pub sent: u64,
     /// Reflected frames received during the interval.
     pub received: u64,
+    #[serde(rename = "elapsed_s", serialize_with = "seconds")]
     pub elapsed: Duration,
-    pub tx_pps: f64,
-    /// Reflected frames per second: the figure of merit.
-    pub rx_pps: f64,
     /// Frames sent over the whole run (warm-up included) never reflected.
     pub lost: u64,
     /// Reflections that arrived after a later frame's.
@@ -254,11 +260,12 @@ impl Default for PingPongConfig {
 }
 
 /// Round-trip times, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct PingPongResult {
     pub rounds: u64,
     pub lost: u64,
     pub min_ns: u64,
+    #[serde(serialize_with = "tenths")]
     pub mean_ns: f64,
     pub p50_ns: u64,
     pub p90_ns: u64,
@@ -411,8 +418,9 @@ impl RawConfig {
     }
 }
 
-/// Everything one run measured.
-#[derive(Clone, Debug)]
+/// Everything one run measured; serialised, the line `oae-raw --json`
+/// prints.
+#[derive(Clone, Debug, Serialize)]
 pub struct RawReport {
     pub generator: String,
     pub reflector: String,
@@ -421,9 +429,12 @@ pub struct RawReport {
     pub reflector_core: Option<usize>,
     pub ping_pong: PingPongResult,
     pub flood: FloodResult,
+    #[serde(serialize_with = "windowed")]
     pub windowed_flood: Option<(u64, FloodResult)>,
     pub reflect: ReflectStats,
+    #[serde(serialize_with = "driver_counters")]
     pub generator_stats: DriverStats,
+    #[serde(serialize_with = "driver_counters")]
     pub reflector_stats: DriverStats,
     pub machine: MachineFacts,
 }
@@ -673,73 +684,73 @@ impl RawReport {
 
     /// One line of JSON.
     pub fn to_json(&self) -> String {
-        let core = |c: Option<usize>| c.map_or_else(|| "null".into(), |c| c.to_string());
-        let flood = |f: &FloodResult| {
-            format!(
-                "{{\"rx_pps\":{:.0},\"tx_pps\":{:.0},\"sent\":{},\"received\":{},\
-                 \"elapsed_s\":{:.6},\"lost\":{},\"reordered\":{}}}",
-                f.rx_pps,
-                f.tx_pps,
-                f.sent,
-                f.received,
-                f.elapsed.as_secs_f64(),
-                f.lost,
-                f.reordered
-            )
-        };
-        let stats = |s: &DriverStats| {
-            format!(
-                "{{\"rx_packets\":{},\"tx_packets\":{},\"tx_ring_full\":{},\"alloc_failed\":{},\
-                 \"kernel_rx_dropped\":{},\"kernel_rx_ring_full\":{},\
-                 \"kernel_fill_ring_empty\":{},\"kernel_tx_ring_empty\":{}}}",
-                s.rx_packets,
-                s.tx_packets,
-                s.tx_ring_full,
-                s.alloc_failed,
-                s.kernel_rx_dropped,
-                s.kernel_rx_ring_full,
-                s.kernel_fill_ring_empty,
-                s.kernel_tx_ring_empty
-            )
-        };
-        let p = &self.ping_pong;
-        let windowed = self.windowed_flood.as_ref().map_or_else(
-            || "null".to_string(),
-            |(w, f)| format!("{{\"window\":{w},\"result\":{}}}", flood(f)),
-        );
-        format!(
-            "{{\"generator\":{},\"reflector\":{},\"generator_core\":{},\"reflector_core\":{},\
-             \"ping_pong\":{{\"rounds\":{},\"lost\":{},\"min_ns\":{},\"mean_ns\":{:.1},\
-             \"p50_ns\":{},\"p90_ns\":{},\"p99_ns\":{},\"p999_ns\":{},\"max_ns\":{}}},\
-             \"flood\":{},\"windowed_flood\":{},\
-             \"reflect\":{{\"reflected\":{},\"dropped\":{}}},\
-             \"generator_stats\":{},\"reflector_stats\":{},\
-             \"machine\":{{\"nproc\":{},\"cpu_model\":{},\"kernel\":{},\"loadavg\":{}}}}}",
-            json_string(&self.generator),
-            json_string(&self.reflector),
-            core(self.generator_core),
-            core(self.reflector_core),
-            p.rounds,
-            p.lost,
-            p.min_ns,
-            p.mean_ns,
-            p.p50_ns,
-            p.p90_ns,
-            p.p99_ns,
-            p.p999_ns,
-            p.max_ns,
-            flood(&self.flood),
-            windowed,
-            self.reflect.reflected,
-            self.reflect.dropped,
-            stats(&self.generator_stats),
-            stats(&self.reflector_stats),
-            self.machine.nproc,
-            json_string(&self.machine.cpu_model),
-            json_string(&self.machine.kernel),
-            json_string(&self.machine.loadavg),
-        )
+        // Plain structs of numbers and strings: serialising cannot fail.
+        serde_json::to_string(self).expect("a raw report serialises")
     }
+}
+
+// ----- JSON ------------------------------------------------------------------
+
+// Rates, times and means are rounded to the digits they carry: a rate
+// of frames per second to whole frames, an interval to the microsecond,
+// a mean of nanoseconds to a tenth.
+
+fn whole<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round_to(*x, 0))
+}
+
+fn tenths<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round_to(*x, 1))
+}
+
+fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round_to(d.as_secs_f64(), 6))
+}
+
+/// The windowed flood as `{"window": W, "result": {..}}`, or `null`.
+#[derive(Serialize)]
+struct WindowedFlood<'a> {
+    window: u64,
+    result: &'a FloodResult,
+}
+
+fn windowed<S: Serializer>(w: &Option<(u64, FloodResult)>, s: S) -> Result<S::Ok, S::Error> {
+    w.as_ref()
+        .map(|(window, result)| WindowedFlood {
+            window: *window,
+            result,
+        })
+        .serialize(s)
+}
+
+/// The driver counters the report has always carried. `DriverStats` lives
+/// in oae-pmd, which has no serde; the counters this report never had
+/// (unsupported frames, invalid descriptors) stay out so that its shape
+/// does not change.
+#[derive(Serialize)]
+struct DriverCounters {
+    rx_packets: u64,
+    tx_packets: u64,
+    tx_ring_full: u64,
+    alloc_failed: u64,
+    kernel_rx_dropped: u64,
+    kernel_rx_ring_full: u64,
+    kernel_fill_ring_empty: u64,
+    kernel_tx_ring_empty: u64,
+}
+
+fn driver_counters<S: Serializer>(d: &DriverStats, s: S) -> Result<S::Ok, S::Error> {
+    DriverCounters {
+        rx_packets: d.rx_packets,
+        tx_packets: d.tx_packets,
+        tx_ring_full: d.tx_ring_full,
+        alloc_failed: d.alloc_failed,
+        kernel_rx_dropped: d.kernel_rx_dropped,
+        kernel_rx_ring_full: d.kernel_rx_ring_full,
+        kernel_fill_ring_empty: d.kernel_fill_ring_empty,
+        kernel_tx_ring_empty: d.kernel_tx_ring_empty,
+    }
+    .serialize(s)
 }
 
 #[cfg(test)]
@@ -781,6 +792,95 @@ mod tests {
         assert!(report.reflect.reflected >= windowed.received);
         assert!(report.to_json().starts_with("{\"generator\":"));
         assert!(report.to_text().contains("ping-pong"));
+    }
+
+    /// The line has the keys, nesting and order it had when it was
+    /// written by hand; figures are rounded as they were printed.
+    #[test]
+    fn the_json_line_keeps_its_shape() {
+        let flood = |rx_pps, tx_pps, sent, received, elapsed, lost| FloodResult {
+            rx_pps,
+            tx_pps,
+            sent,
+            received,
+            elapsed,
+            lost,
+            reordered: 0,
+        };
+        let mut r = RawReport {
+            generator: r#"af_xdp "copy""#.into(),
+            reflector: "af_xdp zero-copy".into(),
+            generator_core: Some(0),
+            reflector_core: None,
+            ping_pong: PingPongResult {
+                rounds: 10,
+                lost: 1,
+                min_ns: 900,
+                mean_ns: 1234.56,
+                p50_ns: 1000,
+                p90_ns: 1100,
+                p99_ns: 1200,
+                p999_ns: 1300,
+                max_ns: 1400,
+            },
+            flood: flood(
+                1_500_000.4,
+                1_600_000.6,
+                3_200_001,
+                3_000_000,
+                Duration::from_nanos(2_000_001_400),
+                1,
+            ),
+            windowed_flood: Some((256, flood(2.0, 2.0, 4, 4, Duration::from_secs(2), 0))),
+            reflect: ReflectStats {
+                reflected: 5,
+                dropped: 6,
+            },
+            generator_stats: DriverStats {
+                rx_packets: 1,
+                tx_packets: 2,
+                tx_ring_full: 3,
+                alloc_failed: 4,
+                rx_unsupported: 99,
+                kernel_rx_dropped: 5,
+                kernel_rx_ring_full: 6,
+                kernel_fill_ring_empty: 7,
+                kernel_rx_invalid: 99,
+                kernel_tx_ring_empty: 8,
+                ..DriverStats::default()
+            },
+            reflector_stats: DriverStats::default(),
+            machine: MachineFacts {
+                nproc: 2,
+                cpu_model: "Test CPU".into(),
+                kernel: "6.1.0".into(),
+                loadavg: "0.10 0.20 0.30".into(),
+            },
+        };
+        assert_eq!(
+            r.to_json(),
+            concat!(
+                r#"{"generator":"af_xdp \"copy\"","reflector":"af_xdp zero-copy","#,
+                r#""generator_core":0,"reflector_core":null,"#,
+                r#""ping_pong":{"rounds":10,"lost":1,"min_ns":900,"mean_ns":1234.6,"#,
+                r#""p50_ns":1000,"p90_ns":1100,"p99_ns":1200,"p999_ns":1300,"max_ns":1400},"#,
+                r#""flood":{"rx_pps":1500000.0,"tx_pps":1600001.0,"sent":3200001,"#,
+                r#""received":3000000,"elapsed_s":2.000001,"lost":1,"reordered":0},"#,
+                r#""windowed_flood":{"window":256,"result":{"rx_pps":2.0,"tx_pps":2.0,"#,
+                r#""sent":4,"received":4,"elapsed_s":2.0,"lost":0,"reordered":0}},"#,
+                r#""reflect":{"reflected":5,"dropped":6},"#,
+                r#""generator_stats":{"rx_packets":1,"tx_packets":2,"tx_ring_full":3,"#,
+                r#""alloc_failed":4,"kernel_rx_dropped":5,"kernel_rx_ring_full":6,"#,
+                r#""kernel_fill_ring_empty":7,"kernel_tx_ring_empty":8},"#,
+                r#""reflector_stats":{"rx_packets":0,"tx_packets":0,"tx_ring_full":0,"#,
+                r#""alloc_failed":0,"kernel_rx_dropped":0,"kernel_rx_ring_full":0,"#,
+                r#""kernel_fill_ring_empty":0,"kernel_tx_ring_empty":0},"#,
+                r#""machine":{"nproc":2,"cpu_model":"Test CPU","kernel":"6.1.0","#,
+                r#""loadavg":"0.10 0.20 0.30"}}"#,
+            )
+        );
+        r.windowed_flood = None;
+        assert!(r.to_json().contains(r#""windowed_flood":null,"reflect":"#));
     }
 
     #[test]

@@ -30,10 +30,11 @@ use std::time::Duration;
 
 use oae_perf::link::{OaeRun, cas_workload};
 use oae_perf::raw::{RawConfig, RawReport, run_afxdp};
-use oae_perf::{Summary, json_string, machine_facts};
+use oae_perf::{MachineFacts, Summary, machine_facts};
 use oae_pmd::afxdp::AfXdpConfig;
 use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::XdpMode;
+use serde::Serialize;
 
 const USAGE: &str = "usage: oae-linkbench [--reps N] [--secs S] [--lanes N] [--rtt-lanes N] \
                      [--slots N] [--cores A,B] [--quick] [--json]";
@@ -300,42 +301,65 @@ fn text(o: &Options, reps: &[Rep], f: &Figures) -> String {
     out
 }
 
-fn json(o: &Options, reps: &[Rep], f: &Figures) -> String {
-    let m = machine_facts();
-    let s = |name: &str, s: Summary| {
-        format!(
-            "\"{name}\":{{\"median\":{:.3},\"min\":{:.3},\"max\":{:.3}}}",
-            s.median, s.min, s.max
-        )
+/// The `--json` line: the run's settings, the machine, then every figure
+/// as median, min and max.
+#[derive(Serialize)]
+struct JsonReport {
+    reps: usize,
+    secs: f64,
+    lanes: u32,
+    rtt_lanes: u32,
+    slots: u16,
+    cores: [usize; 2],
+    // At the top level, as the line has always had them.
+    #[serde(flatten)]
+    machine: MachineFacts,
+    raw_ping_pong_p50_us: Summary,
+    raw_flood_pps: Summary,
+    raw_windowed_flood_pps: Summary,
+    raw_best_pps: Summary,
+    oae_cas_rtt_p50_us: Summary,
+    oae_cas_rtt_p99_us: Summary,
+    oae_cas_verbs_per_s: Summary,
+    oae_cas_loaded_p50_us: Summary,
+    oae_failed: u64,
+    oae_frames_per_verb: Summary,
+    oae_rx_per_iteration_a: Summary,
+    oae_rx_per_iteration_b: Summary,
+    oae_explicit_commit_share: Summary,
+    throughput_ratio: Summary,
+    latency_ratio: Summary,
+}
+
+fn json(o: &Options, reps: usize, f: &Figures) -> String {
+    // Three decimals: more than repetitions on a shared machine agree on.
+    let s = |s: Summary| s.rounded(3);
+    let report = JsonReport {
+        reps,
+        secs: o.secs,
+        lanes: o.lanes,
+        rtt_lanes: o.rtt_lanes,
+        slots: o.slots.max(o.lanes as u16),
+        cores: o.cores,
+        machine: machine_facts(),
+        raw_ping_pong_p50_us: s(f.raw_pp_p50_us),
+        raw_flood_pps: s(f.raw_flood_pps),
+        raw_windowed_flood_pps: s(f.raw_windowed_pps),
+        raw_best_pps: s(f.raw_best_pps),
+        oae_cas_rtt_p50_us: s(f.oae_rtt_p50_us),
+        oae_cas_rtt_p99_us: s(f.oae_rtt_p99_us),
+        oae_cas_verbs_per_s: s(f.oae_verbs_per_s),
+        oae_cas_loaded_p50_us: s(f.oae_tput_p50_us),
+        oae_failed: f.oae_failed,
+        oae_frames_per_verb: s(f.oae_frames_per_verb),
+        oae_rx_per_iteration_a: s(f.oae_rx_per_iteration[0]),
+        oae_rx_per_iteration_b: s(f.oae_rx_per_iteration[1]),
+        oae_explicit_commit_share: s(f.oae_explicit_commit_share),
+        throughput_ratio: s(f.throughput_ratio),
+        latency_ratio: s(f.latency_ratio),
     };
-    let fields = [
-        format!("\"reps\":{}", reps.len()),
-        format!("\"secs\":{}", o.secs),
-        format!("\"lanes\":{}", o.lanes),
-        format!("\"rtt_lanes\":{}", o.rtt_lanes),
-        format!("\"slots\":{}", o.slots.max(o.lanes as u16)),
-        format!("\"cores\":[{},{}]", o.cores[0], o.cores[1]),
-        format!("\"nproc\":{}", m.nproc),
-        format!("\"cpu_model\":{}", json_string(&m.cpu_model)),
-        format!("\"kernel\":{}", json_string(&m.kernel)),
-        format!("\"loadavg\":{}", json_string(&m.loadavg)),
-        s("raw_ping_pong_p50_us", f.raw_pp_p50_us),
-        s("raw_flood_pps", f.raw_flood_pps),
-        s("raw_windowed_flood_pps", f.raw_windowed_pps),
-        s("raw_best_pps", f.raw_best_pps),
-        s("oae_cas_rtt_p50_us", f.oae_rtt_p50_us),
-        s("oae_cas_rtt_p99_us", f.oae_rtt_p99_us),
-        s("oae_cas_verbs_per_s", f.oae_verbs_per_s),
-        s("oae_cas_loaded_p50_us", f.oae_tput_p50_us),
-        format!("\"oae_failed\":{}", f.oae_failed),
-        s("oae_frames_per_verb", f.oae_frames_per_verb),
-        s("oae_rx_per_iteration_a", f.oae_rx_per_iteration[0]),
-        s("oae_rx_per_iteration_b", f.oae_rx_per_iteration[1]),
-        s("oae_explicit_commit_share", f.oae_explicit_commit_share),
-        s("throughput_ratio", f.throughput_ratio),
-        s("latency_ratio", f.latency_ratio),
-    ];
-    format!("{{{}}}", fields.join(","))
+    // Numbers and strings in a struct: serialising cannot fail.
+    serde_json::to_string(&report).expect("the report serialises")
 }
 
 fn main() -> ExitCode {
@@ -351,7 +375,7 @@ fn main() -> ExitCode {
             let f = figures(&reps);
             print!("{}", text(&o, &reps, &f));
             if o.json {
-                println!("{}", json(&o, &reps, &f));
+                println!("{}", json(&o, reps.len(), &f));
             }
             ExitCode::SUCCESS
         }
@@ -386,5 +410,78 @@ mod tests {
             let e = args(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    /// The line has the keys, and in the order, it had when it was
+    /// written by hand.
+    #[test]
+    fn the_json_line_keeps_its_keys() {
+        let one = Summary {
+            median: 2.0,
+            min: 1.0004,
+            max: 3.0,
+        };
+        let f = Figures {
+            raw_pp_p50_us: one,
+            raw_flood_pps: one,
+            raw_windowed_pps: one,
+            raw_best_pps: one,
+            oae_rtt_p50_us: one,
+            oae_rtt_p99_us: one,
+            oae_verbs_per_s: one,
+            oae_tput_p50_us: one,
+            oae_failed: 7,
+            oae_frames_per_verb: one,
+            oae_rx_per_iteration: [one; 2],
+            oae_explicit_commit_share: one,
+            throughput_ratio: one,
+            latency_ratio: one,
+        };
+        let line = json(&Options::default(), 5, &f);
+        let mut at = 0;
+        for key in [
+            "reps",
+            "secs",
+            "lanes",
+            "rtt_lanes",
+            "slots",
+            "cores",
+            "nproc",
+            "cpu_model",
+            "kernel",
+            "loadavg",
+            "raw_ping_pong_p50_us",
+            "raw_flood_pps",
+            "raw_windowed_flood_pps",
+            "raw_best_pps",
+            "oae_cas_rtt_p50_us",
+            "oae_cas_rtt_p99_us",
+            "oae_cas_verbs_per_s",
+            "oae_cas_loaded_p50_us",
+            "oae_failed",
+            "oae_frames_per_verb",
+            "oae_rx_per_iteration_a",
+            "oae_rx_per_iteration_b",
+            "oae_explicit_commit_share",
+            "throughput_ratio",
+            "latency_ratio",
+        ] {
+            let needle = format!("\"{key}\":");
+            let Some(found) = line[at..].find(&needle) else {
+                panic!("{key} missing or out of order: {line}");
+            };
+            at += found + needle.len();
+        }
+        assert!(
+            line.starts_with(
+                r#"{"reps":5,"secs":2.0,"lanes":64,"rtt_lanes":1,"slots":64,"cores":[0,1],"#
+            ),
+            "{line}"
+        );
+        assert!(
+            line.contains(r#""oae_failed":7,"#)
+                && line.ends_with(r#""latency_ratio":{"median":2.0,"min":1.0,"max":3.0}}"#),
+            "{line}"
+        );
     }
 }

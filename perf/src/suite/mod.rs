@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::{MachineFacts, Summary, machine_facts};
 
@@ -392,40 +391,28 @@ fn write(results: &Results, out: &Path) -> Result<(), String> {
 pub fn validate(dir: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(dir.join("results.json"))
         .map_err(|e| format!("cannot read {}/results.json: {e}", dir.display()))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("results.json: {e}"))?;
-    let ms = v["measurements"]
-        .as_array()
-        .ok_or("results.json has no measurements")?;
-    let mut problems = Vec::new();
-    match serde_json::from_value::<Results>(v.clone()) {
-        Ok(results) => problems.extend(tcp_baseline_problems(&results)),
-        Err(e) => problems.push(format!(
-            "results.json does not match the suite's types: {e}"
-        )),
-    }
-    for m in ms {
-        let what = format!("{} {} {}", m["experiment"], m["subject"], m["params"]);
-        let metrics = m["metrics"].as_object();
-        let failures = m["failures"].as_array().map_or(0, Vec::len);
-        match metrics {
-            Some(ms) if !ms.is_empty() => {
-                for (name, fig) in ms {
-                    let median = fig["median"].as_f64();
-                    if !median.is_some_and(f64::is_finite) {
-                        problems.push(format!("{what}: {name} has no median"));
-                    }
+    // Read with the types `run` wrote it with: anything they cannot read is
+    // not well formed, and serde's error says which field and where.
+    let results: Results = serde_json::from_str(&text)
+        .map_err(|e| format!("results.json does not match the suite's types: {e}"))?;
+    let mut problems = tcp_baseline_problems(&results);
+    for m in &results.measurements {
+        let what = format!("{} {} {:?}", m.experiment.name(), m.subject, m.params);
+        if !m.metrics.is_empty() {
+            for (name, fig) in &m.metrics {
+                if !fig.median.is_some_and(f64::is_finite) {
+                    problems.push(format!("{what}: {name} has no median"));
                 }
             }
-            _ if failures > 0 => problems.push(format!(
-                "{what}: every repetition failed: {}",
-                m["failures"]
-            )),
-            _ => problems.push(format!("{what}: no figures and no failure recorded")),
+        } else if !m.failures.is_empty() {
+            problems.push(format!("{what}: every repetition failed: {:?}", m.failures));
+        } else {
+            problems.push(format!("{what}: no figures and no failure recorded"));
         }
     }
-    for t in v["targets"].as_array().into_iter().flatten() {
-        if t["why"].as_str().is_none_or(str::is_empty) {
-            problems.push(format!("target {} says nothing", t["name"]));
+    for t in &results.targets {
+        if t.why.is_empty() {
+            problems.push(format!("target {} says nothing", t.name));
         }
     }
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap_or_default();
@@ -443,8 +430,8 @@ pub fn validate(dir: &Path) -> Result<String, String> {
     if problems.is_empty() {
         Ok(format!(
             "{} measurements, {} targets, {svgs} plots: well formed",
-            ms.len(),
-            v["targets"].as_array().map_or(0, Vec::len)
+            results.measurements.len(),
+            results.targets.len()
         ))
     } else {
         Err(problems.join("\n"))
