@@ -298,9 +298,10 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
         }
         let up = setup.sockets.iter().all(|s| {
             call(s, &Request::Status, Duration::from_secs(1)).is_ok_and(|v| {
-                v["queues"]
-                    .as_array()
-                    .is_some_and(|qs| qs.iter().all(|q| q["link"]["up"].as_bool() == Some(true)))
+                v["queues"].as_array().is_some_and(|qs| {
+                    qs.iter()
+                        .all(|q| q["links"][0]["up"].as_bool() == Some(true))
+                })
             })
         });
         if up {
@@ -383,6 +384,7 @@ fn run_workload(
             seconds: settings.seconds,
             seed: settings.seed,
             verbs: settings.verbs.clone(),
+            ..Default::default()
         }),
         STEP,
     )?;
@@ -569,7 +571,8 @@ fn print_table(
         stats
             .iter()
             .flat_map(|s| s["queues"].as_array().into_iter().flatten())
-            .map(|q| q["link"][key].as_u64().unwrap_or(0))
+            .flat_map(|q| q["links"].as_array().into_iter().flatten())
+            .map(|l| l[key].as_u64().unwrap_or(0))
             .sum()
     };
     let xdp = |key: &str| -> u64 {

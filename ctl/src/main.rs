@@ -45,10 +45,16 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         queue: u16,
     },
-    /// Runs one verb against the peer's memory and prints its result.
+    /// Runs one verb against a peer's memory and prints its result.
     Verb {
+        /// The peer, by node id: the dataplane picks an up link to it.
+        #[arg(long, conflicts_with_all = ["queue", "link"])]
+        node: Option<u64>,
         #[arg(long, default_value_t = 0)]
         queue: u16,
+        /// The queue's link (its peers in configuration order).
+        #[arg(long, default_value_t = 0)]
+        link: u16,
         #[command(subcommand)]
         verb: VerbCmd,
     },
@@ -378,9 +384,16 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                 println!("  {p:>5}: {:>10.3} us", l[p].as_f64().unwrap_or(0.0) / 1e3);
             }
         }
-        Cmd::Verb { queue, verb } => {
+        Cmd::Verb {
+            node,
+            queue,
+            link,
+            verb,
+        } => {
             let v = ask(&Request::Verb {
                 queue: *queue,
+                link: *link,
+                node: *node,
                 verb: verb_spec(verb),
             })?;
             print_json(&v);
@@ -551,11 +564,30 @@ fn print_status(v: &Value) {
         v["epoch"]
     );
     println!(
-        "{:>3} {:<10} {:<6} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
-        "q", "iface", "state", "role", "peer-e", "slots", "credit", "rtt", "in-flight"
+        "{:>3} {:>2} {:<10} {:<17} {:>6} {:<6} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
+        "q",
+        "l",
+        "iface",
+        "peer",
+        "node",
+        "state",
+        "role",
+        "peer-e",
+        "slots",
+        "credit",
+        "rtt",
+        "in-flight"
     );
     for q in v["queues"].as_array().into_iter().flatten() {
-        let l = &q["link"];
+        for l in q["links"].as_array().into_iter().flatten() {
+            print_link_status(q, l);
+        }
+    }
+}
+
+/// One line of `oaectl status`: a link of a queue.
+fn print_link_status(q: &Value, l: &Value) {
+    {
         if q["transport"] == "rc-model" {
             // A queue pair has no roles, epochs or slots to show.
             let state = match l["qp_failure"].as_str() {
@@ -563,13 +595,16 @@ fn print_status(v: &Value) {
                 None => "up".into(),
             };
             println!(
-                "{:>3} {:<10} {:<6} RC transport model (not RoCE), {} verbs in flight",
+                "{:>3} {:>2} {:<10} {:<17} {:>6} {:<6} RC transport model (not RoCE), {} verbs in flight",
                 q["queue"]["index"],
+                l["link"],
                 q["queue"]["iface"].as_str().unwrap_or("?"),
+                l["peer_mac"].as_str().unwrap_or("?"),
+                "-",
                 state,
                 l["in_flight"],
             );
-            continue;
+            return;
         }
         let state = if l["up"].as_bool() == Some(true) {
             "up"
@@ -578,10 +613,16 @@ fn print_status(v: &Value) {
         } else {
             "down"
         };
+        let node = l["peer_node"]
+            .as_u64()
+            .map_or_else(|| "?".to_string(), |n| n.to_string());
         println!(
-            "{:>3} {:<10} {:<6} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
+            "{:>3} {:>2} {:<10} {:<17} {:>6} {:<6} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
             q["queue"]["index"],
+            l["link"],
             q["queue"]["iface"].as_str().unwrap_or("?"),
+            l["peer_mac"].as_str().unwrap_or("?"),
+            node,
             state,
             l["role"].as_str().unwrap_or("?"),
             l["peer_epoch"],
@@ -594,11 +635,22 @@ fn print_status(v: &Value) {
 }
 
 fn print_watch_counters(stats: &Value) {
-    for q in stats["queues"].as_array().into_iter().flatten() {
-        let l = &q["link"];
+    let links = stats["queues"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|q| {
+            q["links"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |l| (q, l))
+        });
+    for (q, l) in links {
         println!(
-            "queue {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
+            "queue {} link {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
             q["queue"]["index"],
+            l["link"],
             l["rx_frames"],
             l["tx_frames"],
             l["transfers_applied"],

@@ -220,8 +220,18 @@ pub struct QueueConfig {
     /// CPU the polling thread is pinned to; none means unpinned.
     #[serde(default)]
     pub core: Option<usize>,
-    /// MAC address of the peer at the other end of this queue's link.
-    pub peer_mac: String,
+    /// MAC address of the one peer at the other end of this queue's link;
+    /// or list several under `[[queue.peer]]`, one link each.
+    #[serde(default)]
+    pub peer_mac: Option<String>,
+    #[serde(default, rename = "peer")]
+    pub peers: Vec<PeerConfig>,
+    /// How frames of this queue's links reach this queue and no other: by
+    /// the peer's MAC (an ntuple rule per MAC on a real NIC), or by the
+    /// queue the peer sent on (a veth pair, whose receive queue is the
+    /// sender's transmit queue).
+    #[serde(default)]
+    pub steer_by: SteerBy,
     #[serde(default)]
     pub driver: DriverKind,
     /// The protocol on the link: OAE, or the model of RoCE's RC transport.
@@ -250,6 +260,21 @@ pub struct QueueConfig {
     pub link: LinkSettings,
 }
 
+/// A peer this queue has a link to.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub mac: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SteerBy {
+    #[default]
+    PeerMac,
+    Queue,
+}
+
 fn default_frames() -> u32 {
     4096
 }
@@ -261,6 +286,15 @@ impl QueueConfig {
             (Some(port), true) => port,
             _ => &self.iface,
         }
+    }
+
+    /// The MACs of this queue's peers, link 0 first.
+    pub fn peer_macs(&self) -> Vec<&str> {
+        self.peer_mac
+            .iter()
+            .map(String::as_str)
+            .chain(self.peers.iter().map(|p| p.mac.as_str()))
+            .collect()
     }
 
     /// The ring size in force.
@@ -760,12 +794,7 @@ impl Config {
                     q.iface
                 )));
             }
-            parse_mac(&q.peer_mac).ok_or_else(|| {
-                at(format!(
-                    "peer_mac = '{}' is not a MAC address like 02:00:00:00:00:01",
-                    q.peer_mac
-                ))
-            })?;
+            self.check_peers(i, q).map_err(at)?;
             if let Some(core) = q.core
                 && core >= cores
             {
@@ -880,6 +909,58 @@ impl Config {
         Ok(())
     }
 
+    /// A queue's peers: at least one, each a MAC, none twice on the queue,
+    /// and none the same as on another queue of the interface unless frames
+    /// are steered by queue (so the queues can be told apart).
+    fn check_peers(&self, index: usize, q: &QueueConfig) -> Result<(), String> {
+        let macs = q.peer_macs();
+        if macs.is_empty() {
+            return Err(
+                "give the peer: peer_mac = \"02:..\", or one [[queue.peer]] mac = \
+                        \"02:..\" per peer"
+                    .into(),
+            );
+        }
+        if macs.len() > 1 && q.transport == TransportKind::RcModel {
+            return Err(format!(
+                "transport = \"rc-model\" runs one queue pair per queue, but {} peers are \
+                 listed: give each its own queue",
+                macs.len()
+            ));
+        }
+        if macs.len() > 64 {
+            return Err(format!("{} peers on one queue: at most 64", macs.len()));
+        }
+        for (k, mac) in macs.iter().enumerate() {
+            parse_mac(mac).ok_or_else(|| {
+                format!("peer MAC '{mac}' is not a MAC address like 02:00:00:00:00:01")
+            })?;
+            if macs[..k].iter().any(|m| m.eq_ignore_ascii_case(mac)) {
+                return Err(format!("peer {mac} is listed twice: one link per peer"));
+            }
+        }
+        for (j, other) in self.queues[..index].iter().enumerate() {
+            if other.iface != q.iface || other.driver != q.driver {
+                continue;
+            }
+            let shared = macs
+                .iter()
+                .find(|m| other.peer_macs().iter().any(|o| o.eq_ignore_ascii_case(m)));
+            if let Some(mac) = shared
+                && (q.steer_by == SteerBy::PeerMac || other.steer_by == SteerBy::PeerMac)
+            {
+                return Err(format!(
+                    "peer {mac} is also a peer of queue {j} on {}: steered by peer MAC, the two \
+                     queues cannot be told apart. Give the peer one MAC per queue (macvlan or \
+                     VFs, with an ntuple rule each), or on a veth pair set steer_by = \"queue\" \
+                     on both",
+                    q.label()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn control_socket(&self) -> PathBuf {
         self.control_socket
             .clone()
@@ -930,6 +1011,52 @@ mod tests {
         let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// A dataplane with two queues on eth0: `first` and `second` are the
+    /// bodies of their tables after `iface`/`queue_id`.
+    fn two_queues(first: &str, second: &str) -> Result<Config, String> {
+        parse_one(&format!(
+            "name = \"x\"\nnode_id = 1\n\
+             [[queue]]\niface = \"eth0\"\nqueue_id = 0\n{first}\n\
+             [[queue]]\niface = \"eth0\"\nqueue_id = 1\n{second}\n"
+        ))
+    }
+
+    #[test]
+    fn many_links_and_queues_are_checked_with_what_to_fix() {
+        let a = "peer_mac = \"02:00:00:00:00:0a\"";
+        let b = "peer_mac = \"02:00:00:00:00:0b\"";
+        let peers = "[[queue.peer]]\nmac = \"02:00:00:00:00:0a\"\n\
+                     [[queue.peer]]\nmac = \"02:00:00:00:00:0c\"";
+        // Distinct peers per queue, or several peers on one queue: fine.
+        let cfg = two_queues(a, peers).unwrap_err();
+        assert!(cfg.contains("cannot be told apart"), "{cfg}");
+        let cfg = two_queues(a, b).unwrap();
+        assert_eq!(cfg.queues[1].peer_macs(), ["02:00:00:00:00:0b"]);
+        let cfg = two_queues(b, peers).unwrap();
+        assert_eq!(cfg.queues[1].peer_macs().len(), 2);
+        // The same peer on two queues of one interface: only when steered
+        // by queue, on both.
+        let refused = two_queues(a, a).unwrap_err();
+        assert!(refused.contains("steer_by = \"queue\""), "{refused}");
+        let veth = "steer_by = \"queue\"";
+        let half = two_queues(&format!("{a}\n{veth}"), a).unwrap_err();
+        assert!(half.contains("cannot be told apart"), "{half}");
+        two_queues(&format!("{a}\n{veth}"), &format!("{a}\n{veth}")).unwrap();
+        // No peer, a peer twice, a bad MAC, many peers on an RC queue.
+        let none = two_queues("", b).unwrap_err();
+        assert!(none.contains("[[queue.peer]]"), "{none}");
+        let twice = two_queues(
+            &format!("{a}\n[[queue.peer]]\nmac = \"02:00:00:00:00:0A\""),
+            b,
+        )
+        .unwrap_err();
+        assert!(twice.contains("listed twice"), "{twice}");
+        let bad = two_queues("[[queue.peer]]\nmac = \"nope\"", b).unwrap_err();
+        assert!(bad.contains("not a MAC address"), "{bad}");
+        let rc = two_queues(&format!("transport = \"rc-model\"\n{peers}"), b).unwrap_err();
+        assert!(rc.contains("give each its own queue"), "{rc}");
     }
 
     #[test]

@@ -25,6 +25,11 @@ pub enum Request {
     Verb {
         #[serde(default)]
         queue: u16,
+        #[serde(default)]
+        link: u16,
+        /// Or the peer's node id: the dataplane picks the queue and link.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<u64>,
         verb: VerbSpec,
     },
     RegionAdd {
@@ -288,10 +293,21 @@ impl From<&Output> for OutputView {
 }
 
 /// The mixed workload run inside a queue's polling loop.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkloadSpec {
     #[serde(default)]
     pub queue: u16,
+    /// The queue's link the verbs go to (its peers in order).
+    #[serde(default)]
+    pub link: u16,
+    /// Or the peer's node id: the dataplane picks the queue and link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u64>,
+    /// The lanes are `first_lane..first_lane + lanes`: workloads of one
+    /// dataplane (which share its memory) or aimed at one peer need lanes
+    /// of their own.
+    #[serde(default)]
+    pub first_lane: u32,
     /// Target region on the peer, and the local region bilateral swaps
     /// trade with.
     pub region: u16,
@@ -327,6 +343,9 @@ pub struct WorkloadReport {
     pub phases: Vec<PhaseReport>,
     /// Expected contents, from the ledger of issued verbs: the peer's
     /// region and this side's local region, each `lanes * 64` bytes from 0.
+    /// Where the expected bytes start in both regions (the first lane's).
+    #[serde(default)]
+    pub first_byte: usize,
     pub expected_remote: String,
     pub expected_local: String,
 }
@@ -488,7 +507,7 @@ mod tests {
             r#"{"request":"verb","verb":{"op":"cas","region":1,"key":7,"offset":8,"expected":0,"new":5}}"#,
         )
         .unwrap();
-        let Request::Verb { queue: 0, verb } = r else {
+        let Request::Verb { queue: 0, verb, .. } = r else {
             panic!("{r:?}")
         };
         assert!(matches!(

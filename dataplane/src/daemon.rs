@@ -3,7 +3,6 @@
 //! SIGTERM stops accepting work, drains, detaches XDP and prints its final
 //! counters.
 
-use crate::host::HostPort;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -16,22 +15,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use oae_common::FaultConfig;
-use oae_pmd::Driver;
-use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
-#[cfg(feature = "dpdk")]
-use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
-use oae_pmd::netns::{format_mac, parse_mac};
-use oae_pmd::xdp::{Steering, XdpCounters, XdpMode};
-use oae_proto::{Memory, Node, RegionSpec};
-use oae_rc_model::RcEndpoint;
+use oae_pmd::xdp::{Steering, XdpCounters};
+use oae_proto::LinkId;
 use serde_json::{Value, json};
 
-use crate::config::{
-    BindModeSetting, Config, DriverKind, QueueConfig, TransportKind, XdpModeSetting,
-};
+use crate::config::Config;
 use crate::control::{FaultChange, Request, Response};
-use crate::pipeline::{CommandKind, FinalReport, Pipeline, QueueInfo, QueueShared};
-use crate::transport::{Oae, RcModel, Transport};
+use crate::pipeline::{CommandKind, FinalReport, QueueShared};
+use crate::queue::{build_memory, build_queue};
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -49,225 +40,12 @@ pub struct Overrides {
 /// A running dataplane, as the control server sees it.
 struct Shared {
     queues: Vec<Arc<QueueShared>>,
+    /// Per queue, its links' peer MACs, for finding a node's link.
+    peer_macs: Vec<Vec<String>>,
     steering: Mutex<BTreeMap<String, Steering>>,
     stop: Arc<AtomicBool>,
     name: String,
     epoch: u32,
-}
-
-/// A queue ready to run: its polling loop, whatever its driver, and what
-/// the rest of the process shares with it.
-pub struct BuiltQueue {
-    pub shared: Arc<QueueShared>,
-    run: Box<dyn FnOnce(Duration) -> FinalReport + Send>,
-}
-
-impl BuiltQueue {
-    /// Runs the polling loop on the calling thread until asked to stop,
-    /// then drains for at most `drain`.
-    pub fn run(self, drain: Duration) -> FinalReport {
-        (self.run)(drain)
-    }
-}
-
-/// Builds queue `index` of `config`: its driver (for AF_XDP, after
-/// attaching the XDP program to the interface, once per interface; for
-/// DPDK, after starting the EAL, once per process), its node and its
-/// pipeline. Must run in the network namespace of the interface.
-pub fn build_queue(
-    config: &Config,
-    index: usize,
-    epoch: u32,
-    steering: &mut BTreeMap<String, Steering>,
-) -> Result<BuiltQueue, String> {
-    let q = &config.queues[index];
-    let link_cfg = q.link.to_link_config();
-    let inflight = match q.transport {
-        TransportKind::Oae => link_cfg.submit_queue + usize::from(link_cfg.slots),
-        TransportKind::RcModel => {
-            let rc = q.rc.to_rc_config();
-            rc.submit_queue + usize::from(rc.max_outstanding)
-        }
-    } + 64;
-    let transport = match q.transport {
-        TransportKind::Oae => {
-            let mut node = Node::new(config.node_id, epoch);
-            let link = node
-                .add_link(link_cfg)
-                .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
-            AnyTransport::Oae(Oae { node, link })
-        }
-        TransportKind::RcModel => AnyTransport::Rc(RcModel {
-            endpoint: RcEndpoint::new(q.rc.to_rc_config(), Memory::default())?,
-        }),
-    };
-    let parts = Parts {
-        peer_mac: parse_mac(&q.peer_mac).ok_or("peer_mac was validated")?,
-        shared: Arc::new(QueueShared::new(4096)),
-        inflight,
-        info: QueueInfo {
-            index: index as u16,
-            iface: q.label().to_string(),
-            queue_id: q.queue_id,
-            core: q.core,
-            driver: String::new(),
-            mac: String::new(),
-            peer_mac: q.peer_mac.clone(),
-        },
-        regions: config
-            .regions
-            .iter()
-            .map(|r| r.to_spec().map_err(|e| format!("region {}: {e}", r.id)))
-            .collect::<Result<_, _>>()?,
-        host: match &config.host {
-            Some(h) if usize::from(h.queue) == index => {
-                let ring = h.to_host_ring()?;
-                // Every request waiting in the ring or in flight may owe a
-                // completion at once.
-                let waiting = ring.capacity as usize + inflight;
-                Some(HostPort::create(&ring, waiting)?)
-            }
-            _ => None,
-        },
-    };
-    let shared = Arc::clone(&parts.shared);
-    let run = match q.driver {
-        DriverKind::AfXdp => {
-            let driver = open_afxdp(q, steering)?;
-            let name = format!("af_xdp ({})", driver.bind_mode());
-            assemble(driver, name, transport, parts)?
-        }
-        #[cfg(feature = "dpdk")]
-        DriverKind::Dpdk => {
-            let driver = open_dpdk(config, q)?;
-            let name = format!("dpdk ({})", driver.name());
-            assemble(driver, name, transport, parts)?
-        }
-        #[cfg(not(feature = "dpdk"))]
-        DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
-    };
-    Ok(BuiltQueue { shared, run })
-}
-
-/// A queue's transport, before the pipeline is built around it. Made once
-/// per queue and unpacked at once, so its size does not matter.
-#[allow(clippy::large_enum_variant)]
-enum AnyTransport {
-    Oae(Oae),
-    Rc(RcModel),
-}
-
-/// What a pipeline needs besides its driver and transport.
-struct Parts {
-    peer_mac: [u8; 6],
-    shared: Arc<QueueShared>,
-    inflight: usize,
-    info: QueueInfo,
-    host: Option<HostPort>,
-    regions: Vec<RegionSpec>,
-}
-
-/// The queue's loop over `driver` and `transport`, as a value a thread can
-/// run.
-fn assemble<D>(
-    driver: D,
-    driver_name: String,
-    transport: AnyTransport,
-    parts: Parts,
-) -> Result<Box<dyn FnOnce(Duration) -> FinalReport + Send>, String>
-where
-    D: Driver + Send + 'static,
-    D::Buf: Send,
-{
-    match transport {
-        AnyTransport::Oae(t) => runner(driver, driver_name, t, parts),
-        AnyTransport::Rc(t) => runner(driver, driver_name, t, parts),
-    }
-}
-
-/// Registers the regions with `transport` and builds the pipeline; one
-/// loop is compiled per driver and transport.
-fn runner<D, T>(
-    driver: D,
-    driver_name: String,
-    mut transport: T,
-    parts: Parts,
-) -> Result<Box<dyn FnOnce(Duration) -> FinalReport + Send>, String>
-where
-    D: Driver + Send + 'static,
-    D::Buf: Send,
-    T: Transport,
-{
-    for spec in &parts.regions {
-        transport
-            .register(*spec)
-            .map_err(|e| format!("region {}: {e}", spec.id))?;
-    }
-    let info = QueueInfo {
-        driver: driver_name,
-        mac: format_mac(driver.mac()),
-        ..parts.info
-    };
-    let pipeline = Pipeline::new(
-        driver,
-        transport,
-        parts.peer_mac,
-        info,
-        parts.shared,
-        parts.host,
-        parts.inflight,
-    );
-    Ok(Box::new(move |drain| pipeline.run(drain)))
-}
-
-fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Result<AfXdp, String> {
-    if !steering.contains_key(&q.iface) {
-        let mode = match q.xdp_mode {
-            XdpModeSetting::Auto => XdpMode::Auto,
-            XdpModeSetting::Driver => XdpMode::Driver,
-            XdpModeSetting::Skb => XdpMode::Skb,
-        };
-        let s = Steering::attach(&q.iface, mode).map_err(|e| e.to_string())?;
-        steering.insert(q.iface.clone(), s);
-    }
-    let ring = q.ring_size();
-    let driver = AfXdp::new(&AfXdpConfig {
-        iface: q.iface.clone(),
-        queue_id: q.queue_id,
-        frame_count: q.frames,
-        fill_size: ring,
-        comp_size: ring,
-        rx_size: ring,
-        tx_size: ring,
-        mode: match q.bind_mode {
-            BindModeSetting::Auto => BindMode::Auto,
-            BindModeSetting::ZeroCopy => BindMode::ZeroCopy,
-            BindModeSetting::Copy => BindMode::Copy,
-        },
-        ..AfXdpConfig::default()
-    })
-    .map_err(|e| format!("{} queue {}: {e}", q.iface, q.queue_id))?;
-    steering[&q.iface]
-        .register_socket(q.queue_id, driver.fd())
-        .map_err(|e| e.to_string())?;
-    Ok(driver)
-}
-
-#[cfg(feature = "dpdk")]
-fn open_dpdk(config: &Config, q: &QueueConfig) -> Result<Dpdk, String> {
-    let settings = config
-        .dpdk
-        .as_ref()
-        .ok_or("a DPDK queue needs [dpdk] (validated)")?;
-    init_eal(&settings.eal_args(&config.name)).map_err(|e| e.to_string())?;
-    let ring = q.ring_size() as u16;
-    Dpdk::new(&DpdkConfig {
-        port: q.dpdk_port.clone().ok_or("dpdk_port was validated")?,
-        rx_ring: ring,
-        tx_ring: ring,
-        mbufs: q.frames,
-    })
-    .map_err(|e| e.to_string())
 }
 
 /// Runs the dataplane until a signal or a `shutdown` request.
@@ -293,8 +71,9 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     let mut threads: Vec<JoinHandle<FinalReport>> = Vec::new();
     let mut queues = Vec::new();
     let result = (|| -> Result<(), String> {
+        let memory = build_memory(&config)?;
         for (index, q) in config.queues.iter().enumerate() {
-            let built = build_queue(&config, index, epoch, &mut steering)?;
+            let built = build_queue(&config, index, epoch, &memory, &mut steering)?;
             let shared = Arc::clone(&built.shared);
             let core = q.core;
             let handle = std::thread::Builder::new()
@@ -316,6 +95,11 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
 
     let shared = Arc::new(Shared {
         queues,
+        peer_macs: config
+            .queues
+            .iter()
+            .map(|q| q.peer_macs().iter().map(|m| m.to_string()).collect())
+            .collect(),
         steering: Mutex::new(steering),
         stop: Arc::clone(&stop),
         name: config.name.clone(),
@@ -481,7 +265,18 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             Ok(json!({"name": shared.name, "queues": queues, "xdp": xdp}))
         }
         Request::Hist { queue } => ask(queue, CommandKind::Hist),
-        Request::Verb { queue, verb } => ask(queue, CommandKind::Verb(Box::new(verb.to_verb()?))),
+        Request::Verb {
+            queue,
+            link,
+            node,
+            verb,
+        } => {
+            let (queue, link) = match node {
+                Some(node) => link_to(shared, node)?,
+                None => (queue, link),
+            };
+            ask(queue, CommandKind::Verb(link, Box::new(verb.to_verb()?)))
+        }
         Request::RegionAdd {
             id,
             key,
@@ -495,15 +290,16 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
                 perms,
             }
             .to_spec()?;
-            let answers = (0..shared.queues.len() as u16)
-                .map(|q| ask(q, CommandKind::RegionAdd(spec)))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Value::Array(answers))
+            // One memory for every queue: registering once is enough.
+            ask(0, CommandKind::RegionAdd(spec))
         }
         Request::RegionList => ask(0, CommandKind::RegionList),
         Request::RegionDump { id, queue } => ask(queue, CommandKind::RegionDump(id)),
         Request::Fault(change) => set_faults(shared, &change),
-        Request::WorkloadStart(spec) => {
+        Request::WorkloadStart(mut spec) => {
+            if let Some(node) = spec.node {
+                (spec.queue, spec.link) = link_to(shared, node)?;
+            }
             let queue = spec.queue;
             ask(queue, CommandKind::WorkloadStart(spec))
         }
@@ -514,6 +310,38 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             Ok(json!({"stopping": true}))
         }
     }
+}
+
+/// The queue and link of an up link to node `node`: the first found, in
+/// queue and link order.
+fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), String> {
+    let mut seen = Vec::new();
+    for queue in 0..shared.queues.len() as u16 {
+        let status = ask(shared, queue, CommandKind::Status)?;
+        let links = status["links"].as_array().cloned().unwrap_or_default();
+        for (link, l) in links.iter().enumerate() {
+            let peer = l["peer_node"].as_u64();
+            if peer == Some(node) && l["up"].as_bool() == Some(true) {
+                return Ok((queue, link as LinkId));
+            }
+            let mac = shared.peer_macs[usize::from(queue)]
+                .get(link)
+                .map_or("?", String::as_str);
+            let up = if l["up"].as_bool() == Some(true) {
+                "up"
+            } else {
+                "down"
+            };
+            seen.push(match peer {
+                Some(p) => format!("queue {queue} link {link} ({mac}): node {p}, {up}"),
+                None => format!("queue {queue} link {link} ({mac}): node not heard yet"),
+            });
+        }
+    }
+    Err(format!(
+        "no link to node {node} is up; links: {}",
+        seen.join("; ")
+    ))
 }
 
 fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Value, String> {

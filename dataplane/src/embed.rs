@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::daemon::build_queue;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
+use crate::queue::{build_memory, build_queue};
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -63,7 +63,9 @@ impl EmbeddedQueue {
                     return None;
                 }
                 let mut steering = Default::default();
-                match build_queue(&config, index, epoch, &mut steering) {
+                let built = build_memory(&config)
+                    .and_then(|memory| build_queue(&config, index, epoch, &memory, &mut steering));
+                match built {
                     Ok(built) => {
                         let _ = ready_tx.send(Ok(Arc::clone(&built.shared)));
                         let report = built.run(DRAIN);

@@ -22,7 +22,7 @@ use oae_swapring::layout::{Geometry, Mode, RING_VERB_REQUESTS, RING_VERB_RESPONS
 use oae_swapring::region::{Region, RegionConfig, Side};
 use oae_swapring::verbs::{VERB_PAYLOAD_BYTES, VerbRecord, VerbsDevice, VerbsHost};
 
-use crate::pipeline::{AppError, Completion, Submission};
+use crate::api::{AppError, Completion, NotSubmitted, Submission};
 
 /// Largest WRITE a host record carries.
 pub const MAX_WRITE: usize = VERB_PAYLOAD_BYTES - HEAD;
@@ -46,23 +46,6 @@ const BSWAP: u32 = 7;
 const DONE: u32 = 0;
 const NOT_SUBMITTED: u32 = 1;
 const FAILED: u32 = 2;
-
-/// Why a verb was not submitted, as the host library can name it: the
-/// dataplane's reasons travel as an index into this table.
-const NOT_SUBMITTED_REASONS: [&str; 5] = [
-    "refused by the dataplane",
-    "submission queue full",
-    "the dataplane is shutting down",
-    "not an RC verb: the RC model runs read, write, cas and faa",
-    "the dataplane could not decode the request record",
-];
-
-fn reason_code(why: &str) -> u8 {
-    NOT_SUBMITTED_REASONS
-        .iter()
-        .position(|r| *r == why)
-        .map_or(0, |i| i as u8)
-}
 
 /// The host side's record of a verb, or why it does not fit one.
 pub fn encode_submission(s: &Submission) -> Result<VerbRecord, &'static str> {
@@ -257,12 +240,12 @@ pub fn encode_completion(c: &Completion) -> VerbRecord {
             }
             Output::MultiWordCommit { .. } => {
                 // Never submitted over the ring; say so rather than guess.
-                b[8] = reason_code("refused by the dataplane");
+                b[8] = NotSubmitted::Refused.code();
                 (NOT_SUBMITTED, RESULT_HEAD)
             }
         },
         Err(AppError::NotSubmitted(why)) => {
-            b[8] = reason_code(why);
+            b[8] = why.code();
             (NOT_SUBMITTED, RESULT_HEAD)
         }
         Err(AppError::Verb(e)) => {
@@ -304,9 +287,7 @@ pub fn decode_completion(r: &VerbRecord) -> Option<Completion> {
             (SWAP, 17) => Output::Swap { old: le64(b, 9) },
             _ => return None,
         }),
-        NOT_SUBMITTED => Err(AppError::NotSubmitted(
-            NOT_SUBMITTED_REASONS.get(usize::from(b[8]))?,
-        )),
+        NOT_SUBMITTED => Err(AppError::NotSubmitted(NotSubmitted::from_code(b[8]))),
         FAILED if b.len() == RESULT_HEAD + 1 => Err(AppError::Verb(match (b[8], b[9]) {
             (1, r) => VerbError::Refused(Refusal::from_u8(r)?),
             (2, _) => VerbError::Unreachable,
@@ -408,7 +389,7 @@ impl HostPort {
     pub fn take(
         &mut self,
         max: usize,
-        mut submit: impl FnMut(Submission) -> Result<(), &'static str>,
+        mut submit: impl FnMut(Submission) -> Result<(), NotSubmitted>,
     ) {
         let Self {
             region,
@@ -439,9 +420,7 @@ impl HostPort {
                     let refusal = Completion {
                         // The id is the record's first word either way.
                         id: request.map_or_else(|raw| raw[0], |r| r.id),
-                        result: Err(AppError::NotSubmitted(
-                            "the dataplane could not decode the request record",
-                        )),
+                        result: Err(AppError::NotSubmitted(NotSubmitted::Undecodable)),
                         latency_ns: 0,
                     };
                     queue_completion(waiting, counters, &refusal);
@@ -551,7 +530,7 @@ impl HostQueue {
             Err(why) => {
                 self.refused.push_back(Completion {
                     id: submission.id,
-                    result: Err(AppError::NotSubmitted(why)),
+                    result: Err(AppError::NotSubmitted(NotSubmitted::Invalid(why))),
                     latency_ns: 0,
                 });
                 return Ok(());
@@ -578,7 +557,7 @@ impl HostQueue {
             Some(c) => c,
             None => Completion {
                 id: r.map_or(u64::MAX, |r| r.id),
-                result: Err(AppError::NotSubmitted("refused by the dataplane")),
+                result: Err(AppError::NotSubmitted(NotSubmitted::Refused)),
                 latency_ns: 0,
             },
         })
@@ -687,7 +666,7 @@ mod tests {
                 ReverseReason::EchoMissing,
             ))),
             Err(AppError::Verb(VerbError::Unreachable)),
-            Err(AppError::NotSubmitted("submission queue full")),
+            Err(AppError::NotSubmitted(NotSubmitted::QueueFull)),
         ];
         for (i, result) in results.into_iter().enumerate() {
             let c = Completion {
@@ -700,15 +679,17 @@ mod tests {
             assert_eq!(back.latency_ns, 1234);
             assert_eq!(back.result, c.result, "completion {i}");
         }
-        // A reason the table does not know keeps its meaning: not submitted.
+        // A reason with a detail the ring does not carry keeps its code.
         let c = Completion {
             id: 9,
-            result: Err(AppError::NotSubmitted("some new reason")),
+            result: Err(AppError::NotSubmitted(NotSubmitted::Invalid("too long"))),
             latency_ns: 0,
         };
-        assert_eq!(
-            decode_completion(&encode_completion(&c)).unwrap().result,
-            Err(AppError::NotSubmitted("refused by the dataplane"))
-        );
+        let Err(AppError::NotSubmitted(back)) =
+            decode_completion(&encode_completion(&c)).unwrap().result
+        else {
+            panic!("a refusal decodes as a refusal");
+        };
+        assert_eq!(back.code(), NotSubmitted::Invalid("").code());
     }
 }

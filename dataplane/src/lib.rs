@@ -2,6 +2,7 @@
 //! verbs → transmit burst over AF_XDP, a control socket, and in-process
 //! submission/completion queues for applications.
 
+pub mod api;
 pub mod config;
 pub mod control;
 pub mod daemon;
@@ -9,6 +10,7 @@ pub mod embed;
 pub mod epoch;
 pub mod host;
 pub mod pipeline;
+pub mod queue;
 pub mod report;
 pub mod transport;
 pub mod workload;

@@ -16,39 +16,16 @@ use hdrhistogram::Histogram;
 use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
+use oae_proto::{LinkId, Store};
 use oae_proto::{Nanos, RegionSpec, VerbId};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::control::{OutputView, Percentiles, WorkloadSpec};
 use crate::host::HostPort;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::Workload;
-
-/// A verb submitted by an in-process application.
-#[derive(Clone, Copy, Debug)]
-pub struct Submission {
-    /// The application's name for it, returned in its completion.
-    pub id: u64,
-    pub verb: Verb,
-}
-
-/// The one completion of a submitted verb. `Err` means it had no effect.
-#[derive(Clone, Copy, Debug)]
-pub struct Completion {
-    pub id: u64,
-    pub result: Result<Output, AppError>,
-    /// From the burst that submitted it to the burst that completed it.
-    pub latency_ns: u64,
-}
-
-/// Why an application's verb did nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AppError {
-    Verb(VerbError),
-    /// Refused before it reached the link: queue full, invalid, shutting down.
-    NotSubmitted(&'static str),
-}
 
 /// What the rest of the process shares with one polling core.
 pub struct QueueShared {
@@ -95,7 +72,7 @@ pub enum CommandKind {
     Stats,
     Hist,
     /// Boxed: control requests are rare, and the other kinds stay small.
-    Verb(Box<Verb>),
+    Verb(LinkId, Box<Verb>),
     RegionAdd(RegionSpec),
     RegionList,
     RegionDump(u16),
@@ -127,7 +104,7 @@ pub struct PipelineCounters {
     pub rx_frames: u64,
     /// Frames of another EtherType (the XDP program passes those to the kernel).
     pub rx_not_oae: u64,
-    /// OAE frames from a MAC other than this queue's peer.
+    /// OAE frames from a MAC that is none of this queue's peers.
     pub rx_foreign: u64,
     pub tx_frames: u64,
     /// Iterations whose transmit burst found the ring full.
@@ -147,14 +124,18 @@ pub struct QueueInfo {
     pub core: Option<usize>,
     pub driver: String,
     pub mac: String,
-    pub peer_mac: String,
+    /// Link `i` runs to `peer_macs[i]`.
+    pub peer_macs: Vec<String>,
 }
 
 pub struct Pipeline<D: Driver, T: Transport> {
     driver: D,
     transport: T,
     mac: [u8; 6],
-    peer_mac: [u8; 6],
+    /// Link `i`'s peer.
+    peers: Vec<[u8; 6]>,
+    /// The link the next transmitted frame is asked of, round robin.
+    tx_link: usize,
     info: QueueInfo,
     shared: Arc<QueueShared>,
     /// The host ring this polling core serves, in an IPU deployment.
@@ -176,7 +157,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     pub fn new(
         driver: D,
         transport: T,
-        peer_mac: [u8; 6],
+        peers: Vec<[u8; 6]>,
         info: QueueInfo,
         shared: Arc<QueueShared>,
         host: Option<HostPort>,
@@ -187,7 +168,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             driver,
             transport,
             mac,
-            peer_mac,
+            peers,
+            tx_link: 0,
             info,
             shared,
             host,
@@ -230,10 +212,30 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
             pipeline: self.counters,
             driver: self.driver.stats(),
-            link: self.transport.stats(),
+            links: (0..self.peers.len() as LinkId)
+                .map(|l| self.transport.stats(l))
+                .collect(),
         };
         self.shared.stopped.store(true, Ordering::Release);
         report
+    }
+
+    /// `f` of every link, each tagged with its number and peer.
+    fn per_link(&self, f: impl Fn(&T, LinkId) -> Value) -> Vec<Value> {
+        (0..self.peers.len())
+            .map(|l| {
+                let mut v = f(&self.transport, l as LinkId);
+                if let Value::Object(o) = &mut v {
+                    o.insert("link".into(), l.into());
+                    o.insert("peer_mac".into(), self.info.peer_macs[l].clone().into());
+                    o.insert(
+                        "peer_node".into(),
+                        self.transport.peer_node(l as LinkId).into(),
+                    );
+                }
+                v
+            })
+            .collect()
     }
 
     fn quiet(&self) -> bool {
@@ -276,11 +278,13 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 self.counters.rx_not_oae += 1;
                 continue;
             };
-            if frame[6..12] != self.peer_mac {
+            let source = &frame[6..12];
+            // A handful of peers at most: a scan beats a map.
+            let Some(link) = self.peers.iter().position(|p| p == source) else {
                 self.counters.rx_foreign += 1;
                 continue;
-            }
-            self.transport.handle_frame(payload, now);
+            };
+            self.transport.handle_frame(link as LinkId, payload, now);
         }
         self.driver.release(&mut self.rx);
     }
@@ -290,30 +294,37 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             if self.spare.is_empty() {
                 self.driver.alloc(&mut self.spare, MAX_BURST);
             }
-            let mut exhausted = false;
-            while self.tx.len() < MAX_BURST {
+            // Links take turns frame by frame; the burst is done when every
+            // link in a row has nothing to send.
+            let links = self.peers.len();
+            let mut idle_links = 0;
+            while self.tx.len() < MAX_BURST && idle_links < links {
                 let Some(mut buf) = self.spare.pop() else {
                     break;
                 };
+                let link = self.tx_link;
+                self.tx_link = (link + 1) % links;
                 let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
-                match self
-                    .transport
-                    .poll_transmit(now, &mut frame[ETH_HEADER_LEN..])
-                {
+                match self.transport.poll_transmit(
+                    link as LinkId,
+                    now,
+                    &mut frame[ETH_HEADER_LEN..],
+                ) {
                     Some(len) => {
                         // Only once there is a frame: most iterations send
                         // nothing, and should cost as little as possible.
-                        eth::write_header(frame, self.peer_mac, self.mac);
+                        eth::write_header(frame, self.peers[link], self.mac);
                         self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
                         self.tx.push(buf);
+                        idle_links = 0;
                     }
                     None => {
                         self.spare.push(buf);
-                        exhausted = true;
-                        break;
+                        idle_links += 1;
                     }
                 }
             }
+            let exhausted = idle_links >= links;
             if self.tx.is_empty() {
                 return;
             }
@@ -389,11 +400,17 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
-    fn submit(&mut self, origin: Origin, verb: Verb, now: Nanos) -> Result<(), &'static str> {
+    fn submit(
+        &mut self,
+        origin: Origin,
+        link: LinkId,
+        verb: Verb,
+        now: Nanos,
+    ) -> Result<(), NotSubmitted> {
         let Some(index) = self.free_ids.pop() else {
-            return Err("submission queue full");
+            return Err(NotSubmitted::QueueFull);
         };
-        match self.transport.submit(VerbId(u64::from(index)), verb) {
+        match self.transport.submit(link, VerbId(u64::from(index)), verb) {
             Ok(()) => {
                 self.inflight[index as usize] = Some(InFlight {
                     origin,
@@ -413,7 +430,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             let Some(s) = self.shared.submissions.pop() else {
                 return;
             };
-            match self.submit(Origin::App(s.id), s.verb, now) {
+            // In-process applications and host programs reach the queue's
+            // first link; oaectl and workloads name theirs.
+            match self.submit(Origin::App(s.id), 0, s.verb, now) {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(why) => {
                     self.counters.app_refused += 1;
@@ -434,7 +453,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             return;
         };
         host.take(MAX_BURST, |s| {
-            let submitted = self.submit(Origin::Host(s.id), s.verb, now);
+            let submitted = self.submit(Origin::Host(s.id), 0, s.verb, now);
             match submitted {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(_) => self.counters.app_refused += 1,
@@ -459,7 +478,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 let mut any = false;
                 host.take(MAX_BURST, |_| {
                     any = true;
-                    Err("the dataplane is shutting down")
+                    Err(NotSubmitted::ShuttingDown)
                 });
                 if !any {
                     break;
@@ -470,7 +489,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         while let Some(s) = self.shared.submissions.pop() {
             self.deliver(Completion {
                 id: s.id,
-                result: Err(AppError::NotSubmitted("the dataplane is shutting down")),
+                result: Err(AppError::NotSubmitted(NotSubmitted::ShuttingDown)),
                 latency_ns: 0,
             });
         }
@@ -483,8 +502,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let Some(mut w) = self.workload.take() else {
             return;
         };
+        let link = w.link();
         w.poll(now, |lane, verb| {
-            self.submit(Origin::Workload(lane), *verb, now).is_ok()
+            self.submit(Origin::Workload(lane), link, *verb, now)
+                .is_ok()
         });
         if w.is_finished() {
             let report = w.report(now);
@@ -500,7 +521,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 CommandKind::Status => Ok(json!({
                     "queue": self.info,
                     "transport": self.transport.name(),
-                    "link": self.transport.status(),
+                    "links": self.per_link(|t, l| t.status(l)),
                     "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
                     "workload_running": self.workload.is_some(),
                 })),
@@ -513,13 +534,13 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     })),
                     "driver": driver_json(&self.driver.stats()),
                     "transport": self.transport.name(),
-                    "link": self.transport.stats(),
+                    "links": self.per_link(|t, l| t.stats(l)),
                 })),
                 CommandKind::Hist => Ok(json!({
                     "queue": self.info.index,
                     "latency_ns": Percentiles::of(&self.latency),
                 })),
-                CommandKind::Verb(verb) => {
+                CommandKind::Verb(link, verb) => {
                     let slot = match self.control_waiting.iter().position(Option::is_none) {
                         Some(i) => i,
                         None => {
@@ -527,7 +548,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                             self.control_waiting.len() - 1
                         }
                     };
-                    match self.submit(Origin::Control(slot), *verb, now) {
+                    match self.submit(Origin::Control(slot), link, *verb, now) {
                         Ok(()) => {
                             self.control_waiting[slot] = Some(cmd.reply);
                             continue;
@@ -535,29 +556,40 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         Err(e) => Err(format!("verb not submitted: {e}")),
                     }
                 }
+                // The memory is the dataplane's, shared by every queue: any
+                // queue can register, list and dump it.
                 CommandKind::RegionAdd(spec) => self
                     .transport
+                    .memory()
+                    .clone()
                     .register(spec)
                     .map(|()| json!({"registered": spec.id}))
                     .map_err(|e| format!("region {} not registered: {e}", spec.id)),
                 CommandKind::RegionList => Ok(Value::Array(
                     self.transport
                         .memory()
-                        .regions()
+                        .region_specs()
+                        .into_iter()
                         .map(|r| {
                             json!({"id": r.id, "key": r.key, "len": r.len,
                                    "perms": r.permissions.to_string()})
                         })
                         .collect(),
                 )),
-                CommandKind::RegionDump(id) => match self.transport.memory().bytes(id) {
-                    Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(bytes),
+                CommandKind::RegionDump(id) => match self.transport.memory().snapshot(id) {
+                    Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(&bytes),
                                             "locked_words": self.transport.memory().locked_words()})),
                     None => Err(format!("region {id} is not registered")),
                 },
                 CommandKind::WorkloadStart(spec) => {
                     if self.workload.is_some() {
                         Err("a workload is already running on this queue".into())
+                    } else if usize::from(spec.link) >= self.peers.len() {
+                        Err(format!(
+                            "no link {} on this queue: it has links 0 to {}",
+                            spec.link,
+                            self.peers.len() - 1
+                        ))
                     } else {
                         Workload::new(spec, self.transport.memory(), self.transport.verb_kinds())
                             .map(|w| {
@@ -593,7 +625,8 @@ pub struct FinalReport {
     pub pipeline: PipelineCounters,
     #[serde(serialize_with = "serialize_driver")]
     pub driver: DriverStats,
-    pub link: Value,
+    /// Each link's counters, link 0 first.
+    pub links: Vec<Value>,
 }
 
 fn serialize_driver<S: serde::Serializer>(d: &DriverStats, s: S) -> Result<S::Ok, S::Error> {

@@ -1,7 +1,7 @@
 //! Link status and counters as the control protocol reports them.
 
 use oae_proto::wire::Malformed;
-use oae_proto::{LinkId, Node};
+use oae_proto::{LinkId, Node, Observer, Store};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -25,7 +25,7 @@ pub struct LinkReport {
     pub locked_words: usize,
 }
 
-pub fn link_report(node: &Node, link: LinkId) -> Option<LinkReport> {
+pub fn link_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Option<LinkReport> {
     let s = node.link_status(link)?;
     Some(LinkReport {
         up: s.up,
@@ -49,7 +49,7 @@ pub fn link_report(node: &Node, link: LinkId) -> Option<LinkReport> {
 }
 
 /// Every counter of the link, malformed frames by reason.
-pub fn stats_report(node: &Node, link: LinkId) -> serde_json::Value {
+pub fn stats_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> serde_json::Value {
     let Some(s) = node.link_stats(link) else {
         return serde_json::Value::Null;
     };

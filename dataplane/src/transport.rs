@@ -1,13 +1,15 @@
 //! The protocol a queue runs between its driver and its applications: OAE,
 //! or the model of RoCE's RC transport it is compared with. Both are
-//! sans-IO; the pipeline drives either through [`Transport`] and is
-//! compiled once per transport, so nothing is dispatched per frame.
+//! sans-IO and act on the dataplane's one shared memory; the pipeline drives
+//! either through [`Transport`] and is compiled once per transport, so
+//! nothing is dispatched per frame.
 
 use oae_proto::verb::{Output, Verb, VerbError};
-use oae_proto::{Event, LinkChange, LinkId, Memory, Nanos, Node, RegionSpec, SubmitError, VerbId};
+use oae_proto::{Event, LinkChange, LinkId, Nanos, NoObserver, Node, SharedMemory, Store, VerbId};
 use oae_rc_model::{RcEndpoint, RcEvent};
 use serde_json::{Value, json};
 
+use crate::api::NotSubmitted;
 use crate::report::{link_report, stats_report};
 
 /// What a transport tells the pipeline.
@@ -18,7 +20,7 @@ pub enum TransportEvent {
         id: VerbId,
         result: Result<Output, VerbError>,
     },
-    /// Something worth a log line (the link came up, the QP failed).
+    /// Something worth a log line (a link came up, the QP failed).
     Notice(String),
 }
 
@@ -27,27 +29,30 @@ pub trait Transport: Send + 'static {
     fn name(&self) -> &'static str;
     /// The workload verbs it runs (by `workload::Kind` name).
     fn verb_kinds(&self) -> &'static [&'static str];
-    fn handle_frame(&mut self, payload: &[u8], now: Nanos);
-    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize>;
+    /// Links, numbered from 0 in the order of the queue's peers.
+    fn links(&self) -> usize;
+    fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos);
+    fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize>;
     fn poll_timeout(&self) -> Option<Nanos>;
     fn handle_timeout(&mut self, now: Nanos);
-    /// Queues a verb; the error says why it was not accepted.
-    fn submit(&mut self, id: VerbId, verb: Verb) -> Result<(), &'static str>;
+    fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted>;
     fn poll_event(&mut self) -> Option<TransportEvent>;
-    /// Nothing in flight and nothing owed to the peer.
+    /// Nothing in flight and nothing owed to any peer.
     fn is_quiescent(&self) -> bool;
-    fn memory(&self) -> &Memory;
-    fn register(&mut self, spec: RegionSpec) -> Result<(), String>;
+    /// The peer's node id, once the link has heard it.
+    fn peer_node(&self, link: LinkId) -> Option<u64>;
     /// Link state for `status` (has `"up"`).
-    fn status(&self) -> Value;
-    /// Every counter, for `stats`.
-    fn stats(&self) -> Value;
+    fn status(&self, link: LinkId) -> Value;
+    /// Every counter of a link, for `stats`.
+    fn stats(&self, link: LinkId) -> Value;
+    /// The memory the peers' verbs act on.
+    fn memory(&self) -> &SharedMemory;
 }
 
-/// OAE: a node with its one link.
+/// OAE: one node per polling core, a link per peer, over its core's handle
+/// on the shared memory.
 pub struct Oae {
-    pub node: Node,
-    pub link: LinkId,
+    pub node: Node<NoObserver, SharedMemory>,
 }
 
 impl Transport for Oae {
@@ -59,12 +64,16 @@ impl Transport for Oae {
         &["read", "write", "cas", "faa", "swap", "mcas", "bswap"]
     }
 
-    fn handle_frame(&mut self, payload: &[u8], now: Nanos) {
-        self.node.handle_frame(self.link, payload, now);
+    fn links(&self) -> usize {
+        self.node.links()
     }
 
-    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        self.node.poll_transmit(self.link, now, buf)
+    fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos) {
+        self.node.handle_frame(link, payload, now);
+    }
+
+    fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+        self.node.poll_transmit(link, now, buf)
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -75,25 +84,24 @@ impl Transport for Oae {
         self.node.handle_timeout(now);
     }
 
-    fn submit(&mut self, id: VerbId, verb: Verb) -> Result<(), &'static str> {
-        self.node.submit(self.link, id, verb).map_err(|e| match e {
-            SubmitError::QueueFull => "submission queue full",
-            SubmitError::Invalid(why) => why,
-            SubmitError::UnknownLink(_) => "no such link",
-        })
+    fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted> {
+        self.node.submit(link, id, verb).map_err(NotSubmitted::from)
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {
         Some(match self.node.poll_event()? {
             Event::Completed { id, result, .. } => TransportEvent::Completed { id, result },
-            Event::Link { change, .. } => {
-                let epoch = self.node.link_status(self.link).map_or(0, |s| s.peer_epoch);
+            Event::Link { link, change } => {
+                let status = self.node.link_status(link);
+                let (epoch, peer) = status.map_or((0, 0), |s| (s.peer_epoch, s.peer_id));
                 let what = match change {
                     LinkChange::Up => "up",
                     LinkChange::Unreachable => "unreachable",
                     LinkChange::PeerRestarted => "peer restarted",
                 };
-                TransportEvent::Notice(format!("link {what} (peer epoch {epoch})"))
+                TransportEvent::Notice(format!(
+                    "link {link} {what} (peer node {peer}, epoch {epoch})"
+                ))
             }
         })
     }
@@ -102,26 +110,27 @@ impl Transport for Oae {
         self.node.is_quiescent()
     }
 
-    fn memory(&self) -> &Memory {
+    fn peer_node(&self, link: LinkId) -> Option<u64> {
+        let s = self.node.link_status(link)?;
+        (s.peer_epoch != 0).then_some(s.peer_id)
+    }
+
+    fn status(&self, link: LinkId) -> Value {
+        serde_json::to_value(link_report(&self.node, link)).unwrap_or_default()
+    }
+
+    fn stats(&self, link: LinkId) -> Value {
+        stats_report(&self.node, link)
+    }
+
+    fn memory(&self) -> &SharedMemory {
         self.node.memory()
-    }
-
-    fn register(&mut self, spec: RegionSpec) -> Result<(), String> {
-        self.node.register(spec).map_err(|e| e.to_string())
-    }
-
-    fn status(&self) -> Value {
-        serde_json::to_value(link_report(&self.node, self.link)).unwrap_or_default()
-    }
-
-    fn stats(&self) -> Value {
-        stats_report(&self.node, self.link)
     }
 }
 
 /// The RC model: one queue pair, connected from the start.
 pub struct RcModel {
-    pub endpoint: RcEndpoint,
+    pub endpoint: RcEndpoint<SharedMemory>,
 }
 
 impl Transport for RcModel {
@@ -133,11 +142,15 @@ impl Transport for RcModel {
         &["read", "write", "cas", "faa"]
     }
 
-    fn handle_frame(&mut self, payload: &[u8], now: Nanos) {
+    fn links(&self) -> usize {
+        1
+    }
+
+    fn handle_frame(&mut self, _link: LinkId, payload: &[u8], now: Nanos) {
         self.endpoint.handle_frame(payload, now);
     }
 
-    fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+    fn poll_transmit(&mut self, _link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
         self.endpoint.poll_transmit(now, buf)
     }
 
@@ -149,13 +162,14 @@ impl Transport for RcModel {
         self.endpoint.handle_timeout(now);
     }
 
-    fn submit(&mut self, id: VerbId, verb: Verb) -> Result<(), &'static str> {
+    fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted> {
+        if link != 0 {
+            return Err(NotSubmitted::NoSuchLink(link));
+        }
         self.endpoint.submit(id, verb).map_err(|e| match e {
-            oae_rc_model::SubmitError::QueueFull => "submission queue full",
-            oae_rc_model::SubmitError::NotAnRcVerb => {
-                "not an RC verb: the RC model runs read, write, cas and faa"
-            }
-            oae_rc_model::SubmitError::QpError => "the RC model's queue pair has failed",
+            oae_rc_model::SubmitError::QueueFull => NotSubmitted::QueueFull,
+            oae_rc_model::SubmitError::NotAnRcVerb => NotSubmitted::NotForTransport,
+            oae_rc_model::SubmitError::QpError => NotSubmitted::QpFailed,
         })
     }
 
@@ -172,28 +186,23 @@ impl Transport for RcModel {
         self.endpoint.in_flight() == 0
     }
 
-    fn memory(&self) -> &Memory {
-        self.endpoint.memory()
+    fn peer_node(&self, _link: LinkId) -> Option<u64> {
+        // RC has no handshake that names the peer.
+        None
     }
 
-    fn register(&mut self, spec: RegionSpec) -> Result<(), String> {
-        self.endpoint
-            .memory_mut()
-            .register(spec)
-            .map_err(|e| e.to_string())
-    }
-
-    fn status(&self) -> Value {
+    fn status(&self, _link: LinkId) -> Value {
         let failure = self.endpoint.failure().map(|f| format!("{f:?}"));
         json!({
             "transport": "rc-model",
             "up": failure.is_none(),
             "qp_failure": failure,
             "in_flight": self.endpoint.in_flight(),
+            "locked_words": self.endpoint.memory().locked_words(),
         })
     }
 
-    fn stats(&self) -> Value {
+    fn stats(&self, _link: LinkId) -> Value {
         let s = self.endpoint.stats();
         json!({
             "transport": "rc-model",
@@ -216,5 +225,9 @@ impl Transport for RcModel {
             // Names the OAE reports use, so tables can sum either.
             "reversals": s.retransmissions,
         })
+    }
+
+    fn memory(&self) -> &SharedMemory {
+        self.endpoint.memory()
     }
 }

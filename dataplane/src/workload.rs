@@ -12,7 +12,7 @@
 
 use hdrhistogram::Histogram;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
-use oae_proto::{Memory, Nanos};
+use oae_proto::{LinkId, Nanos, Store};
 
 use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, cdf_points, to_hex};
 
@@ -120,7 +120,7 @@ impl Workload {
     /// transport runs (`supported`, by name), and prepares the lanes.
     pub fn new(
         spec: WorkloadSpec,
-        memory: &Memory,
+        memory: &impl Store,
         supported: &[&str],
     ) -> Result<Workload, String> {
         if spec.lanes == 0 || spec.lanes > 4096 {
@@ -156,8 +156,9 @@ impl Workload {
         if kinds.is_empty() {
             return Err("no verb of the mix runs on this transport".into());
         }
-        let span = spec.lanes as usize * LANE_BYTES;
-        let local = memory.bytes(spec.local_region).ok_or_else(|| {
+        let first = spec.first_lane as usize * LANE_BYTES;
+        let span = first + spec.lanes as usize * LANE_BYTES;
+        let local = memory.snapshot(spec.local_region).ok_or_else(|| {
             format!(
                 "local region {} is not registered here (bilateral swaps need it)",
                 spec.local_region
@@ -178,8 +179,8 @@ impl Workload {
                     remote: [0; LANE_BYTES],
                     local: [0; LANE_BYTES],
                 };
-                l.local
-                    .copy_from_slice(&local[i * LANE_BYTES..(i + 1) * LANE_BYTES]);
+                let at = first + i * LANE_BYTES;
+                l.local.copy_from_slice(&local[at..at + LANE_BYTES]);
                 l
             })
             .collect();
@@ -278,14 +279,20 @@ impl Workload {
         }
     }
 
-    fn base(i: usize) -> u32 {
-        (i * LANE_BYTES) as u32
+    /// Where lane `i`'s bytes start, in both regions.
+    fn base(&self, i: usize) -> u32 {
+        ((self.spec.first_lane as usize + i) * LANE_BYTES) as u32
+    }
+
+    /// The link the workload's verbs go to.
+    pub fn link(&self) -> LinkId {
+        self.spec.link
     }
 
     fn read_lane(&self, i: usize) -> Verb {
         Verb::Read {
             target: self.target(),
-            offset: Self::base(i),
+            offset: self.base(i),
             len: LANE_BYTES as u16,
         }
     }
@@ -304,7 +311,7 @@ impl Workload {
 
     fn make(&mut self, i: usize, kind: Kind) -> Verb {
         let target = self.target();
-        let base = Self::base(i);
+        let base = self.base(i);
         let w = self.next() as usize % WORDS;
         let offset = base + (w * 8) as u32;
         let current = Self::word(&self.lanes[i].remote, w);
@@ -424,7 +431,7 @@ impl Workload {
     /// Checks `output` against the model and applies the verb to it;
     /// false if they disagree.
     fn apply(&mut self, i: usize, verb: &Verb, output: &Output, learning: bool) -> bool {
-        let base = Self::base(i);
+        let base = self.base(i);
         let lane = &mut self.lanes[i];
         let at = |offset: u32| (offset - base) as usize;
         let word = |lane: &Lane, offset: u32| Self::word(&lane.remote, at(offset) / 8);
@@ -538,6 +545,7 @@ impl Workload {
                     cdf: cdf_points(&p.latency),
                 })
                 .collect(),
+            first_byte: self.spec.first_lane as usize * LANE_BYTES,
             expected_remote: to_hex(&remote),
             expected_local: to_hex(&local),
         }

@@ -91,6 +91,7 @@ perms = "rw"
                 seconds,
                 seed: 1,
                 verbs: vec!["cas".into()],
+                ..Default::default()
             }),
             ASK,
         )?;
@@ -121,7 +122,8 @@ perms = "rw"
     let counter = |name: &str| -> u64 {
         reports
             .iter()
-            .map(|r| r.link[name].as_u64().unwrap_or(0))
+            .flat_map(|r| &r.links)
+            .map(|l| l[name].as_u64().unwrap_or(0))
             .sum()
     };
     result.map(|mut run| {

@@ -34,6 +34,17 @@ impl VethPair {
     /// Like [`VethPair::create`], giving the two ends these MAC addresses
     /// (so a configuration can name its peer in advance).
     pub fn create_with_macs(tag: &str, macs: Option<[[u8; 6]; 2]>) -> io::Result<VethPair> {
+        Self::create_with_queues(tag, macs, 1)
+    }
+
+    /// Like [`VethPair::create_with_macs`], each end with `queues` receive
+    /// and transmit queues. A veth delivers a frame sent on transmit queue
+    /// `k` to the peer's receive queue `k`.
+    pub fn create_with_queues(
+        tag: &str,
+        macs: Option<[[u8; 6]; 2]>,
+        queues: u32,
+    ) -> io::Result<VethPair> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let base = format!("oae-{tag}-{}-{n}", std::process::id());
@@ -55,20 +66,21 @@ impl VethPair {
             mac: [[0; 6]; 2],
             cleanup: true,
         };
-        pair.build(macs)?;
+        pair.build(macs, queues)?;
         Ok(pair)
     }
 
-    fn build(&mut self, macs: Option<[[u8; 6]; 2]>) -> io::Result<()> {
+    fn build(&mut self, macs: Option<[[u8; 6]; 2]>, queues: u32) -> io::Result<()> {
         for ns in &self.ns {
             ip(&["netns", "add", ns])?;
         }
+        let queues = queues.to_string();
+        let counts = ["numtxqueues", &queues, "numrxqueues", &queues];
         // Each end is born in its own namespace: no name is ever taken in
         // the caller's namespace, so pairs can be made concurrently.
-        ip(&[
-            "link",
-            "add",
-            &self.ifname[0],
+        let mut args = vec!["link", "add", &self.ifname[0]];
+        args.extend(counts);
+        args.extend([
             "netns",
             &self.ns[0],
             "type",
@@ -76,9 +88,10 @@ impl VethPair {
             "peer",
             "name",
             &self.ifname[1],
-            "netns",
-            &self.ns[1],
-        ])?;
+        ]);
+        args.extend(counts);
+        args.extend(["netns", &self.ns[1]]);
+        ip(&args)?;
         for i in 0..2 {
             let (ns, ifname) = (&self.ns[i], &self.ifname[i]);
             ip_in(ns, &["link", "set", "lo", "up"])?;

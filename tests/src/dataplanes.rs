@@ -53,6 +53,9 @@ pub struct Options {
     /// Give dataplane a a host ring with these PCIe costs (`zero`, or
     /// e.g. `read=750`): see [`host_ring_path`].
     pub host_ring_cost: Option<&'static str>,
+    /// Queues per veth end, one polling core and one link each, steered by
+    /// queue (AF_XDP only).
+    pub queues: u32,
 }
 
 /// How the two dataplanes reach each other.
@@ -87,6 +90,7 @@ impl Default for Options {
             driver: TestDriver::AfXdp,
             rc_model: false,
             host_ring_cost: None,
+            queues: 1,
         }
     }
 }
@@ -120,7 +124,8 @@ impl Dataplanes {
         if options.driver == TestDriver::DpdkAfXdp {
             oae_pmd::dpdk::reserve_hugepages(DPDK_HUGEPAGES).expect("hugepages for net_af_xdp");
         }
-        let pair = VethPair::create_with_macs(tag, Some(MACS)).expect("create veth pair");
+        let pair = VethPair::create_with_queues(tag, Some(MACS), options.queues)
+            .expect("create veth pair");
         let dir = test_dir(&pair);
         std::fs::create_dir_all(&dir).expect("test directory");
         let config = dir.join("deployment.toml");
@@ -223,20 +228,27 @@ impl Dataplanes {
     }
 
     pub fn link(&self, i: usize) -> Value {
-        self.status(i)["queues"][0]["link"].clone()
+        self.status(i)["queues"][0]["links"][0].clone()
     }
 
     pub fn stats(&self, i: usize) -> Value {
         self.call(i, &Request::Stats).expect("stats")
     }
 
-    /// Waits until both ends report the link up.
+    /// Waits until both ends report every link of every queue up.
     pub fn wait_up(&self, limit: Duration) {
-        self.wait_for(limit, "both links up", |d| {
+        self.wait_for(limit, "every link up at both ends", |d| {
             (0..2).all(|i| {
                 d.children[i].is_some()
-                    && d.call(i, &Request::Status)
-                        .is_ok_and(|v| v["queues"][0]["link"]["up"].as_bool() == Some(true))
+                    && d.call(i, &Request::Status).is_ok_and(|v| {
+                        let links = v["queues"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .flat_map(|q| q["links"].as_array().into_iter().flatten());
+                        links.clone().count() > 0
+                            && links.clone().all(|l| l["up"].as_bool() == Some(true))
+                    })
             })
         });
     }
@@ -329,21 +341,47 @@ fn deployment(pair: &VethPair, o: &Options) -> String {
         } else {
             String::new()
         };
+        let steer = if o.queues > 1 {
+            "steer_by = \"queue\"\n"
+        } else {
+            ""
+        };
+        let queues: String = (0..o.queues)
+            .map(|q| {
+                format!(
+                    r#"
+[[dataplane.{name}.queue]]
+iface = "{iface}"
+queue_id = {q}
+peer_mac = "{peer}"
+{steer}{core}{queue_driver}{transport}
+[dataplane.{name}.queue.link]
+slots = {slots}
+credits = {slots}
+unreachable_after_rounds = {unreach}
+{min_round}"#,
+                    transport = if o.rc_model {
+                        "transport = \"rc-model\"\n"
+                    } else {
+                        ""
+                    },
+                    iface = pair.ifname[i],
+                    peer = format_mac(MACS[1 - i]),
+                    slots = o.slots,
+                    unreach = o.unreachable_after_rounds,
+                    min_round = o
+                        .min_round_ns
+                        .map_or_else(String::new, |ns| format!("min_round_ns = {ns}\n")),
+                )
+            })
+            .collect();
         format!(
             r#"
 [dataplane.{name}]
 node_id = {node}
 
 {dpdk}
-[[dataplane.{name}.queue]]
-iface = "{iface}"
-peer_mac = "{peer}"
-{core}{queue_driver}{transport}
-[dataplane.{name}.queue.link]
-slots = {slots}
-credits = {slots}
-unreachable_after_rounds = {unreach}
-{min_round}
+{queues}
 [[dataplane.{name}.region]]
 id = {TARGET_REGION}
 key = {TARGET_KEY}
@@ -358,18 +396,6 @@ perms = "rw"
 "#,
             node = i + 1,
             dpdk = dpdk(i, name),
-            transport = if o.rc_model {
-                "transport = \"rc-model\"\n"
-            } else {
-                ""
-            },
-            iface = pair.ifname[i],
-            peer = format_mac(MACS[1 - i]),
-            slots = o.slots,
-            unreach = o.unreachable_after_rounds,
-            min_round = o
-                .min_round_ns
-                .map_or_else(String::new, |ns| format!("min_round_ns = {ns}\n")),
         )
     };
     let host = o.host_ring_cost.map_or_else(String::new, |cost| {
@@ -387,12 +413,9 @@ perms = "rw"
     )
 }
 
-/// Runs `cmd` and returns (success, stdout, stderr).
+/// Runs `cmd` and returns (success, stdout, stderr). For assertions,
+/// [`crate::run`] is better: its output shows the command and its status.
 pub fn output(cmd: &mut Command) -> (bool, String, String) {
-    let out = cmd.output().expect("run command");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = crate::run(cmd);
+    (out.success(), out.stdout, out.stderr)
 }

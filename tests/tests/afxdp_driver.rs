@@ -258,6 +258,9 @@ fn send(pair: &VethPair, ready: &Rendezvous, ping_done: &AtomicBool) -> Report {
 
 #[test]
 fn frames_echo_intact_while_ip_traffic_flows() {
+    if !oae_tests::require_root("frames_echo_intact_while_ip_traffic_flows") {
+        return;
+    }
     let pair = Arc::new(veth_pair("afx"));
     let ready = Arc::new(Rendezvous::new(3));
     let stop = Arc::new(AtomicBool::new(false));
@@ -274,20 +277,23 @@ fn frames_echo_intact_while_ip_traffic_flows() {
     ready.wait();
     // The namespaces are fresh, so this ping resolves b's address with ARP
     // first: both cross the steering program while OAE frames flow.
-    let ping = pair
-        .command(0, "ping")
-        .args(["-c", "5", "-i", "0.05", "-W", "2", &pair.ip[1].to_string()])
-        .output()
-        .expect("run ping");
+    let ping = oae_tests::run(pair.command(0, "ping").args([
+        "-c",
+        "5",
+        "-i",
+        "0.05",
+        "-W",
+        "2",
+        &pair.ip[1].to_string(),
+    ]));
     ping_done.store(true, Ordering::Release);
     let a = send_side.join();
     stop.store(true, Ordering::Release);
     let b = echo_side.join();
     let (a, b) = (a.expect("sender panicked"), b.expect("echo side panicked"));
     assert!(
-        ping.status.success(),
-        "ping failed while OAE frames flowed: {}",
-        String::from_utf8_lossy(&ping.stdout)
+        ping.success(),
+        "ping failed while OAE frames flowed: {ping}"
     );
 
     let n = a.frames;
@@ -333,6 +339,9 @@ fn open_in(pair: &VethPair, config: AfXdpConfig) -> Result<AfXdp, AfXdpError> {
 
 #[test]
 fn opening_errors_say_what_is_wrong() {
+    if !oae_tests::require_root("opening_errors_say_what_is_wrong") {
+        return;
+    }
     let pair = veth_pair("afxerr");
     let iface = pair.ifname[0].clone();
     let config = |f: fn(&mut AfXdpConfig)| {
@@ -379,6 +388,9 @@ fn opening_errors_say_what_is_wrong() {
 
 #[test]
 fn the_pool_is_bounded_and_handles_are_checked() {
+    if !oae_tests::require_root("the_pool_is_bounded_and_handles_are_checked") {
+        return;
+    }
     let pair = veth_pair("afxpool");
     let config = AfXdpConfig {
         frame_count: 256,

@@ -3,15 +3,16 @@
 //! driven through their control sockets. Needs root.
 
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use oae_dataplane::control::{
     FaultChange, OutputView, Request, VerbSpec, WorkloadReport, WorkloadSpec, from_hex, to_hex,
 };
-use oae_tests::SCAPY_PYTHON;
 use oae_tests::dataplanes::{
-    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, TestDriver, binary, output,
+    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, TestDriver, binary,
 };
+use oae_tests::{SCAPY_PYTHON, run};
 use serde_json::Value;
 
 fn verb(d: &Dataplanes, spec: VerbSpec) -> Result<OutputView, String> {
@@ -19,6 +20,8 @@ fn verb(d: &Dataplanes, spec: VerbSpec) -> Result<OutputView, String> {
         0,
         &Request::Verb {
             queue: 0,
+            link: 0,
+            node: None,
             verb: spec,
         },
     )?;
@@ -31,6 +34,9 @@ fn target(offset: u32) -> (u16, u32, u32) {
 
 #[test]
 fn links_come_up_with_distinct_roles_and_epochs() {
+    if !oae_tests::require_root("links_come_up_with_distinct_roles_and_epochs") {
+        return;
+    }
     let d = Dataplanes::start("up", &Options::default());
     let (a, b) = (d.link(0), d.link(1));
     assert_eq!(a["up"], true);
@@ -45,6 +51,9 @@ fn links_come_up_with_distinct_roles_and_epochs() {
 
 #[test]
 fn every_verb_end_to_end() {
+    if !oae_tests::require_root("every_verb_end_to_end") {
+        return;
+    }
     every_verb(&Dataplanes::start("verbs", &Options::default()));
 }
 
@@ -52,6 +61,9 @@ fn every_verb_end_to_end() {
 /// memif socket.
 #[test]
 fn every_verb_over_dpdk_memif() {
+    if !oae_tests::require_root("every_verb_over_dpdk_memif") {
+        return;
+    }
     let options = Options {
         driver: TestDriver::DpdkMemif,
         ..Options::default()
@@ -85,6 +97,9 @@ fn every_verb_over_dpdk_memif() {
 /// page; oaed refuses that setup).
 #[test]
 fn every_verb_over_dpdk_af_xdp() {
+    if !oae_tests::require_root("every_verb_over_dpdk_af_xdp") {
+        return;
+    }
     let options = Options {
         driver: TestDriver::DpdkAfXdp,
         ..Options::default()
@@ -96,6 +111,9 @@ fn every_verb_over_dpdk_af_xdp() {
 /// end; the ones RC lacks refused with the reason.
 #[test]
 fn rc_model_runs_the_rc_verbs_end_to_end() {
+    if !oae_tests::require_root("rc_model_runs_the_rc_verbs_end_to_end") {
+        return;
+    }
     let options = Options {
         rc_model: true,
         ..Options::default()
@@ -151,28 +169,34 @@ fn rc_model_runs_the_rc_verbs_end_to_end() {
     };
     let err = verb(&d, swap).unwrap_err();
     assert!(err.contains("not an RC verb"), "{err}");
-    let stats = &d.stats(1)["queues"][0]["link"];
+    let stats = &d.stats(1)["queues"][0]["links"][0];
     assert_eq!(stats["executed"], 4, "{stats}");
-    let (ok, out, err) = output(
-        Command::new(binary("oaectl"))
-            .arg("--socket")
-            .arg(&d.sockets[0])
-            .arg("status"),
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[0])
+        .arg("status"));
+    assert!(
+        out.success() && out.stdout.contains("RC transport model"),
+        "{out}"
     );
-    assert!(ok && out.contains("RC transport model"), "{out}{err}");
 }
 
 /// The RC model under loss from the XDP fault map: go-back-N and the ACK
 /// timeout recover every frame, and the ledger matches both memories.
 #[test]
 fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
+    if !oae_tests::require_root("rc_model_recovers_from_loss_with_go_back_n_and_timeouts") {
+        return;
+    }
     let options = Options {
         rc_model: true,
         ..Options::default()
     };
     let d = Dataplanes::start("rcloss", &options);
     start_workload(&d, 16, 3.0, 8);
-    std::thread::sleep(Duration::from_millis(500));
+    // Verbs completed before the phase, half a second in (both asserted
+    // below).
+    wait_workload_under_way(&d, Duration::from_millis(500));
     d.call(
         0,
         &Request::WorkloadPhase {
@@ -184,7 +208,7 @@ fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
     drop_for(&d, 10_000, 3, Duration::from_millis(1500));
     let r = wait_workload(&d, Duration::from_secs(30));
     assert!(xdp_counter(&d, "dropped_by_fault") > 0);
-    let a = &d.stats(0)["queues"][0]["link"];
+    let a = &d.stats(0)["queues"][0]["links"][0];
     assert!(a["retransmissions"].as_u64().unwrap() > 0, "{a}");
     assert_eq!(r.failed, 0, "no QP failed at 1 % loss: {r:?}");
     // Verbs completed from the phase's start on are counted in it too.
@@ -376,8 +400,11 @@ fn every_verb(d: &Dataplanes) {
 
 #[test]
 fn arp_and_udp_still_pass_with_xdp_attached() {
+    if !oae_tests::require_root("arp_and_udp_still_pass_with_xdp_attached") {
+        return;
+    }
     let d = Dataplanes::start("arp", &Options::default());
-    let (ok, out, _) = output(d.pair.command(0, "ping").args([
+    let out = run(d.pair.command(0, "ping").args([
         "-c",
         "3",
         "-i",
@@ -386,9 +413,10 @@ fn arp_and_udp_still_pass_with_xdp_attached() {
         "2",
         &d.pair.ip[1].to_string(),
     ]));
-    assert!(ok, "ping through the XDP program failed:\n{out}");
+    assert!(out.success(), "ping through the XDP program failed:\n{out}");
     // UDP both ways with a plain socket in each namespace.
     let b_addr = format!("{}:7777", d.pair.ip[1]);
+    let (bound, is_bound) = mpsc::channel();
     let receiver = {
         let ns = d.pair.ns[1].clone();
         let addr = b_addr.clone();
@@ -396,13 +424,19 @@ fn arp_and_udp_still_pass_with_xdp_attached() {
             oae_pmd::netns::enter(&ns).unwrap();
             let s = std::net::UdpSocket::bind(&addr).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            // Only fails if the test already gave up waiting.
+            let _ = bound.send(());
             let mut buf = [0u8; 64];
             let (n, from) = s.recv_from(&mut buf).unwrap();
             s.send_to(&buf[..n], from).unwrap();
             buf[..n].to_vec()
         })
     };
-    std::thread::sleep(Duration::from_millis(200));
+    // A datagram sent before the bind would be answered "port unreachable"
+    // and lost, so a sends only once b's socket exists.
+    if let Err(e) = is_bound.recv_timeout(Duration::from_secs(5)) {
+        panic!("waiting for the UDP receiver to bind {b_addr} in b's namespace: {e}");
+    }
     let ns = d.pair.ns[0].clone();
     let echoed = std::thread::spawn(move || {
         oae_pmd::netns::enter(&ns).unwrap();
@@ -437,6 +471,7 @@ fn start_workload(d: &Dataplanes, lanes: u32, seconds: f64, seed: u64) {
             seconds,
             seed,
             verbs: Vec::new(),
+            ..Default::default()
         }),
     )
     .expect("workload start");
@@ -448,6 +483,20 @@ fn workload(d: &Dataplanes) -> WorkloadReport {
             .expect("status"),
     )
     .expect("report")
+}
+
+/// Waits (bounded) until the workload has run for `lead` by its own clock
+/// and completed verbs, so that a fault injected next hits a workload under
+/// way, that far into it.
+fn wait_workload_under_way(d: &Dataplanes, lead: Duration) {
+    d.wait_for(
+        lead + Duration::from_secs(10),
+        &format!("the workload to run for {lead:?} and complete verbs"),
+        |d| {
+            let r = workload(d);
+            r.elapsed_s >= lead.as_secs_f64() && r.completed > 0
+        },
+    );
 }
 
 fn wait_workload(d: &Dataplanes, limit: Duration) -> WorkloadReport {
@@ -492,6 +541,8 @@ fn drop_for(d: &Dataplanes, ppm: u32, seed: u64, how_long: Duration) {
             ..Default::default()
         },
     );
+    // The fault window itself, not a wait for readiness: the workload runs
+    // under loss for this long.
     std::thread::sleep(how_long);
     faults(
         d,
@@ -510,9 +561,12 @@ fn xdp_counter(d: &Dataplanes, name: &str) -> u64 {
 
 #[test]
 fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
+    if !oae_tests::require_root("loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once") {
+        return;
+    }
     let d = Dataplanes::start("faults", &Options::default());
     start_workload(&d, 16, 4.0, 3);
-    std::thread::sleep(Duration::from_millis(500));
+    wait_workload_under_way(&d, Duration::from_millis(500));
     drop_for(&d, 20_000, 9, Duration::from_millis(1200));
     faults(
         &d,
@@ -522,6 +576,7 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
             ..Default::default()
         },
     );
+    // The corruption window itself, as in `drop_for`: nothing is awaited.
     std::thread::sleep(Duration::from_millis(1200));
     faults(
         &d,
@@ -535,7 +590,7 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
     assert!(xdp_counter(&d, "corrupted_by_fault") > 0);
     let malformed: u64 = (0..2)
         .map(|i| {
-            d.stats(i)["queues"][0]["link"]["malformed_total"]
+            d.stats(i)["queues"][0]["links"][0]["malformed_total"]
                 .as_u64()
                 .unwrap()
         })
@@ -543,7 +598,7 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
     assert!(malformed > 0, "corrupted frames are caught and counted");
     // The link is ordered (veth): every loss is found by order, none waits
     // for patience.
-    let link = |i: usize| d.stats(i)["queues"][0]["link"].clone();
+    let link = |i: usize| d.stats(i)["queues"][0]["links"][0].clone();
     let (a, b) = (link(0), link(1));
     assert!(
         a["lost_by_order"].as_u64().unwrap() > 0,
@@ -557,9 +612,12 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
 
 #[test]
 fn link_down_and_up_from_the_xdp_fault_map_keep_exactly_once() {
+    if !oae_tests::require_root("link_down_and_up_from_the_xdp_fault_map_keep_exactly_once") {
+        return;
+    }
     let d = Dataplanes::start("flap", &Options::default());
     start_workload(&d, 16, 5.0, 4);
-    std::thread::sleep(Duration::from_millis(800));
+    wait_workload_under_way(&d, Duration::from_millis(800));
     faults(
         &d,
         FaultChange {
@@ -589,6 +647,9 @@ fn link_down_and_up_from_the_xdp_fault_map_keep_exactly_once() {
 
 #[test]
 fn killing_the_target_mid_workload_is_noticed_and_resolved() {
+    if !oae_tests::require_root("killing_the_target_mid_workload_is_noticed_and_resolved") {
+        return;
+    }
     let options = Options {
         unreachable_after_rounds: 8,
         ..Options::default()
@@ -596,7 +657,7 @@ fn killing_the_target_mid_workload_is_noticed_and_resolved() {
     let mut d = Dataplanes::start("kill", &options);
     let first_epoch = d.link(1)["epoch"].as_u64().unwrap();
     start_workload(&d, 16, 6.0, 5);
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_workload_under_way(&d, Duration::from_millis(1000));
     d.kill9(1);
     // The survivor notices within the configured number of round trips: 8
     // rounds of a few ms here (SHARED_CPU_MIN_ROUND_NS), so two seconds is
@@ -622,9 +683,12 @@ fn killing_the_target_mid_workload_is_noticed_and_resolved() {
 
 #[test]
 fn killing_the_initiator_presumes_commit_at_the_target() {
+    if !oae_tests::require_root("killing_the_initiator_presumes_commit_at_the_target") {
+        return;
+    }
     let mut d = Dataplanes::start("killa", &Options::default());
     start_workload(&d, 16, 30.0, 6);
-    std::thread::sleep(Duration::from_millis(800));
+    wait_workload_under_way(&d, Duration::from_millis(800));
     d.kill9(0);
     d.launch(0);
     d.wait_up(Duration::from_secs(10));
@@ -638,10 +702,10 @@ fn killing_the_initiator_presumes_commit_at_the_target() {
             l["locked_words"] == 0 && l["tentative"] == 0
         },
     );
-    let presumed = d.stats(1)["queues"][0]["link"]["presumed_commits"]
+    let presumed = d.stats(1)["queues"][0]["links"][0]["presumed_commits"]
         .as_u64()
         .unwrap();
-    let restarts = d.stats(1)["queues"][0]["link"]["peer_restarts"]
+    let restarts = d.stats(1)["queues"][0]["links"][0]["peer_restarts"]
         .as_u64()
         .unwrap();
     assert_eq!(restarts, 1);
@@ -665,8 +729,11 @@ fn killing_the_initiator_presumes_commit_at_the_target() {
 /// the link stays up.
 #[test]
 fn malformed_frames_from_scapy_are_counted_and_dropped() {
+    if !oae_tests::require_root("malformed_frames_from_scapy_are_counted_and_dropped") {
+        return;
+    }
     let d = Dataplanes::start("scapy", &Options::default());
-    let before = d.stats(1)["queues"][0]["link"]["malformed"].clone();
+    let before = d.stats(1)["queues"][0]["links"][0]["malformed"].clone();
     let valid = hello_frame();
     let mut bad_crc = valid.clone();
     let last = bad_crc.len() - 1;
@@ -693,15 +760,15 @@ fn malformed_frames_from_scapy_are_counted_and_dropped() {
         hexes = frames.iter().map(|(_, f)| to_hex(f)).collect::<Vec<_>>(),
         iface = d.pair.ifname[0],
     );
-    let (ok, out, err) = output(d.pair.command(0, SCAPY_PYTHON).args(["-c", &script]));
-    assert!(ok, "scapy failed: {out}{err}");
+    let out = run(d.pair.command(0, SCAPY_PYTHON).args(["-c", &script]));
+    assert!(out.success(), "scapy failed: {out}");
     d.wait_for(Duration::from_secs(5), "15 malformed frames counted", |d| {
-        let m = d.stats(1)["queues"][0]["link"]["malformed_total"]
+        let m = d.stats(1)["queues"][0]["links"][0]["malformed_total"]
             .as_u64()
             .unwrap();
         m >= 15
     });
-    let after = d.stats(1)["queues"][0]["link"]["malformed"].clone();
+    let after = d.stats(1)["queues"][0]["links"][0]["malformed"].clone();
     let grew: Vec<String> = after
         .as_object()
         .unwrap()
@@ -767,16 +834,14 @@ fn bad_configs_are_refused_with_what_to_fix() {
     for (i, (text, expected)) in cases.iter().enumerate() {
         let path = dir.join(format!("bad{i}.toml"));
         std::fs::write(&path, text).unwrap();
-        let (ok, _, err) = output(
-            Command::new(binary("oaed"))
-                .arg("--config")
-                .arg(&path)
-                .args(["--name", "a", "--check"]),
-        );
-        assert!(!ok, "case {i} accepted");
+        let out = run(Command::new(binary("oaed"))
+            .arg("--config")
+            .arg(&path)
+            .args(["--name", "a", "--check"]));
+        assert!(!out.success(), "case {i} accepted: {out}");
         assert!(
-            err.to_lowercase().contains(&expected.to_lowercase()),
-            "case {i}: '{err}' should mention '{expected}'"
+            out.stderr.to_lowercase().contains(&expected.to_lowercase()),
+            "case {i}: stderr should mention '{expected}': {out}"
         );
     }
     for (name, path) in [
@@ -789,9 +854,11 @@ fn bad_configs_are_refused_with_what_to_fix() {
             concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/ipu.toml"),
         ),
     ] {
-        let (ok, out, err) =
-            output(Command::new(binary("oaed")).args(["--config", path, "--check"]));
-        assert!(ok && out.contains("valid"), "{name} checks: {out}{err}");
+        let out = run(Command::new(binary("oaed")).args(["--config", path, "--check"]));
+        assert!(
+            out.success() && out.stdout.contains("valid"),
+            "{name} checks: {out}"
+        );
     }
     for (file, name) in [
         (
@@ -811,10 +878,12 @@ fn bad_configs_are_refused_with_what_to_fix() {
             "b",
         ),
     ] {
-        let (ok, out, err) = output(
-            Command::new(binary("oaed")).args(["--config", file, "--name", name, "--check"]),
+        let out =
+            run(Command::new(binary("oaed")).args(["--config", file, "--name", name, "--check"]));
+        assert!(
+            out.success() && out.stdout.contains("valid"),
+            "{file} {name}: {out}"
         );
-        assert!(ok && out.contains("valid"), "{file} {name}: {out}{err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -862,11 +931,11 @@ fn dpdk_errors_say_what_to_fix() {
     for (i, (text, expected)) in cases.iter().enumerate() {
         let path = dir.join(format!("case{i}.toml"));
         std::fs::write(&path, text).unwrap();
-        let (ok, _, err) = output(Command::new(binary("oaed")).arg("--config").arg(&path));
-        assert!(!ok, "case {i} started");
+        let out = run(Command::new(binary("oaed")).arg("--config").arg(&path));
+        assert!(!out.success(), "case {i} started: {out}");
         assert!(
-            err.contains(expected),
-            "case {i}: '{err}' should say '{expected}'"
+            out.stderr.contains(expected),
+            "case {i}: stderr should say '{expected}': {out}"
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -882,33 +951,32 @@ fn dpdk_errors_say_what_to_fix() {
 #[test]
 fn ctl_against_a_stopped_daemon_says_so() {
     let socket = std::env::temp_dir().join(format!("oae-nobody-{}.sock", std::process::id()));
-    let (ok, _, err) = output(
-        Command::new(binary("oaectl"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("status"),
-    );
-    assert!(!ok);
-    assert!(err.contains("no dataplane is listening"), "{err}");
-    let (ok, _, err) = output(Command::new(binary("oaectl")).args(["fault", "set", "drop=2"]));
-    assert!(!ok);
-    assert!(err.contains("between 0 and 1"), "{err}");
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("status"));
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains("no dataplane is listening"), "{out}");
+    let out = run(Command::new(binary("oaectl")).args(["fault", "set", "drop=2"]));
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains("between 0 and 1"), "{out}");
 }
 
 #[test]
 fn ctl_drives_a_running_dataplane() {
+    if !oae_tests::require_root("ctl_drives_a_running_dataplane") {
+        return;
+    }
     let d = Dataplanes::start("ctl", &Options::default());
     let ctl = |args: &[&str]| {
-        output(
-            Command::new(binary("oaectl"))
-                .arg("--socket")
-                .arg(&d.sockets[0])
-                .args(args),
-        )
+        run(Command::new(binary("oaectl"))
+            .arg("--socket")
+            .arg(&d.sockets[0])
+            .args(args))
     };
-    let (ok, out, err) = ctl(&["status"]);
-    assert!(ok && out.contains(" up "), "{out}{err}");
-    let (ok, out, _) = ctl(&[
+    let out = ctl(&["status"]);
+    assert!(out.success() && out.stdout.contains(" up "), "{out}");
+    let out = ctl(&[
         "verb",
         "cas",
         "--region",
@@ -922,24 +990,34 @@ fn ctl_drives_a_running_dataplane() {
         "--new",
         "9",
     ]);
-    assert!(ok && out.contains("\"swapped\": true"), "{out}");
-    let (ok, out, _) = ctl(&["region", "list"]);
-    assert!(ok && out.contains("rwa"), "{out}");
-    let (ok, out, _) = ctl(&["region", "add", "--id", "5", "--key", "1", "--len", "64"]);
-    assert!(ok, "{out}");
-    let (ok, out, _) = ctl(&["fault", "set", "drop=1%", "seed=3"]);
-    assert!(ok && out.contains("10000"), "{out}");
-    let (ok, _, _) = ctl(&["fault", "clear"]);
-    assert!(ok);
-    let (ok, out, _) = ctl(&["stats", "--json"]);
-    let v: Value = serde_json::from_str(&out).expect("json");
-    assert!(ok && v["queues"][0]["link"]["requests_sent"].as_u64().unwrap() >= 1);
-    let (ok, out, _) = ctl(&["hist"]);
-    assert!(ok && out.contains("p99"), "{out}");
-    let (ok, out, _) = ctl(&["watch", "--count", "1"]);
-    assert!(ok && out.contains("steered"), "{out}");
-    let (ok, _, err) = ctl(&[
+    assert!(
+        out.success() && out.stdout.contains("\"swapped\": true"),
+        "{out}"
+    );
+    let out = ctl(&["region", "list"]);
+    assert!(out.success() && out.stdout.contains("rwa"), "{out}");
+    let out = ctl(&["region", "add", "--id", "5", "--key", "1", "--len", "64"]);
+    assert!(out.success(), "{out}");
+    let out = ctl(&["fault", "set", "drop=1%", "seed=3"]);
+    assert!(out.success() && out.stdout.contains("10000"), "{out}");
+    let out = ctl(&["fault", "clear"]);
+    assert!(out.success(), "{out}");
+    let out = ctl(&["stats", "--json"]);
+    assert!(out.success(), "{out}");
+    let v: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("stats --json is not JSON ({e}): {out}"));
+    assert!(
+        v["queues"][0]["links"][0]["requests_sent"]
+            .as_u64()
+            .is_some_and(|n| n >= 1),
+        "{out}"
+    );
+    let out = ctl(&["hist"]);
+    assert!(out.success() && out.stdout.contains("p99"), "{out}");
+    let out = ctl(&["watch", "--count", "1"]);
+    assert!(out.success() && out.stdout.contains("steered"), "{out}");
+    let out = ctl(&[
         "verb", "faa", "--region", "1", "--key", "1", "--offset", "0", "--add", "1",
     ]);
-    assert!(!ok && err.contains("BadKey"), "{err}");
+    assert!(!out.success() && out.stderr.contains("BadKey"), "{out}");
 }

@@ -52,6 +52,9 @@ fn collect(q: &EmbeddedQueue, n: usize) -> Vec<Completion> {
 
 #[test]
 fn verbs_submitted_in_process_complete_exactly_once() {
+    if !oae_tests::require_root("verbs_submitted_in_process_complete_exactly_once") {
+        return;
+    }
     let (_pair, a, b) = start_pair("emb");
     // Fetch-adds over 64 words, eight per word, all submitted at once.
     const WORDS: u64 = 64;

@@ -10,7 +10,7 @@
 //! Needs root.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -136,15 +136,10 @@ fn send_frame(pair: &VethPair, frame: &[u8], count: usize) {
          for _ in range({count}):\n    s.send(frame)\n",
         iface = pair.ifname[0],
     );
-    let out = pair
-        .command(0, "python3")
-        .args(["-c", &script])
-        .output()
-        .expect("run python3 (apt-get install python3)");
+    let out = oae_tests::run(pair.command(0, "python3").args(["-c", &script]));
     assert!(
-        out.status.success(),
-        "sending frames failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        out.success(),
+        "sending frames failed (python3 missing? apt-get install python3): {out}"
     );
 }
 
@@ -221,24 +216,40 @@ fn received_udp<T>(pair: &VethPair, port: u16, send: impl FnOnce() -> T) -> (usi
         .command(1, "python3")
         .args(["-c", &script])
         .stdout(Stdio::piped())
+        // Piped, to be quoted if it fails; the script writes too little to
+        // fill the pipe while nobody reads it.
+        .stderr(Stdio::piped())
         .spawn()
-        .expect("run python3 (apt-get install python3)");
+        .expect("run ip netns exec python3 (apt-get install iproute2 python3)");
     let mut lines = BufReader::new(receiver.stdout.take().expect("receiver's stdout")).lines();
     let ready = lines.next().and_then(Result::ok);
-    assert_eq!(
-        ready.as_deref(),
-        Some("ready"),
-        "the UDP receiver did not start"
-    );
+    if ready.as_deref() != Some("ready") {
+        let (status, stderr) = reap(receiver);
+        panic!(
+            "the UDP receiver did not start: it printed {ready:?} and exited with {status}\n\
+             --- stderr:\n{stderr}"
+        );
+    }
     let sent = send();
-    let count = lines
-        .next()
-        .and_then(Result::ok)
-        .and_then(|line| line.trim().parse().ok())
-        .expect("the UDP receiver's count");
-    let status = receiver.wait().expect("reap the UDP receiver");
-    assert!(status.success(), "the UDP receiver failed: {status}");
-    (count, sent)
+    let said = lines.next().and_then(Result::ok);
+    let (status, stderr) = reap(receiver);
+    let count: Option<usize> = said.as_deref().and_then(|line| line.trim().parse().ok());
+    match count {
+        Some(count) if status.success() => (count, sent),
+        _ => panic!(
+            "the UDP receiver failed: it printed {said:?} for its count and exited with \
+             {status}\n--- stderr:\n{stderr}"
+        ),
+    }
+}
+
+/// Waits for the UDP receiver to exit: its status and stderr.
+fn reap(receiver: Child) -> (ExitStatus, String) {
+    let out = receiver.wait_with_output().expect("reap the UDP receiver");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Frames the program drops out of `count`, replaying its dice for `faults`
@@ -269,11 +280,15 @@ fn predicted_corruptions(faults: &FaultConfig, count: usize) -> u64 {
 
 /// The XDP program `ip link` reports on side b, if any.
 fn attached_program(pair: &VethPair) -> Option<String> {
-    let out = Command::new("ip")
-        .args(["-n", &pair.ns[1], "link", "show", "dev", &pair.ifname[1]])
-        .output()
-        .expect("run ip");
-    String::from_utf8_lossy(&out.stdout)
+    let out = oae_tests::run_ok(Command::new("ip").args([
+        "-n",
+        &pair.ns[1],
+        "link",
+        "show",
+        "dev",
+        &pair.ifname[1],
+    ]));
+    out.stdout
         .lines()
         .find(|line| line.trim_start().starts_with("prog/xdp"))
         .map(|line| line.trim().to_string())
@@ -281,19 +296,22 @@ fn attached_program(pair: &VethPair) -> Option<String> {
 
 #[test]
 fn ip_traffic_still_flows_and_is_passed() {
+    if !oae_tests::require_root("ip_traffic_still_flows_and_is_passed") {
+        return;
+    }
     let pair = veth_pair("xdpip");
     let steering = attach(&pair, XdpMode::Auto).expect("attach");
     assert_ne!(steering.mode(), XdpMode::Auto);
-    let out = pair
-        .command(0, "ping")
-        .args(["-c", "3", "-i", "0.2", "-W", "2", &pair.ip[1].to_string()])
-        .output()
-        .expect("run ping");
-    assert!(
-        out.status.success(),
-        "ping through the XDP program failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let out = oae_tests::run(pair.command(0, "ping").args([
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        &pair.ip[1].to_string(),
+    ]));
+    assert!(out.success(), "ping through the XDP program failed: {out}");
     let c = steering.counters();
     assert!(c.passed >= 3, "{c}");
     assert_eq!(oae_seen(&c), 0, "{c}");
@@ -301,6 +319,9 @@ fn ip_traffic_still_flows_and_is_passed() {
 
 #[test]
 fn oae_frames_without_a_socket_are_counted_and_dropped() {
+    if !oae_tests::require_root("oae_frames_without_a_socket_are_counted_and_dropped") {
+        return;
+    }
     let pair = veth_pair("xdpnosock");
     let steering = attach(&pair, XdpMode::Auto).expect("attach");
     let d = send_and_count(&pair, &steering, 100);
@@ -314,6 +335,9 @@ fn oae_frames_without_a_socket_are_counted_and_dropped() {
 
 #[test]
 fn link_down_drops_every_oae_frame_until_it_comes_back() {
+    if !oae_tests::require_root("link_down_drops_every_oae_frame_until_it_comes_back") {
+        return;
+    }
     let pair = veth_pair("xdplink");
     let steering = attach(&pair, XdpMode::Auto).expect("attach");
     let down = FaultConfig {
@@ -334,6 +358,9 @@ fn link_down_drops_every_oae_frame_until_it_comes_back() {
 
 #[test]
 fn drops_follow_the_seed_exactly() {
+    if !oae_tests::require_root("drops_follow_the_seed_exactly") {
+        return;
+    }
     const FRAMES: usize = 400;
     let faults = FaultConfig {
         drop_ppm: 500_000,
@@ -363,6 +390,9 @@ fn drops_follow_the_seed_exactly() {
 
 #[test]
 fn corruption_is_counted_and_the_frame_still_steered() {
+    if !oae_tests::require_root("corruption_is_counted_and_the_frame_still_steered") {
+        return;
+    }
     const FRAMES: usize = 200;
     let pair = veth_pair("xdpflip");
     let steering = attach(&pair, XdpMode::Auto).expect("attach");
@@ -410,6 +440,9 @@ fn corruption_is_counted_and_the_frame_still_steered() {
 
 #[test]
 fn the_fault_scope_picks_the_frames_it_hurts() {
+    if !oae_tests::require_root("the_fault_scope_picks_the_frames_it_hurts") {
+        return;
+    }
     const FRAMES: usize = 50;
     const PORT: u16 = 6379;
     const OTHER_PORT: u16 = 6380;
@@ -505,6 +538,9 @@ fn the_fault_scope_picks_the_frames_it_hurts() {
 
 #[test]
 fn the_program_leaves_with_the_steering() {
+    if !oae_tests::require_root("the_program_leaves_with_the_steering") {
+        return;
+    }
     let pair = veth_pair("xdpdrop");
     for mode in [XdpMode::Driver, XdpMode::Skb] {
         let steering = attach(&pair, mode).expect("attach");
@@ -518,6 +554,9 @@ fn the_program_leaves_with_the_steering() {
 
 #[test]
 fn auto_mode_falls_back_to_skb_when_the_driver_refuses() {
+    if !oae_tests::require_root("auto_mode_falls_back_to_skb_when_the_driver_refuses") {
+        return;
+    }
     let pair = veth_pair("xdpmtu");
     // Native XDP on veth refuses a peer MTU above what fits in one page.
     netns::ip_in(
@@ -545,6 +584,9 @@ fn auto_mode_falls_back_to_skb_when_the_driver_refuses() {
 
 #[test]
 fn a_second_program_is_refused_with_a_fix() {
+    if !oae_tests::require_root("a_second_program_is_refused_with_a_fix") {
+        return;
+    }
     let pair = veth_pair("xdpbusy");
     let _first = attach(&pair, XdpMode::Auto).expect("attach");
     let err = attach(&pair, XdpMode::Auto).expect_err("second attach must fail");

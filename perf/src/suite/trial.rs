@@ -328,14 +328,18 @@ pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
             .into_iter()
             .flatten()
             .flat_map(|s| s[section].as_array().into_iter().flatten())
-            .map(|q| num(&q[inner][key]))
+            .map(|q| match &q[inner] {
+                // A queue's links, each with its counters.
+                Value::Array(links) => links.iter().map(|l| num(&l[key])).sum(),
+                one => num(&one[key]),
+            })
             .sum()
     };
     if rc {
-        o.set("retransmissions", sum("queues", "retransmissions", "link"));
-        o.set("ack_timeouts", sum("queues", "timeouts", "link"));
+        o.set("retransmissions", sum("queues", "retransmissions", "links"));
+        o.set("ack_timeouts", sum("queues", "timeouts", "links"));
     } else {
-        o.set("reversals", sum("queues", "reversals", "link"));
+        o.set("reversals", sum("queues", "reversals", "links"));
     }
     o.set(
         "frames_dropped_by_fault",
@@ -347,7 +351,7 @@ pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
     );
     o.set(
         "frames_per_verb",
-        sum("queues", "tx_frames", "link") / completed.max(1.0),
+        sum("queues", "tx_frames", "links") / completed.max(1.0),
     );
     o.headline = format!(
         "{:.0} verbs/s, p50 {:.1} us, p99.9 {:.1} us{}",
@@ -1399,9 +1403,9 @@ mod tests {
                 ]
             },
             "stats": [
-                {"queues": [{"link": {"reversals": 7, "tx_frames": 1100}}],
+                {"queues": [{"links": [{"reversals": 7, "tx_frames": 1100}]}],
                  "xdp": [{"counters": {"dropped_by_fault": 9}}]},
-                {"queues": [{"link": {"reversals": 2, "tx_frames": 1000}}], "xdp": []}
+                {"queues": [{"links": [{"reversals": 2, "tx_frames": 1000}]}], "xdp": []}
             ]
         });
         let o = demo_outcome(&v, false);

@@ -1,0 +1,138 @@
+//! What an application exchanges with a polling core: submissions, their one
+//! completion, and why a verb was not submitted, as an enum with stable
+//! codes (the host ring carries the code, never the text).
+
+use oae_proto::verb::{Output, Verb, VerbError};
+use oae_proto::{LinkId, SubmitError};
+
+/// A verb submitted by an in-process application.
+#[derive(Clone, Copy, Debug)]
+pub struct Submission {
+    /// The application's name for it, returned in its completion.
+    pub id: u64,
+    pub verb: Verb,
+}
+
+/// The one completion of a submitted verb. `Err` means it had no effect.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub id: u64,
+    pub result: Result<Output, AppError>,
+    /// From the burst that submitted it to the burst that completed it.
+    pub latency_ns: u64,
+}
+
+/// Why an application's verb did nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppError {
+    Verb(VerbError),
+    /// Refused before it reached the link.
+    NotSubmitted(NotSubmitted),
+}
+
+/// Why a verb was refused before it reached a link. The codes are stable:
+/// they cross the host ring, and a reader that meets a code it does not
+/// know gets [`NotSubmitted::Refused`], never a wrong reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotSubmitted {
+    /// A reason this build of the reader has no name for.
+    Refused,
+    QueueFull,
+    ShuttingDown,
+    /// The queue's transport does not run this verb (the RC model runs
+    /// read, write, cas and faa).
+    NotForTransport,
+    /// The host ring's record did not decode.
+    Undecodable,
+    /// The verb can never be carried; the text says why (it does not
+    /// cross the host ring).
+    Invalid(&'static str),
+    /// The queue has no such link.
+    NoSuchLink(LinkId),
+    /// The RC model's queue pair has failed.
+    QpFailed,
+}
+
+impl NotSubmitted {
+    pub fn code(self) -> u8 {
+        match self {
+            NotSubmitted::Refused => 0,
+            NotSubmitted::QueueFull => 1,
+            NotSubmitted::ShuttingDown => 2,
+            NotSubmitted::NotForTransport => 3,
+            NotSubmitted::Undecodable => 4,
+            NotSubmitted::Invalid(_) => 5,
+            NotSubmitted::NoSuchLink(_) => 6,
+            NotSubmitted::QpFailed => 7,
+        }
+    }
+
+    /// The reason a code names; details that do not cross the ring are
+    /// left out.
+    pub fn from_code(code: u8) -> NotSubmitted {
+        match code {
+            1 => NotSubmitted::QueueFull,
+            2 => NotSubmitted::ShuttingDown,
+            3 => NotSubmitted::NotForTransport,
+            4 => NotSubmitted::Undecodable,
+            5 => NotSubmitted::Invalid("the dataplane found the verb invalid"),
+            6 => NotSubmitted::NoSuchLink(LinkId::MAX),
+            7 => NotSubmitted::QpFailed,
+            _ => NotSubmitted::Refused,
+        }
+    }
+}
+
+impl From<SubmitError> for NotSubmitted {
+    fn from(e: SubmitError) -> NotSubmitted {
+        match e {
+            SubmitError::QueueFull => NotSubmitted::QueueFull,
+            SubmitError::Invalid(why) => NotSubmitted::Invalid(why),
+            SubmitError::UnknownLink(link) => NotSubmitted::NoSuchLink(link),
+        }
+    }
+}
+
+impl core::fmt::Display for NotSubmitted {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NotSubmitted::Refused => f.write_str("refused by the dataplane"),
+            NotSubmitted::QueueFull => f.write_str("submission queue full"),
+            NotSubmitted::ShuttingDown => f.write_str("the dataplane is shutting down"),
+            NotSubmitted::NotForTransport => {
+                f.write_str("not an RC verb: the RC model runs read, write, cas and faa")
+            }
+            NotSubmitted::Undecodable => {
+                f.write_str("the dataplane could not decode the request record")
+            }
+            NotSubmitted::Invalid(why) => write!(f, "invalid verb: {why}"),
+            NotSubmitted::NoSuchLink(LinkId::MAX) => f.write_str("no such link on this queue"),
+            NotSubmitted::NoSuchLink(link) => write!(f, "no link {link} on this queue"),
+            NotSubmitted::QpFailed => f.write_str("the RC model's queue pair has failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable_and_unknown_ones_are_named_as_such() {
+        let all = [
+            NotSubmitted::Refused,
+            NotSubmitted::QueueFull,
+            NotSubmitted::ShuttingDown,
+            NotSubmitted::NotForTransport,
+            NotSubmitted::Undecodable,
+            NotSubmitted::Invalid("x"),
+            NotSubmitted::NoSuchLink(3),
+            NotSubmitted::QpFailed,
+        ];
+        for (code, why) in all.into_iter().enumerate() {
+            assert_eq!(why.code(), code as u8);
+            assert_eq!(NotSubmitted::from_code(code as u8).code(), code as u8);
+        }
+        assert_eq!(NotSubmitted::from_code(200), NotSubmitted::Refused);
+    }
+}

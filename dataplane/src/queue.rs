@@ -1,0 +1,248 @@
+//! Building a queue: its driver (AF_XDP behind the XDP program, or a DPDK
+//! port), its transport with a link per peer over the dataplane's shared
+//! memory, and the pipeline around them, type-erased at the thread boundary
+//! so the loop is monomorphised per driver and transport.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oae_pmd::Driver;
+use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
+#[cfg(feature = "dpdk")]
+use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
+use oae_pmd::netns::{format_mac, parse_mac};
+use oae_pmd::xdp::{Steering, XdpMode};
+use oae_proto::{NoObserver, Node, SharedMemory, Store};
+use oae_rc_model::RcEndpoint;
+
+use crate::config::{
+    BindModeSetting, Config, DriverKind, QueueConfig, TransportKind, XdpModeSetting,
+};
+use crate::host::HostPort;
+use crate::pipeline::{FinalReport, Pipeline, QueueInfo, QueueShared};
+use crate::transport::{Oae, RcModel, Transport};
+
+/// A queue ready to run: its polling loop, whatever its driver, and what
+/// the rest of the process shares with it.
+pub struct BuiltQueue {
+    pub shared: Arc<QueueShared>,
+    run: Box<dyn FnOnce(Duration) -> FinalReport + Send>,
+}
+
+impl BuiltQueue {
+    /// Runs the polling loop on the calling thread until asked to stop,
+    /// then drains for at most `drain`.
+    pub fn run(self, drain: Duration) -> FinalReport {
+        (self.run)(drain)
+    }
+}
+
+/// The dataplane's one registered memory, with the configured regions:
+/// every queue's node gets a handle on it.
+pub fn build_memory(config: &Config) -> Result<SharedMemory, String> {
+    let mut memory = SharedMemory::new();
+    for r in &config.regions {
+        let spec = r.to_spec().map_err(|e| format!("region {}: {e}", r.id))?;
+        memory
+            .register(spec)
+            .map_err(|e| format!("region {}: {e}", spec.id))?;
+    }
+    Ok(memory)
+}
+
+/// Builds queue `index` of `config`: its driver (for AF_XDP, after
+/// attaching the XDP program to the interface, once per interface; for
+/// DPDK, after starting the EAL, once per process), its node with a link
+/// per peer over `memory`, and its pipeline. Must run in the network
+/// namespace of the interface.
+pub fn build_queue(
+    config: &Config,
+    index: usize,
+    epoch: u32,
+    memory: &SharedMemory,
+    steering: &mut BTreeMap<String, Steering>,
+) -> Result<BuiltQueue, String> {
+    let q = &config.queues[index];
+    let link_cfg = q.link.to_link_config();
+    let inflight = match q.transport {
+        TransportKind::Oae => link_cfg.submit_queue + usize::from(link_cfg.slots),
+        TransportKind::RcModel => {
+            let rc = q.rc.to_rc_config();
+            rc.submit_queue + usize::from(rc.max_outstanding)
+        }
+    } + 64;
+    let peer_macs = q.peer_macs();
+    let core_memory = memory.for_core(index as u16);
+    let transport = match q.transport {
+        TransportKind::Oae => {
+            let mut node = Node::with_memory(config.node_id, epoch, NoObserver, core_memory);
+            for _ in &peer_macs {
+                node.add_link(link_cfg)
+                    .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
+            }
+            AnyTransport::Oae(Oae { node })
+        }
+        TransportKind::RcModel => AnyTransport::Rc(RcModel {
+            endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
+        }),
+    };
+    let parts = Parts {
+        peers: peer_macs
+            .iter()
+            .map(|m| parse_mac(m).ok_or("peer MACs were validated"))
+            .collect::<Result<_, _>>()?,
+        shared: Arc::new(QueueShared::new(4096)),
+        inflight,
+        info: QueueInfo {
+            index: index as u16,
+            iface: q.label().to_string(),
+            queue_id: q.queue_id,
+            core: q.core,
+            driver: String::new(),
+            mac: String::new(),
+            peer_macs: peer_macs.iter().map(|m| m.to_string()).collect(),
+        },
+        host: match &config.host {
+            Some(h) if usize::from(h.queue) == index => {
+                let ring = h.to_host_ring()?;
+                // Every request waiting in the ring or in flight may owe a
+                // completion at once.
+                let waiting = ring.capacity as usize + inflight;
+                Some(HostPort::create(&ring, waiting)?)
+            }
+            _ => None,
+        },
+    };
+    let shared = Arc::clone(&parts.shared);
+    let run = match q.driver {
+        DriverKind::AfXdp => {
+            let driver = open_afxdp(q, steering)?;
+            let name = format!("af_xdp ({})", driver.bind_mode());
+            assemble(driver, name, transport, parts)?
+        }
+        #[cfg(feature = "dpdk")]
+        DriverKind::Dpdk => {
+            let driver = open_dpdk(config, q)?;
+            let name = format!("dpdk ({})", driver.name());
+            assemble(driver, name, transport, parts)?
+        }
+        #[cfg(not(feature = "dpdk"))]
+        DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
+    };
+    Ok(BuiltQueue { shared, run })
+}
+
+/// A queue's transport, before the pipeline is built around it. Made once
+/// per queue and unpacked at once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum AnyTransport {
+    Oae(Oae),
+    Rc(RcModel),
+}
+
+/// What a pipeline needs besides its driver and transport.
+struct Parts {
+    peers: Vec<[u8; 6]>,
+    shared: Arc<QueueShared>,
+    inflight: usize,
+    info: QueueInfo,
+    host: Option<HostPort>,
+}
+
+/// The queue's loop over `driver` and `transport`, as a value a thread can
+/// run.
+fn assemble<D>(
+    driver: D,
+    driver_name: String,
+    transport: AnyTransport,
+    parts: Parts,
+) -> Result<Box<dyn FnOnce(Duration) -> FinalReport + Send>, String>
+where
+    D: Driver + Send + 'static,
+    D::Buf: Send,
+{
+    match transport {
+        AnyTransport::Oae(t) => runner(driver, driver_name, t, parts),
+        AnyTransport::Rc(t) => runner(driver, driver_name, t, parts),
+    }
+}
+
+/// Builds the pipeline; one loop is compiled per driver and transport.
+fn runner<D, T>(
+    driver: D,
+    driver_name: String,
+    transport: T,
+    parts: Parts,
+) -> Result<Box<dyn FnOnce(Duration) -> FinalReport + Send>, String>
+where
+    D: Driver + Send + 'static,
+    D::Buf: Send,
+    T: Transport,
+{
+    let info = QueueInfo {
+        driver: driver_name,
+        mac: format_mac(driver.mac()),
+        ..parts.info
+    };
+    let pipeline = Pipeline::new(
+        driver,
+        transport,
+        parts.peers,
+        info,
+        parts.shared,
+        parts.host,
+        parts.inflight,
+    );
+    Ok(Box::new(move |drain| pipeline.run(drain)))
+}
+
+fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Result<AfXdp, String> {
+    if !steering.contains_key(&q.iface) {
+        let mode = match q.xdp_mode {
+            XdpModeSetting::Auto => XdpMode::Auto,
+            XdpModeSetting::Driver => XdpMode::Driver,
+            XdpModeSetting::Skb => XdpMode::Skb,
+        };
+        let s = Steering::attach(&q.iface, mode).map_err(|e| e.to_string())?;
+        steering.insert(q.iface.clone(), s);
+    }
+    let ring = q.ring_size();
+    let driver = AfXdp::new(&AfXdpConfig {
+        iface: q.iface.clone(),
+        queue_id: q.queue_id,
+        frame_count: q.frames,
+        fill_size: ring,
+        comp_size: ring,
+        rx_size: ring,
+        tx_size: ring,
+        mode: match q.bind_mode {
+            BindModeSetting::Auto => BindMode::Auto,
+            BindModeSetting::ZeroCopy => BindMode::ZeroCopy,
+            BindModeSetting::Copy => BindMode::Copy,
+        },
+        ..AfXdpConfig::default()
+    })
+    .map_err(|e| format!("{} queue {}: {e}", q.iface, q.queue_id))?;
+    steering[&q.iface]
+        .register_socket(q.queue_id, driver.fd())
+        .map_err(|e| e.to_string())?;
+    Ok(driver)
+}
+
+#[cfg(feature = "dpdk")]
+fn open_dpdk(config: &Config, q: &QueueConfig) -> Result<Dpdk, String> {
+    let settings = config
+        .dpdk
+        .as_ref()
+        .ok_or("a DPDK queue needs [dpdk] (validated)")?;
+    init_eal(&settings.eal_args(&config.name)).map_err(|e| e.to_string())?;
+    let ring = q.ring_size() as u16;
+    Dpdk::new(&DpdkConfig {
+        port: q.dpdk_port.clone().ok_or("dpdk_port was validated")?,
+        rx_ring: ring,
+        tx_ring: ring,
+        mbufs: q.frames,
+    })
+    .map_err(|e| e.to_string())
+}

@@ -1,0 +1,99 @@
+//! Several queues on one interface, one memory per dataplane: two veth
+//! queues per end, one AF_XDP socket, polling core and link each, steered by
+//! queue; workloads on both queues at once act on one memory at each end.
+
+use std::time::Duration;
+
+use oae_dataplane::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
+use oae_tests::dataplanes::{Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION};
+use serde_json::Value;
+
+const LANES: u32 = 8;
+
+fn workload(d: &Dataplanes, queue: u16) -> WorkloadReport {
+    let v = d
+        .call(0, &Request::WorkloadStatus { queue })
+        .unwrap_or_else(|e| panic!("workload status of queue {queue}: {e}"));
+    serde_json::from_value(v).expect("workload report")
+}
+
+fn region_via(d: &Dataplanes, i: usize, queue: u16, id: u16) -> Vec<u8> {
+    let v = d
+        .call(i, &Request::RegionDump { id, queue })
+        .unwrap_or_else(|e| panic!("region {id} through queue {queue}: {e}"));
+    from_hex(v["data"].as_str().expect("data")).expect("hex")
+}
+
+#[test]
+fn two_queues_on_one_veth_pair_share_one_memory() {
+    if !oae_tests::require_root("two_queues_on_one_veth_pair_share_one_memory") {
+        return;
+    }
+    let d = Dataplanes::start(
+        "mq",
+        &Options {
+            queues: 2,
+            ..Options::default()
+        },
+    );
+    // Both queues of a at once, each with lanes of its own in both regions.
+    for queue in 0..2u16 {
+        d.call(
+            0,
+            &Request::WorkloadStart(WorkloadSpec {
+                queue,
+                first_lane: u32::from(queue) * LANES,
+                region: TARGET_REGION,
+                key: TARGET_KEY,
+                local_region: LOCAL_REGION,
+                lanes: LANES,
+                seconds: 2.0,
+                seed: 7 + u64::from(queue),
+                ..Default::default()
+            }),
+        )
+        .unwrap_or_else(|e| panic!("workload on queue {queue}: {e}"));
+    }
+    d.wait_for(Duration::from_secs(60), "both workloads to finish", |d| {
+        (0..2).all(|q| !workload(d, q).running)
+    });
+    // b's memory as its queue 0 sees it, and as its queue 1 sees it: one
+    // memory, holding what both of a's queues did to it.
+    let target = region_via(&d, 1, 0, TARGET_REGION);
+    assert_eq!(
+        target,
+        region_via(&d, 1, 1, TARGET_REGION),
+        "one memory behind both queues"
+    );
+    let local = region_via(&d, 0, 1, LOCAL_REGION);
+    for queue in 0..2u16 {
+        let r = workload(&d, queue);
+        assert!(r.completed > 0 && r.mismatches == 0, "queue {queue}: {r:?}");
+        let remote = from_hex(&r.expected_remote).unwrap();
+        let mine = from_hex(&r.expected_local).unwrap();
+        let at = r.first_byte;
+        assert_eq!(
+            &target[at..at + remote.len()],
+            &remote[..],
+            "b's memory vs queue {queue}'s ledger"
+        );
+        assert_eq!(
+            &local[at..at + mine.len()],
+            &mine[..],
+            "a's local region vs queue {queue}'s ledger"
+        );
+    }
+    // Each link's frames arrived on its own queue: every queue received
+    // OAE frames, none from a peer it has no link to.
+    for i in 0..2 {
+        let stats = d.stats(i);
+        let queues = stats["queues"].as_array().expect("queues");
+        assert_eq!(queues.len(), 2, "{stats}");
+        for q in queues {
+            let pipeline: &Value = &q["pipeline"];
+            assert!(pipeline["rx_frames"].as_u64().unwrap_or(0) > 0, "{q}");
+            assert_eq!(pipeline["rx_foreign"], 0, "{q}");
+            assert!(q["links"][0]["rx_frames"].as_u64().unwrap_or(0) > 0, "{q}");
+        }
+    }
+}
