@@ -394,6 +394,7 @@ fn run_workload(
             issuer,
             &Request::WorkloadPhase {
                 queue: 0,
+                link: 0,
                 name: name.to_string(),
             },
             STEP,
@@ -464,7 +465,7 @@ fn run_workload(
             continue;
         }
         next_status += status_every;
-        let v = call(issuer, &Request::WorkloadStatus { queue: 0 }, STEP)?;
+        let v = call(issuer, &Request::WorkloadStatus { queue: 0, link: 0 }, STEP)?;
         let r: WorkloadReport = serde_json::from_value(v).map_err(|e| e.to_string())?;
         polls += 1;
         let rate = if r.elapsed_s > 0.0 {

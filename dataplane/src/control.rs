@@ -51,12 +51,16 @@ pub enum Request {
     WorkloadStatus {
         #[serde(default)]
         queue: u16,
+        #[serde(default)]
+        link: u16,
     },
     /// Starts a new phase of the running workload (e.g. "loss"): verbs
     /// completing from now on count in its own latency histogram too.
     WorkloadPhase {
         #[serde(default)]
         queue: u16,
+        #[serde(default)]
+        link: u16,
         name: String,
     },
     /// Stop accepting work, finish what is in flight, exit.

@@ -300,11 +300,15 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             if let Some(node) = spec.node {
                 (spec.queue, spec.link) = link_to(shared, node)?;
             }
-            let queue = spec.queue;
-            ask(queue, CommandKind::WorkloadStart(spec))
+            let (queue, link) = (spec.queue, spec.link);
+            ask(queue, CommandKind::WorkloadStart(spec))?;
+            // Where it runs, for the status and phase requests that follow.
+            Ok(json!({"started": true, "queue": queue, "link": link}))
         }
-        Request::WorkloadStatus { queue } => ask(queue, CommandKind::WorkloadStatus),
-        Request::WorkloadPhase { queue, name } => ask(queue, CommandKind::WorkloadPhase(name)),
+        Request::WorkloadStatus { queue, link } => ask(queue, CommandKind::WorkloadStatus(link)),
+        Request::WorkloadPhase { queue, link, name } => {
+            ask(queue, CommandKind::WorkloadPhase(link, name))
+        }
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);
             Ok(json!({"stopping": true}))

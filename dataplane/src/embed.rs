@@ -116,10 +116,13 @@ impl EmbeddedQueue {
         self.shared.ask(what, timeout)
     }
 
-    /// True once the link is up.
+    /// True once every link of the queue is up.
     pub fn link_up(&self) -> bool {
         self.ask(CommandKind::Status, Duration::from_secs(5))
-            .is_ok_and(|v| v["link"]["up"] == true)
+            .is_ok_and(|v| {
+                let links = v["links"].as_array().cloned().unwrap_or_default();
+                !links.is_empty() && links.iter().all(|l| l["up"] == true)
+            })
     }
 
     /// Stops the queue: no new work, in-flight verbs finish or reverse,

@@ -25,7 +25,7 @@ pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::control::{OutputView, Percentiles, WorkloadSpec};
 use crate::host::HostPort;
 use crate::transport::{Transport, TransportEvent};
-use crate::workload::Workload;
+use crate::workload::LinkWorkloads;
 
 /// What the rest of the process shares with one polling core.
 pub struct QueueShared {
@@ -77,8 +77,8 @@ pub enum CommandKind {
     RegionList,
     RegionDump(u16),
     WorkloadStart(WorkloadSpec),
-    WorkloadStatus,
-    WorkloadPhase(String),
+    WorkloadStatus(LinkId),
+    WorkloadPhase(LinkId, String),
 }
 
 /// Who is waiting for a verb.
@@ -88,7 +88,8 @@ enum Origin {
     /// A host program's verb, from the host ring.
     Host(u64),
     Control(usize),
-    Workload(u32),
+    /// A workload's lane, on a link.
+    Workload(LinkId, u32),
 }
 
 #[derive(Clone, Copy)]
@@ -144,8 +145,7 @@ pub struct Pipeline<D: Driver, T: Transport> {
     inflight: Vec<Option<InFlight>>,
     free_ids: Vec<u32>,
     control_waiting: Vec<Option<SyncSender<Result<Value, String>>>>,
-    workload: Option<Workload>,
-    last_workload: Option<Value>,
+    workloads: LinkWorkloads,
     latency: Histogram<u64>,
     counters: PipelineCounters,
     rx: Burst<D::Buf>,
@@ -164,6 +164,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         inflight_capacity: usize,
     ) -> Pipeline<D, T> {
         let mac = driver.mac();
+        let links = peers.len();
         Pipeline {
             driver,
             transport,
@@ -177,8 +178,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             inflight: vec![None; inflight_capacity],
             free_ids: (0..inflight_capacity as u32).rev().collect(),
             control_waiting: Vec::new(),
-            workload: None,
-            last_workload: None,
+            workloads: LinkWorkloads::new(links),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
             rx: Burst::new(),
@@ -197,9 +197,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         while !self.shared.stop.load(Ordering::Relaxed) {
             self.iterate(true);
         }
-        if let Some(w) = &mut self.workload {
-            w.stop();
-        }
+        self.workloads.stop();
         // Finish or reverse what is in flight: keep the link running, accept
         // nothing new.
         let until = Instant::now() + drain;
@@ -392,11 +390,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     let _ = reply.send(answer);
                 }
             }
-            Origin::Workload(lane) => {
-                if let Some(w) = &mut self.workload {
-                    w.complete(lane, result, latency);
-                }
-            }
+            Origin::Workload(link, lane) => self.workloads.complete(link, lane, result, latency),
         }
     }
 
@@ -499,20 +493,12 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn run_workload(&mut self, now: Nanos) {
-        let Some(mut w) = self.workload.take() else {
-            return;
-        };
-        let link = w.link();
-        w.poll(now, |lane, verb| {
-            self.submit(Origin::Workload(lane), link, *verb, now)
+        let mut workloads = std::mem::replace(&mut self.workloads, LinkWorkloads::new(0));
+        workloads.poll(now, |link, lane, verb| {
+            self.submit(Origin::Workload(link, lane), link, *verb, now)
                 .is_ok()
         });
-        if w.is_finished() {
-            let report = w.report(now);
-            self.last_workload = serde_json::to_value(report).ok();
-        } else {
-            self.workload = Some(w);
-        }
+        self.workloads = workloads;
     }
 
     fn take_commands(&mut self, now: Nanos) {
@@ -523,7 +509,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     "transport": self.transport.name(),
                     "links": self.per_link(|t, l| t.status(l)),
                     "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
-                    "workload_running": self.workload.is_some(),
+                    "workload_running": self.workloads.any_running(),
                 })),
                 CommandKind::Stats => Ok(json!({
                     "queue": self.info,
@@ -581,36 +567,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                                             "locked_words": self.transport.memory().locked_words()})),
                     None => Err(format!("region {id} is not registered")),
                 },
-                CommandKind::WorkloadStart(spec) => {
-                    if self.workload.is_some() {
-                        Err("a workload is already running on this queue".into())
-                    } else if usize::from(spec.link) >= self.peers.len() {
-                        Err(format!(
-                            "no link {} on this queue: it has links 0 to {}",
-                            spec.link,
-                            self.peers.len() - 1
-                        ))
-                    } else {
-                        Workload::new(spec, self.transport.memory(), self.transport.verb_kinds())
-                            .map(|w| {
-                                self.workload = Some(w);
-                                self.last_workload = None;
-                                json!({"started": true})
-                            })
-                    }
-                }
-                CommandKind::WorkloadPhase(name) => match &mut self.workload {
-                    Some(w) => {
-                        w.begin_phase(name, now);
-                        Ok(json!({"phase_started": true}))
-                    }
-                    None => Err("no workload is running on this queue".into()),
-                },
-                CommandKind::WorkloadStatus => match (&self.workload, &self.last_workload) {
-                    (Some(w), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
-                    (None, Some(done)) => Ok(done.clone()),
-                    (None, None) => Err("no workload has run on this queue".into()),
-                },
+                CommandKind::WorkloadStart(spec) => self
+                    .workloads
+                    .start(spec, self.transport.memory(), self.transport.verb_kinds())
+                    .map(|()| json!({"started": true})),
+                CommandKind::WorkloadPhase(link, name) => self
+                    .workloads
+                    .begin_phase(link, name, now)
+                    .map(|()| json!({"phase_started": true})),
+                CommandKind::WorkloadStatus(link) => self.workloads.status(link, now),
             };
             let _ = cmd.reply.send(answer);
         }

@@ -13,6 +13,7 @@
 use hdrhistogram::Histogram;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
 use oae_proto::{LinkId, Nanos, Store};
+use serde_json::Value;
 
 use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, cdf_points, to_hex};
 
@@ -548,6 +549,100 @@ impl Workload {
             first_byte: self.spec.first_lane as usize * LANE_BYTES,
             expected_remote: to_hex(&remote),
             expected_local: to_hex(&local),
+        }
+    }
+}
+
+/// A queue's workloads: at most one per link, and the report of the last
+/// one that finished on each.
+pub struct LinkWorkloads {
+    running: Vec<Option<Workload>>,
+    finished: Vec<Option<Value>>,
+}
+
+impl LinkWorkloads {
+    pub fn new(links: usize) -> LinkWorkloads {
+        LinkWorkloads {
+            running: (0..links).map(|_| None).collect(),
+            finished: vec![None; links],
+        }
+    }
+
+    pub fn any_running(&self) -> bool {
+        self.running.iter().any(Option::is_some)
+    }
+
+    /// Starts `spec` on its link, checked against `memory` and the verbs the
+    /// transport runs.
+    pub fn start(
+        &mut self,
+        spec: WorkloadSpec,
+        memory: &impl Store,
+        supported: &[&str],
+    ) -> Result<(), String> {
+        let link = usize::from(spec.link);
+        let Some(slot) = self.running.get_mut(link) else {
+            return Err(format!(
+                "no link {link} on this queue: it has links 0 to {}",
+                self.running.len() - 1
+            ));
+        };
+        if slot.is_some() {
+            return Err(format!("a workload is already running on link {link}"));
+        }
+        *slot = Some(Workload::new(spec, memory, supported)?);
+        self.finished[link] = None;
+        Ok(())
+    }
+
+    pub fn begin_phase(&mut self, link: LinkId, name: String, now: Nanos) -> Result<(), String> {
+        match self.running.get_mut(usize::from(link)) {
+            Some(Some(w)) => {
+                w.begin_phase(name, now);
+                Ok(())
+            }
+            _ => Err(format!("no workload is running on link {link}")),
+        }
+    }
+
+    pub fn status(&self, link: LinkId, now: Nanos) -> Result<Value, String> {
+        let l = usize::from(link);
+        match (self.running.get(l), self.finished.get(l)) {
+            (Some(Some(w)), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
+            (_, Some(Some(done))) => Ok(done.clone()),
+            _ => Err(format!("no workload has run on link {link} of this queue")),
+        }
+    }
+
+    /// No more verbs; those in flight still complete.
+    pub fn stop(&mut self) {
+        for w in self.running.iter_mut().flatten() {
+            w.stop();
+        }
+    }
+
+    /// Lets every running workload issue verbs through `issue(link, lane,
+    /// verb)`, and files the reports of those that finished.
+    pub fn poll(&mut self, now: Nanos, mut issue: impl FnMut(LinkId, u32, &Verb) -> bool) {
+        for (link, slot) in self.running.iter_mut().enumerate() {
+            let Some(w) = slot else { continue };
+            w.poll(now, |lane, verb| issue(link as LinkId, lane, verb));
+            if w.is_finished() {
+                self.finished[link] = serde_json::to_value(w.report(now)).ok();
+                *slot = None;
+            }
+        }
+    }
+
+    pub fn complete(
+        &mut self,
+        link: LinkId,
+        lane: u32,
+        result: &Result<Output, VerbError>,
+        latency: Nanos,
+    ) {
+        if let Some(Some(w)) = self.running.get_mut(usize::from(link)) {
+            w.complete(lane, result, latency);
         }
     }
 }

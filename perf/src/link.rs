@@ -99,7 +99,7 @@ perms = "rw"
         loop {
             std::thread::sleep(Duration::from_millis(100));
             let r: WorkloadReport =
-                serde_json::from_value(queues[0].ask(CommandKind::WorkloadStatus, ASK)?)
+                serde_json::from_value(queues[0].ask(CommandKind::WorkloadStatus(0), ASK)?)
                     .map_err(|e| e.to_string())?;
             if !r.running {
                 return Ok(OaeRun {

@@ -134,6 +134,89 @@ impl Drop for VethPair {
     }
 }
 
+/// `n` namespaces on one Ethernet segment: namespace `ns[i]` has interface
+/// `ifname` (one end of a veth pair) with MAC `mac[i]` and address
+/// `ip[i]/24`; the other end of each pair is a port of one bridge in a hub
+/// namespace of its own. Every namespace, hub included, is deleted on drop.
+#[derive(Debug)]
+pub struct Segment {
+    pub hub: String,
+    pub ns: Vec<String>,
+    pub ifname: String,
+    pub ip: Vec<Ipv4Addr>,
+    pub mac: Vec<[u8; 6]>,
+}
+
+impl Segment {
+    /// Creates one namespace per MAC in `macs`, named
+    /// `oae-<tag>-<pid>-<n>-<i>`, and the hub `...-hub`.
+    pub fn create(tag: &str, macs: &[[u8; 6]]) -> io::Result<Segment> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = format!("oae-{tag}-{}-{n}", std::process::id());
+        let octet = (std::process::id() % 250) as u8 + 1;
+        let mut segment = Segment {
+            hub: format!("{base}-hub"),
+            ns: (0..macs.len()).map(|i| format!("{base}-{i}")).collect(),
+            ifname: "oae0".into(),
+            ip: (0..macs.len())
+                .map(|i| Ipv4Addr::new(10, octet, 200 + (n % 50) as u8, i as u8 + 1))
+                .collect(),
+            mac: macs.to_vec(),
+        };
+        // Dropped on failure: whatever was made so far is deleted.
+        ip(&["netns", "add", &segment.hub])?;
+        ip_in(&segment.hub, &["link", "add", "br0", "type", "bridge"])?;
+        ip_in(&segment.hub, &["link", "set", "br0", "up"])?;
+        for i in 0..macs.len() {
+            segment.join(i)?;
+        }
+        Ok(segment)
+    }
+
+    fn join(&mut self, i: usize) -> io::Result<()> {
+        let (ns, port) = (self.ns[i].clone(), format!("p{i}"));
+        ip(&["netns", "add", &ns])?;
+        ip(&[
+            "link",
+            "add",
+            &self.ifname,
+            "netns",
+            &ns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &port,
+            "netns",
+            &self.hub,
+        ])?;
+        ip_in(&self.hub, &["link", "set", &port, "master", "br0"])?;
+        ip_in(&self.hub, &["link", "set", &port, "up"])?;
+        ip_in(&ns, &["link", "set", "lo", "up"])?;
+        let mac = format_mac(self.mac[i]);
+        ip_in(&ns, &["link", "set", &self.ifname, "address", &mac])?;
+        let addr = format!("{}/24", self.ip[i]);
+        ip_in(&ns, &["addr", "add", &addr, "dev", &self.ifname])?;
+        ip_in(&ns, &["link", "set", &self.ifname, "up"])
+    }
+
+    /// A command that runs `program` inside namespace `i`.
+    pub fn command(&self, i: usize, program: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns[i], program]);
+        cmd
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        for ns in self.ns.iter().chain([&self.hub]) {
+            let _ = ip(&["netns", "delete", ns]);
+        }
+    }
+}
+
 /// Moves the calling thread into the named namespace (`/run/netns/<name>`).
 /// Sockets, netlink requests and interface lookups made afterwards by this
 /// thread happen there; other threads are unaffected.

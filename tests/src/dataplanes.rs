@@ -95,11 +95,36 @@ impl Default for Options {
     }
 }
 
-/// Held by every [`Dataplanes`] for its life: the tests of one binary run
-/// in parallel, and two pairs of busy-polling dataplanes on this machine's
-/// two vCPUs starve each other long enough to look dead (a peer silent for
-/// 8 rounds is declared unreachable). One pair at a time.
-static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// Held by every [`Dataplanes`] and [`crate::fabric::Fabric`] for its life:
+/// the tests of one binary run in parallel, and two sets of busy-polling
+/// dataplanes on this machine's two vCPUs starve each other long enough to
+/// look dead (a peer silent for 8 rounds is declared unreachable). One set
+/// at a time.
+pub(crate) static ONE_SET_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Starts `oaed` as `cmd` says and waits (bounded) until it answers on
+/// `socket`; panics with its log (`log`) if it exits or stays silent.
+pub(crate) fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Child {
+    let mut child = cmd.spawn().expect("start oaed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log_text = || std::fs::read_to_string(log).unwrap_or_default();
+    while call(socket, &Request::Status, Duration::from_secs(1)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "oaed ({}) exited with {status}:\n{}",
+                socket.display(),
+                log_text()
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("oaed ({}) did not start:\n{}", socket.display(), log_text());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
 
 pub struct Dataplanes {
     pub pair: VethPair,
@@ -118,7 +143,7 @@ impl Dataplanes {
     pub fn start(tag: &str, options: &Options) -> Dataplanes {
         // A test that failed while holding the turn poisons the lock; the
         // turn is still free.
-        let turn = ONE_PAIR_AT_A_TIME
+        let turn = ONE_SET_AT_A_TIME
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if options.driver == TestDriver::DpdkAfXdp {
@@ -154,10 +179,10 @@ impl Dataplanes {
             .append(true)
             .open(self.log_path(i))
             .expect("log file");
-        let child = self
+        let mut cmd = self
             .pair
-            .command(i, binary("oaed").to_str().expect("utf-8 path"))
-            .arg("--config")
+            .command(i, binary("oaed").to_str().expect("utf-8 path"));
+        cmd.arg("--config")
             .arg(&self.config)
             .args(["--name", self.names[i]])
             .arg("--socket")
@@ -165,25 +190,8 @@ impl Dataplanes {
             .arg("--state-dir")
             .arg(self.dir.join(format!("{}.state", self.names[i])))
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start oaed");
-        self.children[i] = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while call(&self.sockets[i], &Request::Status, Duration::from_secs(1)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "oaed {i} did not start:\n{}",
-                self.log(i)
-            );
-            if let Some(status) = self.children[i]
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("oaed {i} exited with {status}:\n{}", self.log(i));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            .stderr(log);
+        self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &self.log_path(i)));
     }
 
     pub fn log_path(&self, i: usize) -> PathBuf {

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::process::{Command, ExitStatus};
 
 pub mod dataplanes;
+pub mod fabric;
 
 /// Debian's interpreter, the one `python3-scapy` is installed for: a pyenv
 /// or virtualenv `python3` earlier on PATH would not find scapy.

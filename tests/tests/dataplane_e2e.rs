@@ -201,6 +201,7 @@ fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
         0,
         &Request::WorkloadPhase {
             queue: 0,
+            link: 0,
             name: "loss".into(),
         },
     )
@@ -479,7 +480,7 @@ fn start_workload(d: &Dataplanes, lanes: u32, seconds: f64, seed: u64) {
 
 fn workload(d: &Dataplanes) -> WorkloadReport {
     serde_json::from_value(
-        d.call(0, &Request::WorkloadStatus { queue: 0 })
+        d.call(0, &Request::WorkloadStatus { queue: 0, link: 0 })
             .expect("status"),
     )
     .expect("report")

@@ -12,7 +12,7 @@ const LANES: u32 = 8;
 
 fn workload(d: &Dataplanes, queue: u16) -> WorkloadReport {
     let v = d
-        .call(0, &Request::WorkloadStatus { queue })
+        .call(0, &Request::WorkloadStatus { queue, link: 0 })
         .unwrap_or_else(|e| panic!("workload status of queue {queue}: {e}"));
     serde_json::from_value(v).expect("workload report")
 }

@@ -1,0 +1,183 @@
+//! Several real dataplanes (`oaed` processes), each in a namespace of its
+//! own, all on one Ethernet segment (a bridge in a hub namespace), each with
+//! a link to every other: a triangle for three. Dropping a [`Fabric`] stops
+//! every process by its PID and deletes the namespaces.
+
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::{MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use oae_dataplane::control::{Request, call};
+use oae_pmd::netns::{Segment, format_mac};
+use serde_json::Value;
+
+use crate::dataplanes::{
+    LOCAL_REGION, ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION, binary,
+    start_oaed,
+};
+
+pub struct Fabric {
+    pub segment: Segment,
+    pub dir: PathBuf,
+    pub sockets: Vec<PathBuf>,
+    children: Vec<Option<Child>>,
+    // Last, so it is released after the processes and namespaces are gone.
+    _turn: MutexGuard<'static, ()>,
+}
+
+/// Node `i`'s MAC; its node id is `i + 1`.
+pub fn mac(i: usize) -> [u8; 6] {
+    [2, 0x0a, 0xe0, 0, 1, i as u8 + 1]
+}
+
+impl Fabric {
+    /// `n` dataplanes on one segment, each with one queue carrying a link to
+    /// every other, started and waited for until every link is up.
+    pub fn start(tag: &str, n: usize) -> Fabric {
+        let turn = ONE_SET_AT_A_TIME
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let macs: Vec<[u8; 6]> = (0..n).map(mac).collect();
+        let segment = Segment::create(tag, &macs).expect("create the segment");
+        let dir = std::env::temp_dir().join(format!("oae-test-{}", segment.hub));
+        std::fs::create_dir_all(&dir).expect("test directory");
+        let sockets = (0..n).map(|i| dir.join(format!("n{i}.sock"))).collect();
+        let mut fabric = Fabric {
+            segment,
+            dir,
+            sockets,
+            children: (0..n).map(|_| None).collect(),
+            _turn: turn,
+        };
+        for i in 0..n {
+            fabric.launch(i);
+        }
+        fabric.wait_for(
+            Duration::from_secs(30),
+            "every link of every node up",
+            |f| {
+                (0..n).all(|i| {
+                    let links = f.links(i);
+                    links.len() == n - 1 && links.iter().all(|l| l["up"] == true)
+                })
+            },
+        );
+        fabric
+    }
+
+    fn launch(&mut self, i: usize) {
+        let config = self.dir.join(format!("n{i}.toml"));
+        std::fs::write(&config, node_config(i, self.segment.ns.len())).expect("write config");
+        let log = self.log_path(i);
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = self
+            .segment
+            .command(i, binary("oaed").to_str().expect("utf-8 path"));
+        cmd.arg("--config")
+            .arg(&config)
+            .arg("--socket")
+            .arg(&self.sockets[i])
+            .arg("--state-dir")
+            .arg(self.dir.join(format!("n{i}.state")))
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &log));
+    }
+
+    pub fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("n{i}.log"))
+    }
+
+    pub fn logs(&self) -> String {
+        (0..self.sockets.len())
+            .map(|i| {
+                let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+                format!("--- node {i}:\n{log}")
+            })
+            .collect()
+    }
+
+    pub fn call(&self, i: usize, request: &Request) -> Result<Value, String> {
+        call(&self.sockets[i], request, Duration::from_secs(30))
+    }
+
+    /// Node `i`'s links, from its status (every queue's).
+    pub fn links(&self, i: usize) -> Vec<Value> {
+        let Ok(status) = self.call(i, &Request::Status) else {
+            return Vec::new();
+        };
+        status["queues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|q| q["links"].as_array().cloned().unwrap_or_default())
+            .collect()
+    }
+
+    /// Polls `cond` every 50 ms until it holds; panics with the logs after
+    /// `limit`.
+    pub fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&Self) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !cond(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        for (i, child) in self.children.iter_mut().enumerate() {
+            if let Some(mut child) = child.take() {
+                let _ = call(&self.sockets[i], &Request::Shutdown, Duration::from_secs(2));
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Node `i` of `n`: one queue on the segment, a link to every other node,
+/// the tests' two regions.
+fn node_config(i: usize, n: usize) -> String {
+    let peers: String = (0..n)
+        .filter(|&j| j != i)
+        .map(|j| format!("[[queue.peer]]\nmac = \"{}\"\n", format_mac(mac(j))))
+        .collect();
+    format!(
+        r#"name = "n{i}"
+node_id = {node}
+
+[[queue]]
+iface = "oae0"
+queue_id = 0
+[queue.link]
+slots = 32
+credits = 32
+min_round_ns = {SHARED_CPU_MIN_ROUND_NS}
+{peers}
+[[region]]
+id = {TARGET_REGION}
+key = {TARGET_KEY}
+len = 65536
+perms = "rwa"
+
+[[region]]
+id = {LOCAL_REGION}
+key = 2
+len = 65536
+perms = "rw"
+"#,
+        node = i + 1,
+    )
+}
