@@ -312,6 +312,11 @@ pub struct WorkloadSpec {
     /// of their own.
     #[serde(default)]
     pub first_lane: u32,
+    /// Contended mode (`crate::contend`): every lane hammers the four words
+    /// of lane `first_lane` with FETCH_ADD, CAS and MULTI-WORD COMMIT, and
+    /// the report counts what took effect instead of modelling the bytes.
+    #[serde(default)]
+    pub contend: bool,
     /// Target region on the peer, and the local region bilateral swaps
     /// trade with.
     pub region: u16,
@@ -325,6 +330,17 @@ pub struct WorkloadSpec {
     /// Which verbs to mix; empty means CAS, FAA, WRITE, MCAS and BSWAP.
     #[serde(default)]
     pub verbs: Vec<String>,
+}
+
+/// What a contended workload's verbs did to the shared words.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContendedCounts {
+    /// FETCH_ADDs of 1 to word 0 that completed.
+    pub adds: u64,
+    /// CAS increments of word 1 that swapped.
+    pub cas_wins: u64,
+    /// MULTI-WORD COMMITs that incremented words 2 and 3.
+    pub mcas_wins: u64,
 }
 
 /// Counters and histogram of a workload, while it runs and when done.
@@ -350,6 +366,9 @@ pub struct WorkloadReport {
     /// Where the expected bytes start in both regions (the first lane's).
     #[serde(default)]
     pub first_byte: usize,
+    /// In contended mode, what took effect (and no expected bytes).
+    #[serde(default)]
+    pub contended: Option<ContendedCounts>,
     pub expected_remote: String,
     pub expected_local: String,
 }

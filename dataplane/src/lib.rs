@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod config;
+pub mod contend;
 pub mod control;
 pub mod daemon;
 pub mod embed;

@@ -15,6 +15,7 @@ use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, 
 use oae_proto::{LinkId, Nanos, Store};
 use serde_json::Value;
 
+use crate::contend::{self, Contention};
 use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, cdf_points, to_hex};
 
 /// Bytes of each region a lane owns.
@@ -97,6 +98,8 @@ fn new_histogram() -> Histogram<u64> {
 
 pub struct Workload {
     spec: WorkloadSpec,
+    /// Contended mode: verbs on shared words, counted rather than modelled.
+    contention: Option<Contention>,
     kinds: Vec<Kind>,
     lanes: Vec<Lane>,
     /// Lanes with no verb in flight, next to issue last: a loop iteration
@@ -157,6 +160,22 @@ impl Workload {
         if kinds.is_empty() {
             return Err("no verb of the mix runs on this transport".into());
         }
+        let kinds = if spec.contend {
+            let wanted: Vec<Kind> = if spec.verbs.is_empty() {
+                contend::KINDS.to_vec()
+            } else {
+                kinds
+            };
+            if let Some(k) = wanted.iter().find(|k| !contend::KINDS.contains(k)) {
+                return Err(format!(
+                    "contended mode runs faa, cas and mcas, not '{}'",
+                    k.name()
+                ));
+            }
+            wanted
+        } else {
+            kinds
+        };
         let first = spec.first_lane as usize * LANE_BYTES;
         let span = first + spec.lanes as usize * LANE_BYTES;
         let local = memory.snapshot(spec.local_region).ok_or_else(|| {
@@ -176,7 +195,12 @@ impl Workload {
         let lanes = (0..spec.lanes as usize)
             .map(|i| {
                 let mut l = Lane {
-                    state: LaneState::Unknown,
+                    // Contended lanes have no bytes of their own to learn.
+                    state: if spec.contend {
+                        LaneState::Idle
+                    } else {
+                        LaneState::Unknown
+                    },
                     remote: [0; LANE_BYTES],
                     local: [0; LANE_BYTES],
                 };
@@ -185,7 +209,15 @@ impl Workload {
                 l
             })
             .collect();
+        let contention = spec.contend.then(|| {
+            let target = RegionRef {
+                id: spec.region,
+                key: spec.key,
+            };
+            Contention::new(target, first as u32)
+        });
         Ok(Workload {
+            contention,
             ready: (0..spec.lanes).rev().collect(),
             rng: spec.seed ^ 0x9E37_79B9_7F4A_7C15,
             kinds,
@@ -257,7 +289,11 @@ impl Workload {
                 LaneState::Idle => {
                     let pick = self.next() as usize % self.kinds.len();
                     let kind = self.kinds[pick];
-                    (kind, self.make(i, kind), false)
+                    let verb = match &self.contention {
+                        Some(c) => c.make(kind),
+                        None => self.make(i, kind),
+                    };
+                    (kind, verb, false)
                 }
             };
             if !issue(lane, &verb) {
@@ -406,7 +442,11 @@ impl Workload {
                     let _ = p.latency.record(latency.max(1));
                     p.completed += 1;
                 }
-                if !self.apply(i, &verb, output, learning) {
+                let agrees = match &mut self.contention {
+                    Some(c) => c.book(output),
+                    None => self.apply(i, &verb, output, learning),
+                };
+                if !agrees {
                     self.mismatches += 1;
                 }
             }
@@ -422,7 +462,8 @@ impl Workload {
                 }
                 // The model stays unknown after a failed first read; after
                 // a peer restart the memory is a new incarnation's.
-                if learning || matches!(e, VerbError::PeerRestarted) {
+                let unknown = learning || matches!(e, VerbError::PeerRestarted);
+                if unknown && self.contention.is_none() {
                     self.lanes[i].state = LaneState::Unknown;
                 }
             }
@@ -513,6 +554,7 @@ impl Workload {
     }
 
     pub fn report(&self, now: Nanos) -> WorkloadReport {
+        let contended = self.contention.is_some();
         let elapsed = self.started.map_or(0, |s| now.saturating_sub(s));
         let mut remote = Vec::with_capacity(self.lanes.len() * LANE_BYTES);
         let mut local = Vec::with_capacity(self.lanes.len() * LANE_BYTES);
@@ -547,8 +589,18 @@ impl Workload {
                 })
                 .collect(),
             first_byte: self.spec.first_lane as usize * LANE_BYTES,
-            expected_remote: to_hex(&remote),
-            expected_local: to_hex(&local),
+            contended: self.contention.as_ref().map(Contention::counts),
+            // Contended lanes model no bytes: nothing to expect.
+            expected_remote: if contended {
+                String::new()
+            } else {
+                to_hex(&remote)
+            },
+            expected_local: if contended {
+                String::new()
+            } else {
+                to_hex(&local)
+            },
         }
     }
 }

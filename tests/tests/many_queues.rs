@@ -11,9 +11,13 @@ use serde_json::Value;
 const LANES: u32 = 8;
 
 fn workload(d: &Dataplanes, queue: u16) -> WorkloadReport {
+    workload_of(d, 0, queue)
+}
+
+fn workload_of(d: &Dataplanes, i: usize, queue: u16) -> WorkloadReport {
     let v = d
-        .call(0, &Request::WorkloadStatus { queue, link: 0 })
-        .unwrap_or_else(|e| panic!("workload status of queue {queue}: {e}"));
+        .call(i, &Request::WorkloadStatus { queue, link: 0 })
+        .unwrap_or_else(|e| panic!("workload status of dataplane {i} queue {queue}: {e}"));
     serde_json::from_value(v).expect("workload report")
 }
 
@@ -95,5 +99,105 @@ fn two_queues_on_one_veth_pair_share_one_memory() {
             assert_eq!(pipeline["rx_foreign"], 0, "{q}");
             assert!(q["links"][0]["rx_frames"].as_u64().unwrap_or(0) > 0, "{q}");
         }
+    }
+}
+
+/// Both queues of each dataplane hammer the same four words of the other's
+/// memory at once (FETCH_ADD, CAS and MULTI-WORD COMMIT increments), so the
+/// two polling cores of the target apply verbs to the same words: the words
+/// end equal to what the four workloads saw take effect.
+#[test]
+fn two_queues_hammering_the_same_words_keep_an_exact_ledger() {
+    if !oae_tests::require_root("two_queues_hammering_the_same_words_keep_an_exact_ledger") {
+        return;
+    }
+    let d = Dataplanes::start(
+        "mqc",
+        &Options {
+            queues: 2,
+            ..Options::default()
+        },
+    );
+    for i in 0..2 {
+        for queue in 0..2u16 {
+            let spec = WorkloadSpec {
+                queue,
+                contend: true,
+                region: TARGET_REGION,
+                key: TARGET_KEY,
+                local_region: LOCAL_REGION,
+                lanes: LANES,
+                seconds: 2.0,
+                seed: 11 + u64::from(queue),
+                ..Default::default()
+            };
+            d.call(i, &Request::WorkloadStart(spec))
+                .unwrap_or_else(|e| panic!("contended workload on {i} queue {queue}: {e}"));
+        }
+    }
+    d.wait_for(
+        Duration::from_secs(60),
+        "every contended workload to finish",
+        |d| (0..2).all(|i| (0..2).all(|q| !workload_of(d, i, q).running)),
+    );
+    for target in 0..2 {
+        let issuer = 1 - target;
+        let reports: Vec<WorkloadReport> = (0..2).map(|q| workload_of(&d, issuer, q)).collect();
+        let sum = |f: fn(&oae_dataplane::control::ContendedCounts) -> u64| {
+            reports
+                .iter()
+                .map(|r| f(r.contended.as_ref().expect("contended counts")))
+                .sum::<u64>()
+        };
+        for r in &reports {
+            assert!(r.completed > 0 && r.mismatches == 0, "{r:?}");
+        }
+        let bytes = region_via(&d, target, 1, TARGET_REGION);
+        let word = |w: usize| u64::from_le_bytes(bytes[8 * w..8 * w + 8].try_into().unwrap());
+        let context = format!(
+            "dataplane {target}'s words {:?}, reports {reports:?}",
+            [0, 1, 2, 3].map(word)
+        );
+        assert_eq!(word(0), sum(|c| c.adds), "FETCH_ADDs, once each: {context}");
+        assert_eq!(
+            word(1),
+            sum(|c| c.cas_wins),
+            "CAS increments that won: {context}"
+        );
+        assert_eq!(
+            word(2),
+            sum(|c| c.mcas_wins),
+            "multi-word commits: {context}"
+        );
+        assert_eq!(
+            word(3),
+            sum(|c| c.mcas_wins),
+            "multi-word commits: {context}"
+        );
+        assert!(
+            sum(|c| c.cas_wins) > 0 && sum(|c| c.mcas_wins) > 0,
+            "{context}"
+        );
+        let cas_done: u64 = reports
+            .iter()
+            .flat_map(|r| &r.per_verb)
+            .filter(|(verb, _)| verb == "cas")
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            cas_done > sum(|c| c.cas_wins),
+            "lanes raced for the words: {context}"
+        );
+        let locked = d
+            .call(
+                target,
+                &Request::RegionDump {
+                    id: TARGET_REGION,
+                    queue: 0,
+                },
+            )
+            .expect("dump")["locked_words"]
+            .clone();
+        assert_eq!(locked, 0, "no word stays locked: {context}");
     }
 }
