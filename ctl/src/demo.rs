@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::config::{
-    DemoSettings, Deployment, QueueOverrides, flap_times, with_queue_overrides,
-};
+use oae_dataplane::config::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;
@@ -68,6 +66,11 @@ pub struct DemoArgs {
     /// The links' minimum liveness round, microseconds.
     #[arg(long)]
     min_round_us: Option<u64>,
+    /// Queues per dataplane, each with its own polling core, link and
+    /// workload (AF_XDP: veth queues steered by queue; DPDK: memif
+    /// interfaces), all on one memory per dataplane.
+    #[arg(long)]
+    queues: Option<u32>,
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
@@ -135,13 +138,11 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         slots: args.slots,
         cores: args.cores.clone(),
         min_round_ns: args.min_round_us.map(|us| us.saturating_mul(1000)),
+        queues: args.queues,
     };
-    let text = if overrides.is_empty() {
-        text
-    } else {
-        with_queue_overrides(&text, &overrides).map_err(|e| e.to_string())?
-    };
-    let deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
+    let mut deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
+    deployment.apply(&overrides).map_err(|e| e.to_string())?;
+    let text = deployment.to_toml().map_err(|e| e.to_string())?;
     let mut settings = deployment.demo.clone();
     if let Some(s) = args.seconds {
         settings.seconds = s;
@@ -201,8 +202,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         dir: dir.clone(),
         pair: None,
     };
+    let queues = args.queues.unwrap_or(1);
     println!("setting up two namespaces joined by a veth pair ...");
-    let pair = VethPair::create_with_macs("demo", Some(macs))
+    let pair = VethPair::create_with_queues("demo", Some(macs), queues)
         .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
     println!(
         "  {} ({}) <-> {} ({})",
@@ -239,8 +241,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         settings.seconds
     );
     let scope = args.fault_scope.unwrap_or_default();
-    let report = run_workload(&setup, &deployment, &settings, scope, &interrupted)?;
-    let check = exactly_once_check(&setup, &report)?;
+    let reports = run_workload(&setup, &deployment, &settings, scope, &interrupted)?;
+    let check = exactly_once_check(&setup, &reports)?;
+    let report = WorkloadReport::side_by_side(&reports);
     let stats: Vec<Value> = setup
         .sockets
         .iter()
@@ -255,7 +258,8 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                                                 "flaps": settings.flaps, "flap_ms": settings.flap_ms,
                                                 "fault_scope": scope.to_string(),
                                                 "verbs": settings.verbs},
-                                   "workload": report, "stats": stats,
+                                   "queues": reports.len(),
+                                   "workload": report, "workloads": reports, "stats": stats,
                                    "exactly_once": check.ok(), "differences": check.differences});
         let text = serde_json::to_string_pretty(&v).unwrap_or_default();
         if args.json {
@@ -361,8 +365,14 @@ fn run_workload(
     settings: &DemoSettings,
     scope: FaultScope,
     interrupted: &AtomicBool,
-) -> Result<WorkloadReport, String> {
+) -> Result<Vec<WorkloadReport>, String> {
     let issuer = &setup.sockets[0];
+    // A workload per queue of the issuer, each with lanes of its own.
+    let queues = deployment
+        .dataplane
+        .values()
+        .next()
+        .map_or(1, |c| c.queues.len()) as u16;
     let target_cfg = deployment.dataplane.values().nth(1).ok_or("validated")?;
     let region = target_cfg.regions.first().ok_or_else(|| {
         "the second dataplane needs a region for the workload to target".to_string()
@@ -373,33 +383,31 @@ fn run_workload(
         .next()
         .and_then(|c| c.regions.get(1))
         .ok_or("the first dataplane needs a second region for bilateral swaps")?;
-    call(
-        issuer,
-        &Request::WorkloadStart(WorkloadSpec {
-            queue: 0,
+    for queue in 0..queues {
+        let spec = WorkloadSpec {
+            queue,
+            first_lane: u32::from(queue) * settings.lanes,
             region: region.id,
             key: region.key,
             local_region: local.id,
             lanes: settings.lanes,
             seconds: settings.seconds,
-            seed: settings.seed,
+            seed: settings.seed + u64::from(queue),
             verbs: settings.verbs.clone(),
             ..Default::default()
-        }),
-        STEP,
-    )?;
+        };
+        call(issuer, &Request::WorkloadStart(spec), STEP)?;
+    }
     // Latency per phase: a whole-run percentile hides what faults cost.
     let phase = |name: &str| {
-        call(
-            issuer,
-            &Request::WorkloadPhase {
-                queue: 0,
+        (0..queues).try_for_each(|queue| {
+            let request = Request::WorkloadPhase {
+                queue,
                 link: 0,
                 name: name.to_string(),
-            },
-            STEP,
-        )
-        .map(drop)
+            };
+            call(issuer, &request, STEP).map(drop)
+        })
     };
     let steps = schedule(settings);
     if !steps.is_empty() {
@@ -465,8 +473,13 @@ fn run_workload(
             continue;
         }
         next_status += status_every;
-        let v = call(issuer, &Request::WorkloadStatus { queue: 0, link: 0 }, STEP)?;
-        let r: WorkloadReport = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        let reports = (0..queues)
+            .map(|queue| {
+                let v = call(issuer, &Request::WorkloadStatus { queue, link: 0 }, STEP)?;
+                serde_json::from_value::<WorkloadReport>(v).map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let r = WorkloadReport::side_by_side(&reports);
         polls += 1;
         let rate = if r.elapsed_s > 0.0 {
             r.completed as f64 / r.elapsed_s
@@ -497,7 +510,7 @@ fn run_workload(
             if impaired {
                 apply(Step::Restore)?;
             }
-            return Ok(r);
+            return Ok(reports);
         }
         if Instant::now() > hard_deadline {
             return Err("the workload did not finish in time".into());
@@ -516,30 +529,35 @@ impl Check {
     }
 }
 
-/// Compares both sides' memory with the ledger's expected images.
-fn exactly_once_check(setup: &Setup, report: &WorkloadReport) -> Result<Check, String> {
+/// Compares both sides' memory with each workload's ledger.
+fn exactly_once_check(setup: &Setup, reports: &[WorkloadReport]) -> Result<Check, String> {
     let mut differences = Vec::new();
     let mut compared = 0;
     let dump = |socket: &Path, id: u16| -> Result<String, String> {
         let v = call(socket, &Request::RegionDump { id, queue: 0 }, STEP)?;
         Ok(v["data"].as_str().unwrap_or_default().to_string())
     };
-    for (what, socket, id, expected) in [
-        (
-            "peer's target region",
-            &setup.sockets[1],
-            1u16,
-            &report.expected_remote,
-        ),
-        (
-            "issuer's local region",
-            &setup.sockets[0],
-            2u16,
-            &report.expected_local,
-        ),
-    ] {
-        let actual = dump(socket, id)?;
-        let actual = &actual[..expected.len().min(actual.len())];
+    let (remote, local) = (dump(&setup.sockets[1], 1)?, dump(&setup.sockets[0], 2)?);
+    let images = reports.iter().flat_map(|r| {
+        [
+            (
+                "peer's target region",
+                &remote,
+                r.first_byte,
+                &r.expected_remote,
+            ),
+            (
+                "issuer's local region",
+                &local,
+                r.first_byte,
+                &r.expected_local,
+            ),
+        ]
+    });
+    for (what, actual, first, expected) in images {
+        // Hex: two characters a byte.
+        let from = (2 * first).min(actual.len());
+        let actual = &actual[from..(from + expected.len()).min(actual.len())];
         compared += expected.len() / 2;
         if actual != expected {
             let at = actual
@@ -548,6 +566,7 @@ fn exactly_once_check(setup: &Setup, report: &WorkloadReport) -> Result<Check, S
                 .position(|(a, b)| a != b)
                 .unwrap_or(0)
                 / 2;
+            let at = first + at;
             differences.push(format!(
                 "{what} differs from the ledger first at byte {at} (lane {})",
                 at / 64

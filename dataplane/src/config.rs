@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use oae_pmd::netns::parse_mac;
 use oae_proto::config::LinkConfig;
 use oae_proto::memory::{Permissions, RegionSpec};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A refused configuration: where, and what to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +28,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// One dataplane process.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Names the process in logs, sockets and state; defaults to the
@@ -61,7 +61,7 @@ pub struct Config {
 
 /// The host ring (`crate::host`): the dataplane creates it, the polling
 /// core of `queue` serves it, host programs attach to it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostSettings {
     /// The region's file, e.g. `/dev/shm/oae-host-a`.
@@ -97,7 +97,7 @@ impl HostSettings {
 }
 
 /// The protocol a queue runs.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     #[default]
@@ -107,7 +107,7 @@ pub enum TransportKind {
 }
 
 /// Overrides of the RC model's settings; see `oae_rc_model::RcConfig`.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct RcSettings {
     pub max_outstanding: Option<u16>,
@@ -135,7 +135,7 @@ impl RcSettings {
 }
 
 /// Which poll-mode driver serves a queue.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum DriverKind {
     /// An AF_XDP socket behind the oae XDP program (which also injects
@@ -165,7 +165,7 @@ fn free_hugepages() -> u64 {
 }
 
 /// The DPDK environment of one dataplane process.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct DpdkSettings {
     /// Virtual devices, each passed as `--vdev=<text>`, e.g.
@@ -208,7 +208,7 @@ impl DpdkSettings {
 }
 
 /// One NIC queue, its polling core and the OAE link it carries.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
     /// The interface (AF_XDP); for a DPDK queue only a label for reports,
@@ -261,13 +261,13 @@ pub struct QueueConfig {
 }
 
 /// A peer this queue has a link to.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     pub mac: String,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum SteerBy {
     #[default]
@@ -306,7 +306,7 @@ impl QueueConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum XdpModeSetting {
     /// Driver mode where the NIC supports it, generic (skb) mode otherwise.
@@ -316,7 +316,7 @@ pub enum XdpModeSetting {
     Skb,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum BindModeSetting {
     /// Zero-copy where the driver allows it, copy mode otherwise.
@@ -327,7 +327,7 @@ pub enum BindModeSetting {
 }
 
 /// Overrides of the link's protocol settings; see `oae_proto::LinkConfig`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSettings {
     pub slots: Option<u16>,
@@ -367,7 +367,7 @@ impl LinkSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegionConfig {
     pub id: u16,
@@ -402,7 +402,7 @@ impl RegionConfig {
 }
 
 /// How a multi-dataplane file's network is built.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     /// `veth-pair`: two namespaces joined by a veth pair, made by `oaectl demo`.
@@ -412,14 +412,14 @@ pub struct Topology {
     pub macs: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum TopologyKind {
     VethPair,
 }
 
 /// The default workload of `oaectl demo`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DemoSettings {
     #[serde(default = "default_demo_seconds")]
@@ -574,7 +574,7 @@ impl Default for DemoSettings {
 }
 
 /// A file with several dataplanes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Deployment {
     pub topology: Topology,
@@ -629,8 +629,8 @@ impl Deployment {
 }
 
 /// Settings applied to every queue of every dataplane of a deployment, for
-/// comparing transports, link widths and pinnings on one setup without
-/// editing its file.
+/// comparing transports, link widths, pinnings and queue counts on one setup
+/// without editing its file.
 #[derive(Debug, Clone, Default)]
 pub struct QueueOverrides {
     /// `"oae"` or `"rc-model"`.
@@ -640,67 +640,120 @@ pub struct QueueOverrides {
     /// The polling core of each dataplane, in `[dataplane.*]` order.
     pub cores: Option<Vec<usize>>,
     pub min_round_ns: Option<u64>,
+    /// Queues per dataplane, each a copy of its first with its own queue
+    /// (AF_XDP: queue `k` of the interface, steered by queue; DPDK
+    /// net_memif: port `net_memif<k>`, interface id `k` on the same socket).
+    pub queues: Option<u32>,
 }
 
-impl QueueOverrides {
-    pub fn is_empty(&self) -> bool {
-        self.transport.is_none()
-            && self.slots.is_none()
-            && self.cores.is_none()
-            && self.min_round_ns.is_none()
+impl Deployment {
+    /// Applies `o` to every queue of every dataplane, then checks the
+    /// result as a file would be checked.
+    pub fn apply(&mut self, o: &QueueOverrides) -> Result<(), ConfigError> {
+        if let Some(cores) = &o.cores
+            && cores.len() != self.dataplane.len()
+        {
+            return Err(ConfigError(format!(
+                "give one core per dataplane: the deployment has {}, the override names {}",
+                self.dataplane.len(),
+                cores.len()
+            )));
+        }
+        let transport = match o.transport.as_deref() {
+            None => None,
+            Some("oae") => Some(TransportKind::Oae),
+            Some("rc-model") => Some(TransportKind::RcModel),
+            Some(other) => {
+                return Err(ConfigError(format!(
+                    "transport '{other}': use oae or rc-model"
+                )));
+            }
+        };
+        for (i, cfg) in self.dataplane.values_mut().enumerate() {
+            if let Some(n) = o.queues {
+                cfg.replicate_first_queue(n).map_err(ConfigError)?;
+            }
+            for q in &mut cfg.queues {
+                if let Some(t) = transport {
+                    q.transport = t;
+                }
+                if let Some(cores) = &o.cores {
+                    q.core = Some(cores[i]);
+                }
+                if let Some(slots) = o.slots {
+                    q.link.slots = Some(slots);
+                    q.link.credits = Some(slots);
+                }
+                if let Some(ns) = o.min_round_ns {
+                    q.link.min_round_ns = Some(ns);
+                }
+            }
+            cfg.validate().map_err(ConfigError)?;
+        }
+        Ok(())
+    }
+
+    /// The deployment as a file `oaed --config` reads.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError(format!("cannot write the deployment: {e}")))
     }
 }
 
-/// `text`, a deployment, with `overrides` applied to its queues. The result
-/// is checked when it is parsed.
-pub fn with_queue_overrides(text: &str, overrides: &QueueOverrides) -> Result<String, ConfigError> {
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| ConfigError(e.to_string()))?;
-    let dataplanes = table
-        .get_mut("dataplane")
-        .and_then(toml::Value::as_table_mut)
-        .ok_or_else(|| ConfigError("the deployment has no [dataplane.<name>] tables".into()))?;
-    if let Some(cores) = &overrides.cores
-        && cores.len() != dataplanes.len()
-    {
-        return Err(ConfigError(format!(
-            "give one core per dataplane: the deployment has {}, the override names {}",
-            dataplanes.len(),
-            cores.len()
-        )));
-    }
-    for (i, (_, dataplane)) in dataplanes.iter_mut().enumerate() {
-        let queues = dataplane
-            .get_mut("queue")
-            .and_then(toml::Value::as_array_mut)
-            .into_iter()
-            .flatten();
-        for queue in queues.filter_map(toml::Value::as_table_mut) {
-            if let Some(t) = &overrides.transport {
-                queue.insert("transport".into(), toml::Value::from(t.as_str()));
+impl Config {
+    /// Makes the queues `n` copies of the first, queue `k` on queue `k` of
+    /// its interface (AF_XDP, steered by queue) or on memif interface `k`.
+    fn replicate_first_queue(&mut self, n: u32) -> Result<(), String> {
+        if !(1..=64).contains(&n) {
+            return Err(format!("queues = {n}: give 1 to 64"));
+        }
+        let first = self
+            .queues
+            .first()
+            .cloned()
+            .ok_or("the dataplane has no queue to copy")?;
+        let memif = match (first.driver, first.dpdk_port.as_deref()) {
+            (DriverKind::AfXdp, _) => None,
+            (DriverKind::Dpdk, Some(port)) if port.starts_with("net_memif") => Some(port),
+            (DriverKind::Dpdk, port) => {
+                return Err(format!(
+                    "several queues are made for AF_XDP and DPDK net_memif queues, not for \
+                     dpdk_port = {port:?}"
+                ));
             }
-            if let Some(cores) = &overrides.cores {
-                queue.insert("core".into(), toml::Value::from(cores[i] as i64));
-            }
-            let link = queue
-                .entry("link")
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            let Some(link) = link.as_table_mut() else {
-                return Err(ConfigError("a queue's `link` is not a table".into()));
-            };
-            if let Some(slots) = overrides.slots {
-                link.insert("slots".into(), toml::Value::from(i64::from(slots)));
-                link.insert("credits".into(), toml::Value::from(i64::from(slots)));
-            }
-            if let Some(ns) = overrides.min_round_ns {
-                let ns = i64::try_from(ns)
-                    .map_err(|_| ConfigError(format!("min_round_ns = {ns} is too large")))?;
-                link.insert("min_round_ns".into(), toml::Value::from(ns));
+        };
+        let vdev = match memif {
+            Some(port) => self
+                .dpdk
+                .as_ref()
+                .and_then(|d| d.vdevs.iter().find(|v| v.split(',').next() == Some(port)))
+                .cloned()
+                .ok_or_else(|| format!("no [dpdk] vdev declares {port}"))?,
+            None => String::new(),
+        };
+        self.queues = (0..n)
+            .map(|k| {
+                let mut q = first.clone();
+                match memif {
+                    None => {
+                        q.queue_id = k;
+                        if n > 1 {
+                            q.steer_by = SteerBy::Queue;
+                        }
+                    }
+                    Some(_) => q.dpdk_port = Some(format!("net_memif{k}")),
+                }
+                q
+            })
+            .collect();
+        if let (Some(port), Some(dpdk)) = (memif, self.dpdk.as_mut()) {
+            dpdk.vdevs.retain(|v| v.split(',').next() != Some(port));
+            for k in 0..n {
+                let rest = vdev.split_once(',').map_or("", |(_, rest)| rest);
+                dpdk.vdevs.push(format!("net_memif{k},{rest},id={k}"));
             }
         }
+        Ok(())
     }
-    toml::to_string(&table).map_err(|e| ConfigError(e.to_string()))
 }
 
 /// Where dataplanes listen unless configured otherwise.
@@ -871,7 +924,7 @@ impl Config {
             }
             if self.queues[..i]
                 .iter()
-                .any(|o| o.iface == q.iface && o.queue_id == q.queue_id)
+                .any(|o| o.label() == q.label() && o.queue_id == q.queue_id)
             {
                 return Err(at("the same interface queue appears twice".into()));
             }
@@ -940,7 +993,7 @@ impl Config {
             }
         }
         for (j, other) in self.queues[..index].iter().enumerate() {
-            if other.iface != q.iface || other.driver != q.driver {
+            if other.label() != q.label() || other.driver != q.driver {
                 continue;
             }
             let shared = macs
@@ -1062,14 +1115,18 @@ mod tests {
     #[test]
     fn overrides_reach_every_queue_and_are_checked() {
         let text = include_str!("../../configs/veth-pair.toml");
+        let parse = || Deployment::parse(text, Path::new("x")).unwrap();
         let o = QueueOverrides {
             transport: Some("rc-model".into()),
             slots: Some(256),
             cores: Some(vec![1, 1]),
             min_round_ns: Some(2_000_000),
+            queues: None,
         };
-        let d =
-            Deployment::parse(&with_queue_overrides(text, &o).unwrap(), Path::new("x")).unwrap();
+        let mut d = parse();
+        d.apply(&o).unwrap();
+        // What oaed reads back is what was applied.
+        let d = Deployment::parse(&d.to_toml().unwrap(), Path::new("x")).unwrap();
         for cfg in d.dataplane.values() {
             let q = &cfg.queues[0];
             assert_eq!(q.transport, TransportKind::RcModel);
@@ -1077,22 +1134,57 @@ mod tests {
             assert_eq!((q.link.slots, q.link.credits), (Some(256), Some(256)));
             assert_eq!(q.link.min_round_ns, Some(2_000_000));
         }
-        let e = with_queue_overrides(
-            text,
-            &QueueOverrides {
-                cores: Some(vec![0]),
-                ..QueueOverrides::default()
-            },
-        )
-        .unwrap_err();
+        let one_core = QueueOverrides {
+            cores: Some(vec![0]),
+            ..QueueOverrides::default()
+        };
+        let e = parse().apply(&one_core).unwrap_err();
         assert!(e.to_string().contains("one core per dataplane"), "{e}");
         let bad = QueueOverrides {
             transport: Some("tcp".into()),
             ..QueueOverrides::default()
         };
-        let e = Deployment::parse(&with_queue_overrides(text, &bad).unwrap(), Path::new("x"))
-            .unwrap_err();
+        let e = parse().apply(&bad).unwrap_err();
         assert!(e.to_string().contains("tcp"), "{e}");
+    }
+
+    #[test]
+    fn queues_are_copies_of_the_first_that_can_be_told_apart() {
+        let two = QueueOverrides {
+            queues: Some(2),
+            ..QueueOverrides::default()
+        };
+        let text = include_str!("../../configs/veth-pair.toml");
+        let mut d = Deployment::parse(text, Path::new("x")).unwrap();
+        d.apply(&two).unwrap();
+        for cfg in d.dataplane.values() {
+            let ids: Vec<u32> = cfg.queues.iter().map(|q| q.queue_id).collect();
+            assert_eq!(ids, [0, 1]);
+            assert!(cfg.queues.iter().all(|q| q.steer_by == SteerBy::Queue));
+        }
+        let memif = include_str!("../../configs/dpdk-memif.toml");
+        let mut d = Deployment::parse(memif, Path::new("x")).unwrap();
+        d.apply(&two).unwrap();
+        let a = d.dataplane.values().next().unwrap();
+        let ports: Vec<_> = a
+            .queues
+            .iter()
+            .map(|q| q.dpdk_port.clone().unwrap())
+            .collect();
+        assert_eq!(ports, ["net_memif0", "net_memif1"]);
+        let vdevs = &a.dpdk.as_ref().unwrap().vdevs;
+        assert!(
+            vdevs[1].starts_with("net_memif1,") && vdevs[1].ends_with(",id=1"),
+            "{vdevs:?}"
+        );
+        let e = Deployment::parse(text, Path::new("x"))
+            .unwrap()
+            .apply(&QueueOverrides {
+                queues: Some(0),
+                ..QueueOverrides::default()
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("1 to 64"), "{e}");
     }
 
     #[test]

@@ -361,16 +361,60 @@ pub struct WorkloadReport {
     /// The same, per phase, in the order the phases began.
     #[serde(default)]
     pub phases: Vec<PhaseReport>,
-    /// Expected contents, from the ledger of issued verbs: the peer's
-    /// region and this side's local region, each `lanes * 64` bytes from 0.
     /// Where the expected bytes start in both regions (the first lane's).
     #[serde(default)]
     pub first_byte: usize,
     /// In contended mode, what took effect (and no expected bytes).
     #[serde(default)]
     pub contended: Option<ContendedCounts>,
+    /// Expected contents, from the ledger of issued verbs: the peer's
+    /// region and this side's local region, each `lanes * 64` bytes from
+    /// `first_byte`.
     pub expected_remote: String,
     pub expected_local: String,
+}
+
+impl WorkloadReport {
+    /// Workloads that ran side by side (on several queues), as one: counts
+    /// summed, the longest elapsed time, and each latency figure the worst
+    /// of theirs (an upper bound: the distributions are not merged; the
+    /// first report's CDF is kept). No expected bytes: check each report.
+    pub fn side_by_side(reports: &[WorkloadReport]) -> WorkloadReport {
+        let mut all = reports.first().cloned().unwrap_or_default();
+        all.expected_remote.clear();
+        all.expected_local.clear();
+        for r in reports.iter().skip(1) {
+            all.running |= r.running;
+            all.elapsed_s = all.elapsed_s.max(r.elapsed_s);
+            all.completed += r.completed;
+            all.failed += r.failed;
+            all.mismatches += r.mismatches;
+            add_counts(&mut all.per_verb, &r.per_verb);
+            add_counts(&mut all.errors, &r.errors);
+            all.latency = all.latency.worst(&r.latency);
+            for p in &r.phases {
+                match all.phases.iter_mut().find(|q| q.name == p.name) {
+                    Some(q) => {
+                        q.started_s = q.started_s.min(p.started_s);
+                        q.completed += p.completed;
+                        q.failed += p.failed;
+                        q.latency = q.latency.worst(&p.latency);
+                    }
+                    None => all.phases.push(p.clone()),
+                }
+            }
+        }
+        all
+    }
+}
+
+fn add_counts(into: &mut Vec<(String, u64)>, from: &[(String, u64)]) {
+    for (name, n) in from {
+        match into.iter_mut().find(|(m, _)| m == name) {
+            Some((_, c)) => *c += n,
+            None => into.push((name.clone(), *n)),
+        }
+    }
 }
 
 /// Verbs that completed during one phase of a workload.
@@ -400,6 +444,27 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// The larger of each figure (counts summed): a bound on a merged
+    /// distribution's figures.
+    pub fn worst(&self, other: &Percentiles) -> Percentiles {
+        let count = self.count + other.count;
+        let mean = if count == 0 {
+            0.0
+        } else {
+            (self.mean * self.count as f64 + other.mean * other.count as f64) / count as f64
+        };
+        Percentiles {
+            count,
+            min: self.min.min(other.min),
+            p50: self.p50.max(other.p50),
+            p90: self.p90.max(other.p90),
+            p99: self.p99.max(other.p99),
+            p999: self.p999.max(other.p999),
+            max: self.max.max(other.max),
+            mean,
+        }
+    }
+
     pub fn of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
         if h.is_empty() {
             return Percentiles::default();

@@ -42,6 +42,9 @@ enum Cmd {
     /// The Wave-like offload over emulated PCIe: FITO rings (each of
     /// Wave's mitigations alone and all) against the bilateral swap.
     Ipu(RunArgs),
+    /// Verbs/s with one and two queues (one link each) per dataplane, over
+    /// AF_XDP and DPDK net_memif, every queue on one shared memory.
+    Scale(RunArgs),
     /// Checks that a results directory is complete and well formed.
     Check { dir: PathBuf },
     /// Writes a results directory's report and plots again from its
@@ -144,6 +147,7 @@ fn main() -> ExitCode {
         Cmd::Latency(a) => (a, vec![Experiment::Latency]),
         Cmd::Failure(a) => (a, vec![Experiment::Failure]),
         Cmd::Ipu(a) => (a, vec![Experiment::Ipu]),
+        Cmd::Scale(a) => (a, vec![Experiment::Scale]),
         Cmd::Report { dir } => {
             return match suite::rerender(dir) {
                 Ok(()) => {

@@ -37,14 +37,17 @@ pub enum Experiment {
     /// The Wave-like offload over emulated PCIe: FITO rings against the
     /// bilateral swap.
     Ipu,
+    /// Queues and links per dataplane, on one shared memory.
+    Scale,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 4] = [
+    pub const ALL: [Experiment; 5] = [
         Experiment::LineRate,
         Experiment::Latency,
         Experiment::Failure,
         Experiment::Ipu,
+        Experiment::Scale,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +56,7 @@ impl Experiment {
             Experiment::Latency => "latency",
             Experiment::Failure => "failure",
             Experiment::Ipu => "ipu",
+            Experiment::Scale => "scale",
         }
     }
 }

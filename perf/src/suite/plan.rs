@@ -90,6 +90,7 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
             Experiment::Latency => latency(&mut items),
             Experiment::Failure => failure(opts, &mut items),
             Experiment::Ipu => ipu(&mut items),
+            Experiment::Scale => scale(opts, &mut items),
         }
     }
     items
@@ -194,6 +195,28 @@ fn failure(opts: &Options, items: &mut Vec<PlanItem>) {
     }
 }
 
+/// Queues per dataplane in the scale experiment; each queue carries one
+/// link, so links per dataplane are the same.
+pub const SCALE_QUEUES: [u32; 2] = [1, 2];
+
+fn scale(opts: &Options, items: &mut Vec<PlanItem>) {
+    let slots = driver_slots(opts);
+    for driver in [DriverChoice::AfXdp, DriverChoice::DpdkMemif] {
+        for queues in SCALE_QUEUES {
+            items.push(PlanItem::new(
+                Experiment::Scale,
+                "oae",
+                &[
+                    ("driver", driver.name().into()),
+                    ("queues", queues.to_string()),
+                    ("links", queues.to_string()),
+                ],
+                Trial::Demo(DemoTrial::scale(driver, queues, slots)),
+            ));
+        }
+    }
+}
+
 /// Emulated non-posted read costs of the IPU experiment, ns.
 pub const IPU_READ_NS: [u64; 2] = [0, 750];
 
@@ -262,6 +285,7 @@ mod tests {
             })
         ));
         assert_eq!(count(Experiment::Ipu, "bilateral"), 2 * IPU_READ_NS.len());
+        assert_eq!(count(Experiment::Scale, "oae"), 2 * SCALE_QUEUES.len());
         let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
         assert_eq!(slugs.len(), items.len(), "log file names must not collide");
     }

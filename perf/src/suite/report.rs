@@ -681,6 +681,9 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         }
         out.push('\n');
     }
+    if r.experiments.contains(&Experiment::Scale) {
+        scale_section(&mut out, ms);
+    }
     if r.experiments.contains(&Experiment::Ipu) {
         let _ = writeln!(
             out,
@@ -792,4 +795,40 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         }
     }
     out
+}
+
+/// Verbs/s with one and two queues (a link each) per dataplane.
+fn scale_section(out: &mut String, ms: &[Measurement]) {
+    out.push_str(
+        "## Queues and links\n\nOAE CAS with one and with two queues per dataplane, each \
+         queue a polling thread with one link and a workload of one lane per slot, every \
+         queue of a dataplane on its one shared memory. Both queues of a dataplane are \
+         pinned to its core (this machine has two), so two queues share one CPU: the rows \
+         show the cost of serving two links and one memory from time-sliced threads, not \
+         the scaling of a core per queue.\n\n\
+         | driver | queues | links | CAS verbs/s (k) | vs 1 queue | p99 us |\n|---|---|---|---|---|---|\n",
+    );
+    for driver in ["af-xdp", "dpdk net_memif"] {
+        let get = |queues: &str| {
+            find(
+                ms,
+                Experiment::Scale,
+                "oae",
+                &[("driver", driver), ("queues", queues)],
+            )
+        };
+        let one = get("1").and_then(|m| m.median("verbs_per_s"));
+        for queues in ["1", "2"] {
+            let m = get(queues);
+            let _ = writeln!(
+                out,
+                "| {driver} | {queues} | {queues} | {} | {} | {} |",
+                fmt_fig(m.and_then(|m| m.metrics.get("verbs_per_s")), 1e3, 0),
+                ratio(m.and_then(|m| m.median("verbs_per_s")), one)
+                    .map_or("-".into(), |r| format!("{r:.2}")),
+                fmt_fig(m.and_then(|m| m.metrics.get("p99_us")), 1.0, 0),
+            );
+        }
+    }
+    out.push('\n');
 }

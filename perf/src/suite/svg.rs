@@ -555,6 +555,29 @@ pub fn plots(r: &Results) -> Vec<(String, String)> {
             out.push(("failure-p999-oae-vs-tcp.svg".into(), svg));
         }
     }
+    if r.experiments.contains(&Experiment::Scale) {
+        let bars: Vec<Bar> = r
+            .measurements
+            .iter()
+            .filter(|m| m.experiment == Experiment::Scale)
+            .filter_map(|m| {
+                let label = format!(
+                    "{}, {} queue(s)",
+                    m.param("driver").unwrap_or("?"),
+                    m.param("queues").unwrap_or("?")
+                );
+                bar(label, Some(m), "verbs_per_s")
+            })
+            .collect();
+        if let Some(svg) = bar_chart(
+            "OAE CAS verbs/s with one and two queues per dataplane",
+            "verbs/s",
+            Scale::Linear,
+            &bars,
+        ) {
+            out.push(("scale-verbs.svg".into(), svg));
+        }
+    }
     if r.experiments.contains(&Experiment::Ipu) {
         for read in ["0", "750"] {
             let bars: Vec<Bar> = r

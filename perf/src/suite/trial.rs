@@ -102,6 +102,8 @@ pub struct DemoTrial {
     placement: Placement,
     /// Loss ppm, corruption ppm, flaps.
     faults: [u32; 3],
+    /// Queues per dataplane, each with its own workload of `lanes` lanes.
+    queues: u32,
 }
 
 impl DemoTrial {
@@ -116,6 +118,17 @@ impl DemoTrial {
             failure: false,
             placement: Placement::CrossCore,
             faults: [0; 3],
+            queues: 1,
+        }
+    }
+
+    /// Scale: CAS over `queues` queues per dataplane (a link each), one
+    /// lane per slot on each. Both queues of a dataplane share its core
+    /// here: the machine has two.
+    pub fn scale(driver: DriverChoice, queues: u32, slots: u16) -> DemoTrial {
+        DemoTrial {
+            queues,
+            ..DemoTrial::line(driver, "cas", slots)
         }
     }
 
@@ -130,6 +143,7 @@ impl DemoTrial {
             failure: false,
             placement,
             faults: [0; 3],
+            queues: 1,
         }
     }
 
@@ -145,6 +159,7 @@ impl DemoTrial {
             failure: true,
             placement: Placement::CrossCore,
             faults,
+            queues: 1,
         }
     }
 }
@@ -252,6 +267,9 @@ fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
         .arg(&report);
     if let Some(slots) = d.slots {
         cmd.args(["--slots", &slots.to_string()]);
+    }
+    if d.queues > 1 {
+        cmd.args(["--queues", &d.queues.to_string()]);
     }
     match (d.failure, d.placement) {
         (true, _) => {}
