@@ -4,82 +4,31 @@
 //! The loop reads the clock once per burst. Everything it touches per packet
 //! was allocated before it started: the in-flight table, the bursts, the
 //! node's slots. Control requests (rare) arrive through a lock-free queue and
-//! are answered on the same thread, between bursts.
+//! are answered on the same thread, between bursts (`commands`).
+
+mod commands;
+
+pub use commands::{Command, CommandKind, QueueShared};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
-use oae_proto::{LinkId, Store};
-use oae_proto::{Nanos, RegionSpec, VerbId};
+use oae_proto::LinkId;
+use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
-use crate::control::{OutputView, Percentiles, WorkloadSpec};
+use crate::control::OutputView;
 use crate::host::HostPort;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::LinkWorkloads;
-
-/// What the rest of the process shares with one polling core.
-pub struct QueueShared {
-    pub commands: ArrayQueue<Command>,
-    pub submissions: ArrayQueue<Submission>,
-    pub completions: ArrayQueue<Completion>,
-    /// Set to stop: no new work, finish or reverse what is in flight, exit.
-    pub stop: AtomicBool,
-    pub stopped: AtomicBool,
-}
-
-impl QueueShared {
-    pub fn new(depth: usize) -> QueueShared {
-        QueueShared {
-            commands: ArrayQueue::new(64),
-            submissions: ArrayQueue::new(depth),
-            completions: ArrayQueue::new(depth),
-            stop: AtomicBool::new(false),
-            stopped: AtomicBool::new(false),
-        }
-    }
-
-    /// Asks the polling core a control question and waits up to `timeout`
-    /// for its answer (it answers between bursts).
-    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.commands
-            .push(Command { what, reply })
-            .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
-        answer
-            .recv_timeout(timeout)
-            .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
-    }
-}
-
-/// A control request for a polling core, with where to send the answer.
-pub struct Command {
-    pub what: CommandKind,
-    pub reply: SyncSender<Result<Value, String>>,
-}
-
-pub enum CommandKind {
-    Status,
-    Stats,
-    Hist,
-    /// Boxed: control requests are rare, and the other kinds stay small.
-    Verb(LinkId, Box<Verb>),
-    RegionAdd(RegionSpec),
-    RegionList,
-    RegionDump(u16),
-    WorkloadStart(WorkloadSpec),
-    WorkloadStatus(LinkId),
-    WorkloadPhase(LinkId, String),
-}
 
 /// Who is waiting for a verb.
 #[derive(Clone, Copy)]
@@ -216,24 +165,6 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         };
         self.shared.stopped.store(true, Ordering::Release);
         report
-    }
-
-    /// `f` of every link, each tagged with its number and peer.
-    fn per_link(&self, f: impl Fn(&T, LinkId) -> Value) -> Vec<Value> {
-        (0..self.peers.len())
-            .map(|l| {
-                let mut v = f(&self.transport, l as LinkId);
-                if let Value::Object(o) = &mut v {
-                    o.insert("link".into(), l.into());
-                    o.insert("peer_mac".into(), self.info.peer_macs[l].clone().into());
-                    o.insert(
-                        "peer_node".into(),
-                        self.transport.peer_node(l as LinkId).into(),
-                    );
-                }
-                v
-            })
-            .collect()
     }
 
     fn quiet(&self) -> bool {
@@ -499,86 +430,6 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 .is_ok()
         });
         self.workloads = workloads;
-    }
-
-    fn take_commands(&mut self, now: Nanos) {
-        while let Some(cmd) = self.shared.commands.pop() {
-            let answer = match cmd.what {
-                CommandKind::Status => Ok(json!({
-                    "queue": self.info,
-                    "transport": self.transport.name(),
-                    "links": self.per_link(|t, l| t.status(l)),
-                    "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
-                    "workload_running": self.workloads.any_running(),
-                })),
-                CommandKind::Stats => Ok(json!({
-                    "queue": self.info,
-                    "pipeline": self.counters,
-                    "host": self.host.as_ref().map(|h| json!({
-                        "ring": h.path().display().to_string(),
-                        "counters": h.counters(),
-                    })),
-                    "driver": driver_json(&self.driver.stats()),
-                    "transport": self.transport.name(),
-                    "links": self.per_link(|t, l| t.stats(l)),
-                })),
-                CommandKind::Hist => Ok(json!({
-                    "queue": self.info.index,
-                    "latency_ns": Percentiles::of(&self.latency),
-                })),
-                CommandKind::Verb(link, verb) => {
-                    let slot = match self.control_waiting.iter().position(Option::is_none) {
-                        Some(i) => i,
-                        None => {
-                            self.control_waiting.push(None);
-                            self.control_waiting.len() - 1
-                        }
-                    };
-                    match self.submit(Origin::Control(slot), link, *verb, now) {
-                        Ok(()) => {
-                            self.control_waiting[slot] = Some(cmd.reply);
-                            continue;
-                        }
-                        Err(e) => Err(format!("verb not submitted: {e}")),
-                    }
-                }
-                // The memory is the dataplane's, shared by every queue: any
-                // queue can register, list and dump it.
-                CommandKind::RegionAdd(spec) => self
-                    .transport
-                    .memory()
-                    .clone()
-                    .register(spec)
-                    .map(|()| json!({"registered": spec.id}))
-                    .map_err(|e| format!("region {} not registered: {e}", spec.id)),
-                CommandKind::RegionList => Ok(Value::Array(
-                    self.transport
-                        .memory()
-                        .region_specs()
-                        .into_iter()
-                        .map(|r| {
-                            json!({"id": r.id, "key": r.key, "len": r.len,
-                                   "perms": r.permissions.to_string()})
-                        })
-                        .collect(),
-                )),
-                CommandKind::RegionDump(id) => match self.transport.memory().snapshot(id) {
-                    Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(&bytes),
-                                            "locked_words": self.transport.memory().locked_words()})),
-                    None => Err(format!("region {id} is not registered")),
-                },
-                CommandKind::WorkloadStart(spec) => self
-                    .workloads
-                    .start(spec, self.transport.memory(), self.transport.verb_kinds())
-                    .map(|()| json!({"started": true})),
-                CommandKind::WorkloadPhase(link, name) => self
-                    .workloads
-                    .begin_phase(link, name, now)
-                    .map(|()| json!({"phase_started": true})),
-                CommandKind::WorkloadStatus(link) => self.workloads.status(link, now),
-            };
-            let _ = cmd.reply.send(answer);
-        }
     }
 }
 

@@ -1,0 +1,171 @@
+//! The control interface of a polling core: what the rest of the process
+//! shares with it, the questions it answers between bursts, and its answers.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, SyncSender};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use oae_pmd::Driver;
+use oae_proto::verb::Verb;
+use oae_proto::{LinkId, Nanos, RegionSpec, Store};
+use serde_json::{Value, json};
+
+use super::{Origin, Pipeline, driver_json};
+use crate::api::{Completion, Submission};
+use crate::control::{Percentiles, WorkloadSpec};
+use crate::transport::Transport;
+
+/// What the rest of the process shares with one polling core.
+pub struct QueueShared {
+    pub commands: ArrayQueue<Command>,
+    pub submissions: ArrayQueue<Submission>,
+    pub completions: ArrayQueue<Completion>,
+    /// Set to stop: no new work, finish or reverse what is in flight, exit.
+    pub stop: AtomicBool,
+    pub stopped: AtomicBool,
+}
+
+impl QueueShared {
+    pub fn new(depth: usize) -> QueueShared {
+        QueueShared {
+            commands: ArrayQueue::new(64),
+            submissions: ArrayQueue::new(depth),
+            completions: ArrayQueue::new(depth),
+            stop: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks the polling core a control question and waits up to `timeout`
+    /// for its answer (it answers between bursts).
+    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.commands
+            .push(Command { what, reply })
+            .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
+        answer
+            .recv_timeout(timeout)
+            .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
+    }
+}
+
+/// A control request for a polling core, with where to send the answer.
+pub struct Command {
+    pub what: CommandKind,
+    pub reply: SyncSender<Result<Value, String>>,
+}
+
+pub enum CommandKind {
+    Status,
+    Stats,
+    Hist,
+    /// Boxed: control requests are rare, and the other kinds stay small.
+    Verb(LinkId, Box<Verb>),
+    RegionAdd(RegionSpec),
+    RegionList,
+    RegionDump(u16),
+    WorkloadStart(WorkloadSpec),
+    WorkloadStatus(LinkId),
+    WorkloadPhase(LinkId, String),
+}
+
+impl<D: Driver, T: Transport> Pipeline<D, T> {
+    /// `f` of every link, each tagged with its number and peer.
+    fn per_link(&self, f: impl Fn(&T, LinkId) -> Value) -> Vec<Value> {
+        (0..self.peers.len())
+            .map(|l| {
+                let mut v = f(&self.transport, l as LinkId);
+                if let Value::Object(o) = &mut v {
+                    o.insert("link".into(), l.into());
+                    o.insert("peer_mac".into(), self.info.peer_macs[l].clone().into());
+                    o.insert(
+                        "peer_node".into(),
+                        self.transport.peer_node(l as LinkId).into(),
+                    );
+                }
+                v
+            })
+            .collect()
+    }
+
+    pub(super) fn take_commands(&mut self, now: Nanos) {
+        while let Some(cmd) = self.shared.commands.pop() {
+            let answer = match cmd.what {
+                CommandKind::Status => Ok(json!({
+                    "queue": self.info,
+                    "transport": self.transport.name(),
+                    "links": self.per_link(|t, l| t.status(l)),
+                    "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
+                    "workload_running": self.workloads.any_running(),
+                })),
+                CommandKind::Stats => Ok(json!({
+                    "queue": self.info,
+                    "pipeline": self.counters,
+                    "host": self.host.as_ref().map(|h| json!({
+                        "ring": h.path().display().to_string(),
+                        "counters": h.counters(),
+                    })),
+                    "driver": driver_json(&self.driver.stats()),
+                    "transport": self.transport.name(),
+                    "links": self.per_link(|t, l| t.stats(l)),
+                })),
+                CommandKind::Hist => Ok(json!({
+                    "queue": self.info.index,
+                    "latency_ns": Percentiles::of(&self.latency),
+                })),
+                CommandKind::Verb(link, verb) => {
+                    let slot = match self.control_waiting.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.control_waiting.push(None);
+                            self.control_waiting.len() - 1
+                        }
+                    };
+                    match self.submit(Origin::Control(slot), link, *verb, now) {
+                        Ok(()) => {
+                            self.control_waiting[slot] = Some(cmd.reply);
+                            continue;
+                        }
+                        Err(e) => Err(format!("verb not submitted: {e}")),
+                    }
+                }
+                // The memory is the dataplane's, shared by every queue: any
+                // queue can register, list and dump it.
+                CommandKind::RegionAdd(spec) => self
+                    .transport
+                    .memory()
+                    .clone()
+                    .register(spec)
+                    .map(|()| json!({"registered": spec.id}))
+                    .map_err(|e| format!("region {} not registered: {e}", spec.id)),
+                CommandKind::RegionList => Ok(Value::Array(
+                    self.transport
+                        .memory()
+                        .region_specs()
+                        .into_iter()
+                        .map(|r| {
+                            json!({"id": r.id, "key": r.key, "len": r.len,
+                                   "perms": r.permissions.to_string()})
+                        })
+                        .collect(),
+                )),
+                CommandKind::RegionDump(id) => match self.transport.memory().snapshot(id) {
+                    Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(&bytes),
+                                            "locked_words": self.transport.memory().locked_words()})),
+                    None => Err(format!("region {id} is not registered")),
+                },
+                CommandKind::WorkloadStart(spec) => self
+                    .workloads
+                    .start(spec, self.transport.memory(), self.transport.verb_kinds())
+                    .map(|()| json!({"started": true})),
+                CommandKind::WorkloadPhase(link, name) => self
+                    .workloads
+                    .begin_phase(link, name, now)
+                    .map(|()| json!({"phase_started": true})),
+                CommandKind::WorkloadStatus(link) => self.workloads.status(link, now),
+            };
+            let _ = cmd.reply.send(answer);
+        }
+    }
+}
