@@ -5,6 +5,12 @@
 #![no_std]
 #![cfg_attr(feature = "user", allow(unsafe_code))]
 
+#[cfg(feature = "std")]
+extern crate std;
+
+#[cfg(feature = "std")]
+pub mod rng;
+
 /// EtherType of OAE frames (IEEE local experimental 2).
 pub const OAE_ETHERTYPE: u16 = 0x88B5;
 

@@ -6,7 +6,9 @@
 
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use oae_os::child::Supervised;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -85,7 +87,7 @@ pub struct DemoArgs {
 /// Everything the demo started; dropping it stops the dataplanes and
 /// deletes the namespaces.
 struct Setup {
-    children: Vec<(String, Child)>,
+    dataplanes: Vec<Supervised>,
     sockets: Vec<PathBuf>,
     dir: PathBuf,
     pair: Option<VethPair>,
@@ -96,24 +98,13 @@ impl Drop for Setup {
         for socket in &self.sockets {
             let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
         }
-        let deadline = Instant::now() + Duration::from_secs(6);
-        for (name, child) in &mut self.children {
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) => break,
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                    _ => {
-                        eprintln!(
-                            "oaectl: dataplane {name} did not stop; killing pid {}",
-                            child.id()
-                        );
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                }
+        for d in &mut self.dataplanes {
+            let pid = d.id();
+            if let Some((_, true)) = d.stop(true) {
+                eprintln!(
+                    "oaectl: dataplane {} (pid {pid:?}) did not stop; killed it",
+                    d.name()
+                );
             }
         }
         // Deleting the namespaces deletes the veth pair and its XDP programs.
@@ -197,7 +188,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let config_file = dir.join("deployment.toml");
     std::fs::write(&config_file, &text).map_err(|e| e.to_string())?;
     let mut setup = Setup {
-        children: Vec::new(),
+        dataplanes: Vec::new(),
         sockets: Vec::new(),
         dir: dir.clone(),
         pair: None,
@@ -217,8 +208,8 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         let socket = dir.join(format!("{name}.sock"));
         let log =
             std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns[i]])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &ns[i]])
             .arg(&oaed)
             .arg("--config")
             .arg(&config_file)
@@ -228,10 +219,12 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             .arg("--state-dir")
             .arg(dir.join(format!("{name}.state")))
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", oaed.display()))?;
-        setup.children.push((name.clone(), child));
+            .stderr(log);
+        // A shutdown request is answered within the drain (2 s): beyond
+        // that, the dataplane is killed by its PID.
+        let dataplane = Supervised::spawn(&mut cmd, name, Duration::from_secs(6))
+            .map_err(|e| format!("{e} ({})", oaed.display()))?;
+        setup.dataplanes.push(dataplane);
         setup.sockets.push(socket);
     }
 
@@ -291,9 +284,9 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
         if interrupted.load(Ordering::Relaxed) {
             return Err("interrupted".into());
         }
-        for (name, child) in &mut setup.children {
-            if let Ok(Some(status)) = child.try_wait() {
-                let name = name.clone();
+        for d in &mut setup.dataplanes {
+            if let Some(status) = d.exited() {
+                let name = d.name().to_string();
                 return Err(format!(
                     "dataplane {name} exited ({status}) during start-up:\n{}",
                     log_tail(setup, &name)
@@ -313,9 +306,9 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
         }
         if Instant::now() > deadline {
             let logs: Vec<String> = setup
-                .children
+                .dataplanes
                 .iter()
-                .map(|(n, _)| format!("--- {n}:\n{}", log_tail(setup, n)))
+                .map(|d| format!("--- {}:\n{}", d.name(), log_tail(setup, d.name())))
                 .collect();
             return Err(format!(
                 "the links did not come up within 20 s\n{}",

@@ -80,9 +80,9 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
                 .name(format!("oae-q{index}"))
                 .spawn(move || {
                     if let Some(core) = core
-                        && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+                        && let Err(e) = oae_os::pin::pin_current_thread(core)
                     {
-                        eprintln!("oaed: could not pin queue {index} to core {core}");
+                        eprintln!("oaed: queue {index}: {e}");
                     }
                     built.run(DRAIN)
                 })

@@ -57,9 +57,9 @@ impl EmbeddedQueue {
                     return None;
                 }
                 if let Some(core) = core
-                    && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+                    && let Err(e) = oae_os::pin::pin_current_thread(core)
                 {
-                    let _ = ready_tx.send(Err(format!("cannot pin queue {index} to core {core}")));
+                    let _ = ready_tx.send(Err(format!("queue {index}: {e}")));
                     return None;
                 }
                 let mut steering = Default::default();

@@ -11,6 +11,7 @@
 //! exactly-once.
 
 use hdrhistogram::Histogram;
+use oae_common::rng::Rng;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
 use oae_proto::{LinkId, Nanos, Store};
 use serde_json::Value;
@@ -105,7 +106,7 @@ pub struct Workload {
     /// Lanes with no verb in flight, next to issue last: a loop iteration
     /// visits only the lanes that completed, not all of them.
     ready: Vec<u32>,
-    rng: u64,
+    rng: Rng,
     started: Option<Nanos>,
     deadline: Nanos,
     latency: Histogram<u64>,
@@ -219,7 +220,7 @@ impl Workload {
         Ok(Workload {
             contention,
             ready: (0..spec.lanes).rev().collect(),
-            rng: spec.seed ^ 0x9E37_79B9_7F4A_7C15,
+            rng: Rng::new(spec.seed),
             kinds,
             lanes,
             started: None,
@@ -335,11 +336,7 @@ impl Workload {
     }
 
     fn next(&mut self) -> u64 {
-        // xorshift64*: the workload's choices repeat for a given seed.
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.rng.next_u64()
     }
 
     fn word(lane: &[u8; LANE_BYTES], w: usize) -> u64 {

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use oae_perf::{
     AllocCount, CountingAlloc, MachineFacts, Pair, Summary, allowed_cpus, machine_facts,
-    pin_current_thread, round_to,
+    pin_preferred, round_to,
 };
 use serde::Serialize;
 
@@ -201,7 +201,7 @@ impl Measured {
 fn main() {
     // Read before pinning: available_parallelism honours the affinity mask.
     let facts = machine_facts();
-    let core = pin_current_thread(env_number("OAE_BENCH_CORE").map(|c| c as usize));
+    let core = pin_preferred(env_number("OAE_BENCH_CORE").map(|c| c as usize));
     let allowed = allowed_cpus().unwrap_or_else(|| "unknown".into());
     let plan = plan();
     if plan.paths.is_empty() {

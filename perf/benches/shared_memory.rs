@@ -106,7 +106,7 @@ fn main() {
     local.register(spec).expect("region");
     let mut shared = SharedMemory::new();
     shared.register(spec).expect("region");
-    let core = oae_perf::pin_current_thread(None);
+    let core = oae_perf::pin_preferred(None);
     println!("apply + commit per verb, one core ({core:?}), uncontended, best of 5 x {iterations}");
     println!(
         "{:<10} {:>12} {:>12} {:>8}",

@@ -451,16 +451,7 @@ pub fn machine_facts() -> MachineFacts {
     }
 }
 
-/// Pins the calling thread to core `preferred` if it is available, else to
-/// the last available core (core 0 tends to take more interrupts). Returns
-/// the core pinned to, or `None` if pinning is unsupported or failed.
-pub fn pin_current_thread(preferred: Option<usize>) -> Option<usize> {
-    let cores = core_affinity::get_core_ids()?;
-    let core = preferred
-        .and_then(|p| cores.iter().copied().find(|c| c.id == p))
-        .or_else(|| cores.last().copied())?;
-    core_affinity::set_for_current(core).then_some(core.id)
-}
+pub use oae_os::pin::pin_preferred;
 
 /// The calling thread's allowed CPUs as the kernel reports them
 /// (`Cpus_allowed_list`), to confirm a pin took effect.

@@ -27,7 +27,7 @@ use oae_pmd::xdp::{Steering, XdpMode};
 use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
 use serde::{Serialize, Serializer};
 
-use crate::{MachineFacts, machine_facts, pin_current_thread, round_to};
+use crate::{MachineFacts, machine_facts, pin_preferred, round_to};
 
 /// Length of the generated frames: the basic OAE frame.
 pub const FRAME_LEN: usize = 64;
@@ -471,7 +471,7 @@ where
             let setup = netns::enter(&pair.ns[1])
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    let core = pin_current_thread(Some(cfg.reflector_core));
+                    let core = pin_preferred(Some(cfg.reflector_core));
                     open(pair, 1).map(|end| (end, core))
                 });
             let (mut end, core) = match setup {
@@ -489,7 +489,7 @@ where
         let generator = s.spawn(move || {
             let _stop_on_exit = SetOnDrop(stop);
             netns::enter(&pair.ns[0]).map_err(|e| e.to_string())?;
-            let core = pin_current_thread(Some(cfg.generator_core));
+            let core = pin_preferred(Some(cfg.generator_core));
             let mut end = open(pair, 0).map_err(|e| format!("generator: {e}"))?;
             ready_rx
                 .recv()
@@ -588,7 +588,7 @@ pub fn flood_from_a(
     thread::scope(|s| {
         s.spawn(|| {
             netns::enter(&pair.ns[0]).map_err(|e| e.to_string())?;
-            pin_current_thread(Some(core));
+            pin_preferred(Some(core));
             let mut end = open_afxdp(pair, 0, XdpMode::Auto, &AfXdpConfig::default())?;
             Ok(flood(&mut end.driver, pair.mac[1], cfg))
         })

@@ -214,13 +214,14 @@ pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
             .into_boxed_slice(),
     );
     remove_runtime_dir_at_exit();
-    let affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+    // The EAL pins the calling thread to its main lcore; put it back.
+    let affinity = oae_os::pin::Affinity::current();
     // SAFETY: argv holds argc valid NUL-terminated strings that live for the
     // rest of the process; the EAL is initialised at most once (guarded by
     // the lock held here).
     let rc = unsafe { sys::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
-    if let Some(cpus) = affinity {
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpus);
+    if let Some(before) = affinity {
+        before.restore();
     }
     let outcome = if rc < 0 {
         Err(error(

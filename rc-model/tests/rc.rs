@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use oae_common::rng::Rng;
 use oae_proto::verb::{Output, Refusal, RegionRef, Verb, VerbError};
 use oae_proto::{Memory, Nanos, Permissions, RegionSpec, Store, VerbId};
 use oae_rc_model::{MAX_FRAME, QpFailure, RcConfig, RcEndpoint, RcEvent, SubmitError};
@@ -39,7 +40,7 @@ struct Pair {
     wire: BTreeMap<(Nanos, u64), (usize, Vec<u8>)>,
     seq: u64,
     now: Nanos,
-    rng: u64,
+    rng: Rng,
     faults: Faults,
     completions: Vec<(VerbId, Result<Output, VerbError>, Nanos)>,
     failures: Vec<(QpFailure, Nanos)>,
@@ -55,7 +56,7 @@ impl Pair {
             wire: BTreeMap::new(),
             seq: 0,
             now: 0,
-            rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            rng: Rng::new(seed),
             faults,
             completions: Vec::new(),
             failures: Vec::new(),
@@ -63,15 +64,11 @@ impl Pair {
     }
 
     fn roll(&mut self, ppm: u64) -> bool {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        self.rng % 1_000_000 < ppm
+        self.rng.chance_ppm(ppm as u32)
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.roll(0);
-        if n == 0 { 0 } else { self.rng % n }
+        if n == 0 { 0 } else { self.rng.below(n) }
     }
 
     fn send(&mut self, from: usize, frame: Vec<u8>) {
@@ -194,16 +191,17 @@ fn loss_is_recovered_by_go_back_n_and_the_ack_timeout() {
         loss_ppm: 50_000,
         ..Faults::default()
     };
-    let mut timeouts = 0;
     for seed in 0..8 {
         let p = faa_campaign(RcConfig::default(), faults, seed, 400);
         assert!(p.completions.iter().all(|c| c.1.is_ok()), "seed {seed}");
         let (a, b) = (p.ends[0].stats(), p.ends[1].stats());
         assert!(a.retransmissions > 0 && b.naks_sent > 0, "seed {seed}");
-        timeouts += a.timeouts;
     }
-    // A lost frame that nothing after it reveals waits for the timer.
-    assert!(timeouts > 0);
+    // A lost frame that nothing after it reveals waits for the timer: seed
+    // 25 loses one (found among seeds 0 to 47, of which 2 do).
+    let p = faa_campaign(RcConfig::default(), faults, 25, 400);
+    assert!(p.completions.iter().all(|c| c.1.is_ok()));
+    assert!(p.ends[0].stats().timeouts > 0, "{:?}", p.ends[0].stats());
 }
 
 #[test]

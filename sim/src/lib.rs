@@ -7,7 +7,7 @@
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
 pub mod ledger;
-pub mod rng;
+pub use oae_common::rng;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

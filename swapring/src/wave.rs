@@ -25,6 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use oae_common::rng::Rng;
 
 use crate::bilateral::{DECISION_WORDS, Decision, HostSlot, IpuSlot, SwapOutcome, Withdraw};
 use crate::cost::CostModel;
@@ -124,31 +125,6 @@ pub struct RunResult {
     pub cpu_busy: f64,
 }
 
-/// A small deterministic generator: the workload must not depend on a
-/// crate's idea of randomness, and must not allocate.
-#[derive(Clone, Copy)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-    /// Exponentially distributed with the given mean.
-    fn exponential(&mut self, mean: f64) -> u64 {
-        let unit = ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        (-unit.ln() * mean) as u64
-    }
-}
-
 const NO_CPU: u32 = u32::MAX;
 const RUN_NS: (u64, u64) = (2_000, 8_000);
 const BLOCK_NS: (u64, u64) = (5_000, 20_000);
@@ -183,7 +159,7 @@ struct Sim {
 impl Sim {
     fn new(cfg: &RunConfig) -> Sim {
         let mut sim = Sim {
-            rng: Rng(cfg.seed | 1),
+            rng: Rng::new(cfg.seed),
             tasks: HostTasks::new(cfg.tasks as usize, cfg.cpus as usize),
             due_ns: vec![NEVER; cfg.tasks as usize],
             runnable_since: vec![0; cfg.tasks as usize],
@@ -225,7 +201,7 @@ impl Sim {
                     };
                     let seq = self.tasks.event(t, kind);
                     self.runnable_since[t as usize] = now;
-                    self.due_ns[t as usize] = now + self.rng.exponential(TAKE_BACK_MEAN_NS);
+                    self.due_ns[t as usize] = now + self.rng.exponential(TAKE_BACK_MEAN_NS) as u64;
                     report(t, kind, NO_CPU, seq);
                 }
                 TaskState::Runnable => {
@@ -254,7 +230,7 @@ impl Sim {
                         MsgKind::TaskExit => now + self.rng.between(0, BLOCK_NS.0),
                         _ => {
                             self.runnable_since[t as usize] = now;
-                            now + self.rng.exponential(TAKE_BACK_MEAN_NS)
+                            now + self.rng.exponential(TAKE_BACK_MEAN_NS) as u64
                         }
                     };
                     report(t, kind, cpu, seq);
@@ -353,7 +329,7 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         let (region, stop, cfg) = (region.clone(), stop.clone(), *cfg);
         thread::spawn(move || {
             if cfg.pin {
-                pin_to(1);
+                let _ = oae_os::pin::pin_current_thread(1);
             }
             match (cfg.workload, cfg.variant) {
                 (Workload::Sched, Variant::Fito(_)) => fito_sched_agent(&region, &stop, &cfg),
@@ -367,7 +343,10 @@ pub fn run(cfg: &RunConfig) -> RunResult {
             }
         })
     };
-    let affinity = if cfg.pin { pin_to(0) } else { None };
+    let affinity = oae_os::pin::Affinity::current();
+    if cfg.pin {
+        let _ = oae_os::pin::pin_current_thread(0);
+    }
     let result = match (cfg.workload, cfg.variant) {
         (Workload::Sched, Variant::Fito(_)) => fito_sched_host(&region, cfg),
         (Workload::Sched, Variant::Bilateral) => bilateral_sched_host(&region, cfg),
@@ -376,7 +355,9 @@ pub fn run(cfg: &RunConfig) -> RunResult {
     };
     stop.store(true, Ordering::Release);
     let lost = agent.join().expect("agent thread");
-    restore_affinity(affinity);
+    if let Some(before) = affinity {
+        before.restore();
+    }
     RunResult {
         lost_swaps: lost,
         ..result
@@ -409,24 +390,6 @@ impl Idle {
         if self.share_cpu && self.polls.is_multiple_of(64) {
             thread::yield_now();
         }
-    }
-}
-
-/// Pins the calling thread to `cpu`; returns the affinity it had, to
-/// restore. `None` if the machine refused.
-fn pin_to(cpu: usize) -> Option<nix::sched::CpuSet> {
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    use nix::unistd::Pid;
-    let before = sched_getaffinity(Pid::from_raw(0)).ok()?;
-    let mut only = CpuSet::new();
-    only.set(cpu).ok()?;
-    sched_setaffinity(Pid::from_raw(0), &only).ok()?;
-    Some(before)
-}
-
-fn restore_affinity(before: Option<nix::sched::CpuSet>) {
-    if let Some(set) = before {
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
 }
 
@@ -805,7 +768,7 @@ const KV_PUT: u32 = 2;
 
 fn fito_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut host = fito_host(region);
-    let mut rng = Rng(cfg.seed | 1);
+    let mut rng = Rng::new(cfg.seed);
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("histogram bounds");
     let mut sent_at = vec![0u64; cfg.window as usize];
@@ -821,7 +784,7 @@ fn fito_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
             let key = rng.below(KV_KEYS as u64);
             let op = if rng.below(10) < 9 { KV_GET } else { KV_PUT };
             let mut msg = Message::task(MsgKind::Request, slot, 0, op, key);
-            msg.payload[2] = rng.next();
+            msg.payload[2] = rng.next_u64();
             if host.post(&msg).is_err() {
                 break;
             }
@@ -909,7 +872,7 @@ fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut slots: Vec<HostSlot<'_>> = (0..cfg.window as usize)
         .map(|i| HostSlot::new(region.slot(i), cost))
         .collect();
-    let mut rng = Rng(cfg.seed | 1);
+    let mut rng = Rng::new(cfg.seed);
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("histogram bounds");
     let mut sent_at = vec![NEVER; cfg.window as usize];
@@ -935,7 +898,7 @@ fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
             let mut state = [0u64; RECORD_WORDS];
             state[0] = u64::from(op);
             state[1] = rng.below(KV_KEYS as u64);
-            state[2] = rng.next();
+            state[2] = rng.next_u64();
             slot.offer(&state).expect("answered slot is the host's");
             sent_at[i] = now_ns(epoch);
             progressed = true;

@@ -4,12 +4,13 @@
 //! detaches their XDP programs).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use oae_dataplane::config::{Config, Deployment};
 use oae_dataplane::control::{Request, call};
+use oae_os::child::Supervised;
 use oae_pmd::netns::{VethPair, format_mac};
 use serde_json::Value;
 
@@ -104,12 +105,14 @@ pub(crate) static ONE_SET_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Starts `oaed` as `cmd` says and waits (bounded) until it answers on
 /// `socket`; panics with its log (`log`) if it exits or stays silent.
-pub(crate) fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Child {
-    let mut child = cmd.spawn().expect("start oaed");
+/// Dropping the result ends it by its PID.
+pub(crate) fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
+    // A shutdown request is answered within the drain (2 s).
+    let mut oaed = Supervised::spawn(&mut cmd, "oaed", Duration::from_secs(5)).expect("start oaed");
     let deadline = Instant::now() + Duration::from_secs(10);
     let log_text = || std::fs::read_to_string(log).unwrap_or_default();
     while call(socket, &Request::Status, Duration::from_secs(1)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
+        if let Some(status) = oaed.exited() {
             panic!(
                 "oaed ({}) exited with {status}:\n{}",
                 socket.display(),
@@ -117,13 +120,19 @@ pub(crate) fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Child {
             );
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            oaed.kill9();
             panic!("oaed ({}) did not start:\n{}", socket.display(), log_text());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    child
+    oaed
+}
+
+/// Asks `oaed` on `socket` to shut down and waits for it, killing it by its
+/// PID if it does not exit in its grace period; true if it exited by itself.
+pub(crate) fn shut_down(oaed: &mut Supervised, socket: &Path) -> bool {
+    let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
+    matches!(oaed.stop(true), Some((_, false)))
 }
 
 pub struct Dataplanes {
@@ -131,7 +140,7 @@ pub struct Dataplanes {
     pub dir: PathBuf,
     pub config: PathBuf,
     pub sockets: [PathBuf; 2],
-    children: [Option<Child>; 2],
+    children: [Option<Supervised>; 2],
     names: [&'static str; 2],
     // Last, so it is released after the processes and namespaces are gone.
     _turn: MutexGuard<'static, ()>,
@@ -204,26 +213,21 @@ impl Dataplanes {
 
     /// Kills dataplane `i` with SIGKILL: no draining, no detaching.
     pub fn kill9(&mut self, i: usize) {
-        let mut child = self.children[i].take().expect("running");
         // `ip netns exec` execs oaed in place, so the child PID is oaed's.
-        child.kill().expect("kill -9");
-        child.wait().expect("reap");
+        let mut oaed = self.children[i].take().expect("running");
+        oaed.kill9().expect("kill -9 and reap");
     }
 
     /// Asks dataplane `i` to shut down and waits for it (bounded).
     pub fn stop(&mut self, i: usize) -> std::process::ExitStatus {
         let _ = self.call(i, &Request::Shutdown);
-        let mut child = self.children[i].take().expect("running");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
+        let mut oaed = self.children[i].take().expect("running");
+        match oaed.wait_for(Duration::from_secs(10)) {
+            Some(status) => status,
+            None => {
+                oaed.kill9();
                 panic!("oaed {i} did not stop within 10 s:\n{}", self.log(i));
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -288,14 +292,8 @@ impl Dataplanes {
 impl Drop for Dataplanes {
     fn drop(&mut self) {
         for i in 0..2 {
-            if let Some(mut child) = self.children[i].take() {
-                let _ = call(&self.sockets[i], &Request::Shutdown, Duration::from_secs(2));
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let _ = child.kill();
-                let _ = child.wait();
+            if let Some(mut oaed) = self.children[i].take() {
+                shut_down(&mut oaed, &self.sockets[i]);
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -4,24 +4,25 @@
 //! every process by its PID and deletes the namespaces.
 
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use oae_dataplane::control::{Request, call};
+use oae_os::child::Supervised;
 use oae_pmd::netns::{Segment, format_mac};
 use serde_json::Value;
 
 use crate::dataplanes::{
     LOCAL_REGION, ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION, binary,
-    start_oaed,
+    shut_down, start_oaed,
 };
 
 pub struct Fabric {
     pub segment: Segment,
     pub dir: PathBuf,
     pub sockets: Vec<PathBuf>,
-    children: Vec<Option<Child>>,
+    children: Vec<Option<Supervised>>,
     // Last, so it is released after the processes and namespaces are gone.
     _turn: MutexGuard<'static, ()>,
 }
@@ -132,15 +133,9 @@ impl Fabric {
 
 impl Drop for Fabric {
     fn drop(&mut self) {
-        for (i, child) in self.children.iter_mut().enumerate() {
-            if let Some(mut child) = child.take() {
-                let _ = call(&self.sockets[i], &Request::Shutdown, Duration::from_secs(2));
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let _ = child.kill();
-                let _ = child.wait();
+        for (i, oaed) in self.children.iter_mut().enumerate() {
+            if let Some(mut oaed) = oaed.take() {
+                shut_down(&mut oaed, &self.sockets[i]);
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
+use oae_proto::LinkId;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
-use oae_proto::LinkId;
 use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
 use serde_json::{Value, json};

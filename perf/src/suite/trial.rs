@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use oae_os::child::Supervised;
 use std::time::{Duration, Instant};
 
 use oae_common::CORRUPT_RANDOM_OFFSET;
@@ -1147,9 +1149,11 @@ fn pinned(pair: &VethPair, side: usize, core: usize, program: &str) -> Command {
 }
 
 /// A child process with its output in a log file, stopped by its own PID:
-/// SIGTERM, then SIGKILL if it does not exit.
+/// SIGTERM, then SIGKILL if it does not exit within 15 s (so the child can
+/// remove what it created: oaectl its namespaces and dataplanes, testpmd
+/// its EAL files).
 struct Bounded {
-    child: Child,
+    process: Supervised,
     what: &'static str,
     log: std::path::PathBuf,
 }
@@ -1158,16 +1162,11 @@ impl Bounded {
     fn spawn(mut cmd: Command, log: &Path, what: &'static str) -> Result<Bounded, String> {
         let out = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| {
-                format!("cannot start {what}: {e} (is it installed? cargo xtask setup)")
-            })?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        let process = Supervised::spawn(&mut cmd, what, Duration::from_secs(15))
+            .map_err(|e| format!("{e} (is it installed? cargo xtask setup)"))?;
         Ok(Bounded {
-            child,
+            process,
             what,
             log: log.to_path_buf(),
         })
@@ -1180,7 +1179,7 @@ impl Bounded {
             if std::fs::read_to_string(&self.log).is_ok_and(|t| t.contains(needle)) {
                 return Ok(());
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.process.exited() {
                 return Err(format!(
                     "{} exited ({status}) before it was ready:\n{}",
                     self.what,
@@ -1200,42 +1199,13 @@ impl Bounded {
 
     /// Waits for the child to exit by itself, up to `limit`.
     fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                _ => return None,
-            }
-        }
+        self.process.wait_for(limit)
     }
 
     fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
+        if let Some((_, true)) = self.process.stop(false) {
+            eprintln!("oae-perf: {} ignored SIGTERM; killed it", self.what);
         }
-        // A polite stop first, so the child removes what it created
-        // (oaectl its namespaces and dataplanes, testpmd its EAL files).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        if self.wait(Duration::from_secs(15)).is_none() {
-            eprintln!(
-                "oae-perf: {} (pid {}) ignored SIGTERM; killing it",
-                self.what,
-                self.child.id()
-            );
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Drop for Bounded {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 

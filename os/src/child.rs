@@ -1,0 +1,120 @@
+//! Child processes ended by their own PIDs: asked to stop, given a bounded
+//! time, then killed and reaped, also when the owner unwinds.
+
+use std::io;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How often a bounded wait looks at the child.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A running child that dropping ends: SIGTERM, then SIGKILL after its
+/// grace period, always reaped.
+#[derive(Debug)]
+pub struct Supervised {
+    child: Option<Child>,
+    name: String,
+    grace: Duration,
+}
+
+impl Supervised {
+    /// Starts `cmd`; `name` is what messages call it.
+    pub fn spawn(cmd: &mut Command, name: &str, grace: Duration) -> io::Result<Supervised> {
+        let child = cmd
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {name}: {e}")))?;
+        Ok(Supervised {
+            child: Some(child),
+            name: name.to_string(),
+            grace,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Its exit status if it has exited (then it is reaped).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// Waits up to `limit` for it to exit by itself.
+    pub fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// SIGKILL, no grace, then reaps it.
+    pub fn kill9(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
+    /// Ends it: SIGTERM (unless `asked` says it was asked another way, such
+    /// as a shutdown request), up to the grace period to exit, then
+    /// SIGKILL. Returns its status and whether it had to be killed.
+    pub fn stop(&mut self, asked: bool) -> Option<(ExitStatus, bool)> {
+        let pid = self.id()?;
+        if !asked {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        }
+        if let Some(status) = self.wait_for(self.grace) {
+            self.child = None;
+            return Some((status, false));
+        }
+        self.kill9().map(|status| (status, true))
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        let _ = self.stop(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_ended_by_its_pid_and_reaped() {
+        let grace = Duration::from_secs(5);
+        let mut quick = Supervised::spawn(Command::new("true").arg("x"), "true", grace).unwrap();
+        assert!(quick.wait_for(Duration::from_secs(10)).unwrap().success());
+        // `sleep` dies of SIGTERM at once.
+        let mut sleeper =
+            Supervised::spawn(Command::new("sleep").arg("60"), "sleep", grace).unwrap();
+        let (status, killed) = sleeper.stop(false).unwrap();
+        assert!(!status.success() && !killed, "{status:?}");
+        // One that ignores SIGTERM is killed after its grace period.
+        let mut stubborn = Supervised::spawn(
+            Command::new("sh").args(["-c", "trap '' TERM; sleep 60"]),
+            "stubborn",
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        assert!(stubborn.wait_for(Duration::from_millis(100)).is_none());
+        let (_, killed) = stubborn.stop(false).unwrap();
+        assert!(killed);
+        let err =
+            Supervised::spawn(&mut Command::new("/nonexistent/oae"), "nothing", grace).unwrap_err();
+        assert!(err.to_string().contains("cannot start nothing"), "{err}");
+    }
+}
