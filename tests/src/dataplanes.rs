@@ -268,16 +268,8 @@ impl Dataplanes {
     /// Polls `cond` every 50 ms until it holds; panics with the logs after
     /// `limit`.
     pub fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&Self) -> bool) {
-        let deadline = Instant::now() + limit;
-        while !cond(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}\n--- a:\n{}\n--- b:\n{}",
-                self.log(0),
-                self.log(1)
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let logs = || format!("--- a:\n{}\n--- b:\n{}", self.log(0), self.log(1));
+        crate::poll_until(limit, what, || cond(self), logs);
     }
 
     /// Region `id` of dataplane `i`, as bytes.

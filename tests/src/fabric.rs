@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use oae_dataplane::control::{Request, call};
 use oae_os::child::Supervised;
@@ -119,15 +119,7 @@ impl Fabric {
     /// Polls `cond` every 50 ms until it holds; panics with the logs after
     /// `limit`.
     pub fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&Self) -> bool) {
-        let deadline = Instant::now() + limit;
-        while !cond(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::poll_until(limit, what, || cond(self), || self.logs());
     }
 }
 

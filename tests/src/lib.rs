@@ -89,3 +89,22 @@ pub fn run_ok(cmd: &mut Command) -> CommandOutput {
     assert!(out.success(), "{out}");
     out
 }
+
+/// Polls `cond` every 50 ms until it holds; after `limit`, panics saying
+/// what was awaited, with `context` (the processes' logs).
+pub fn poll_until(
+    limit: std::time::Duration,
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
+    let deadline = std::time::Instant::now() + limit;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}\n{}",
+            context()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
