@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use oae_dataplane::config::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_dataplane::status::DataplaneStatus;
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;
 use serde_json::Value;
@@ -294,12 +295,10 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
             }
         }
         let up = setup.sockets.iter().all(|s| {
-            call(s, &Request::Status, Duration::from_secs(1)).is_ok_and(|v| {
-                v["queues"].as_array().is_some_and(|qs| {
-                    qs.iter()
-                        .all(|q| q["links"][0]["up"].as_bool() == Some(true))
-                })
-            })
+            call(s, &Request::Status, Duration::from_secs(1))
+                .ok()
+                .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
+                .is_some_and(|status| status.all_up())
         });
         if up {
             return Ok(());

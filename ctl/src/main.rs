@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
+use oae_dataplane::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
 use serde_json::Value;
 
@@ -365,7 +366,7 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             if *json {
                 print_json(&v);
             } else {
-                print_status(&v);
+                print_status(&v)?;
             }
         }
         Cmd::Stats { json } => {
@@ -480,7 +481,7 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                 let status = ask(&Request::Status)?;
                 let stats = ask(&Request::Stats)?;
                 print!("\x1b[2J\x1b[H");
-                print_status(&status);
+                print_status(&status)?;
                 println!();
                 print_watch_counters(&stats);
                 n += 1;
@@ -556,15 +557,15 @@ fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
-fn print_status(v: &Value) {
+fn print_status(v: &Value) -> Result<(), String> {
+    let status: DataplaneStatus = serde_json::from_value(v.clone())
+        .map_err(|e| format!("the dataplane's status does not read as one: {e}"))?;
     println!(
         "dataplane {} (pid {}, epoch {})",
-        v["name"].as_str().unwrap_or("?"),
-        v["pid"],
-        v["epoch"]
+        status.name, status.pid, status.epoch
     );
     println!(
-        "{:>3} {:>2} {:<10} {:<17} {:>6} {:<6} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
+        "{:>3} {:>2} {:<10} {:<17} {:>6} {:<7} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
         "q",
         "l",
         "iface",
@@ -578,59 +579,49 @@ fn print_status(v: &Value) {
         "rtt",
         "in-flight"
     );
-    for q in v["queues"].as_array().into_iter().flatten() {
-        for l in q["links"].as_array().into_iter().flatten() {
-            print_link_status(q, l);
-        }
+    for (q, l) in status.links() {
+        print_link_status(q, l);
     }
+    Ok(())
 }
 
 /// One line of `oaectl status`: a link of a queue.
-fn print_link_status(q: &Value, l: &Value) {
-    {
-        if q["transport"] == "rc-model" {
-            // A queue pair has no roles, epochs or slots to show.
-            let state = match l["qp_failure"].as_str() {
+fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
+    let node = l
+        .peer_node
+        .map_or_else(|| "?".to_string(), |n| n.to_string());
+    let head = format!(
+        "{:>3} {:>2} {:<10} {:<17} {:>6}",
+        q.queue.index, l.link, q.queue.iface, l.peer_mac, node
+    );
+    match &l.state.protocol {
+        // A queue pair has no roles, epochs or slots to show.
+        ProtocolStatus::RcModel(rc) => {
+            let state = match &rc.qp_failure {
                 Some(why) => format!("QP failed: {why}"),
                 None => "up".into(),
             };
             println!(
-                "{:>3} {:>2} {:<10} {:<17} {:>6} {:<6} RC transport model (not RoCE), {} verbs in flight",
-                q["queue"]["index"],
-                l["link"],
-                q["queue"]["iface"].as_str().unwrap_or("?"),
-                l["peer_mac"].as_str().unwrap_or("?"),
-                "-",
-                state,
-                l["in_flight"],
+                "{head} {state:<7} RC transport model (not RoCE), {} verbs in flight",
+                rc.in_flight
             );
-            return;
         }
-        let state = if l["up"].as_bool() == Some(true) {
-            "up"
-        } else if l["unreachable"].as_bool() == Some(true) {
-            "unreach"
-        } else {
-            "down"
-        };
-        let node = l["peer_node"]
-            .as_u64()
-            .map_or_else(|| "?".to_string(), |n| n.to_string());
-        println!(
-            "{:>3} {:>2} {:<10} {:<17} {:>6} {:<6} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
-            q["queue"]["index"],
-            l["link"],
-            q["queue"]["iface"].as_str().unwrap_or("?"),
-            l["peer_mac"].as_str().unwrap_or("?"),
-            node,
-            state,
-            l["role"].as_str().unwrap_or("?"),
-            l["peer_epoch"],
-            format!("{}/{}", l["credits_in_use"], l["active_slots"]),
-            l["peer_credits"],
-            l["srtt_ns"].as_f64().unwrap_or(0.0) / 1e3,
-            q["in_flight"],
-        );
+        ProtocolStatus::Oae(o) => {
+            let state = match (l.state.up, o.unreachable) {
+                (true, _) => "up",
+                (false, true) => "unreach",
+                (false, false) => "down",
+            };
+            println!(
+                "{head} {state:<7} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
+                o.role,
+                o.peer_epoch,
+                format!("{}/{}", o.credits_in_use, o.active_slots),
+                o.peer_credits,
+                o.srtt_ns as f64 / 1e3,
+                q.in_flight,
+            );
+        }
     }
 }
 

@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::control::{FaultChange, Request, Response};
 use crate::pipeline::{CommandKind, FinalReport, QueueShared};
 use crate::queue::{build_memory, build_queue};
+use crate::status::DataplaneStatus;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -40,8 +41,6 @@ pub struct Overrides {
 /// A running dataplane, as the control server sees it.
 struct Shared {
     queues: Vec<Arc<QueueShared>>,
-    /// Per queue, its links' peer MACs, for finding a node's link.
-    peer_macs: Vec<Vec<String>>,
     steering: Mutex<BTreeMap<String, Steering>>,
     stop: Arc<AtomicBool>,
     name: String,
@@ -95,11 +94,6 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
 
     let shared = Arc::new(Shared {
         queues,
-        peer_macs: config
-            .queues
-            .iter()
-            .map(|q| q.peer_macs().iter().map(|m| m.to_string()).collect())
-            .collect(),
         steering: Mutex::new(steering),
         stop: Arc::clone(&stop),
         name: config.name.clone(),
@@ -238,15 +232,7 @@ fn connection(stream: UnixStream, shared: &Shared) {
 fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
     let ask = |queue: u16, what: CommandKind| ask(shared, queue, what);
     match request {
-        Request::Status => {
-            let queues = (0..shared.queues.len() as u16)
-                .map(|q| ask(q, CommandKind::Status))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(
-                json!({"name": shared.name, "pid": std::process::id(), "epoch": shared.epoch,
-                      "queues": queues}),
-            )
-        }
+        Request::Status => serde_json::to_value(status(shared)?).map_err(|e| e.to_string()),
         Request::Stats => {
             let queues = (0..shared.queues.len() as u16)
                 .map(|q| ask(q, CommandKind::Stats))
@@ -316,32 +302,45 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
     }
 }
 
+/// Every queue's status, as one.
+fn status(shared: &Shared) -> Result<DataplaneStatus, String> {
+    let queues = (0..shared.queues.len() as u16)
+        .map(|q| {
+            let v = ask(shared, q, CommandKind::Status)?;
+            serde_json::from_value(v).map_err(|e| format!("queue {q}'s status: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(DataplaneStatus {
+        name: shared.name.clone(),
+        pid: std::process::id(),
+        epoch: shared.epoch,
+        queues,
+    })
+}
+
 /// The queue and link of an up link to node `node`: the first found, in
 /// queue and link order.
 fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), String> {
-    let mut seen = Vec::new();
-    for queue in 0..shared.queues.len() as u16 {
-        let status = ask(shared, queue, CommandKind::Status)?;
-        let links = status["links"].as_array().cloned().unwrap_or_default();
-        for (link, l) in links.iter().enumerate() {
-            let peer = l["peer_node"].as_u64();
-            if peer == Some(node) && l["up"].as_bool() == Some(true) {
-                return Ok((queue, link as LinkId));
-            }
-            let mac = shared.peer_macs[usize::from(queue)]
-                .get(link)
-                .map_or("?", String::as_str);
-            let up = if l["up"].as_bool() == Some(true) {
-                "up"
-            } else {
-                "down"
-            };
-            seen.push(match peer {
-                Some(p) => format!("queue {queue} link {link} ({mac}): node {p}, {up}"),
-                None => format!("queue {queue} link {link} ({mac}): node not heard yet"),
-            });
-        }
+    let status = status(shared)?;
+    if let Some((q, l)) = status
+        .links()
+        .find(|(_, l)| l.peer_node == Some(node) && l.state.up)
+    {
+        return Ok((q.queue.index, l.link));
     }
+    let seen: Vec<String> = status
+        .links()
+        .map(|(q, l)| {
+            let up = if l.state.up { "up" } else { "down" };
+            let node = l
+                .peer_node
+                .map_or_else(|| "not heard yet".to_string(), |n| format!("node {n}"));
+            format!(
+                "queue {} link {} ({}): {node}, {up}",
+                q.queue.index, l.link, l.peer_mac
+            )
+        })
+        .collect();
     Err(format!(
         "no link to node {node} is up; links: {}",
         seen.join("; ")

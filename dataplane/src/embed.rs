@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
 use crate::queue::{build_memory, build_queue};
+use crate::status::QueueStatus;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -119,10 +120,9 @@ impl EmbeddedQueue {
     /// True once every link of the queue is up.
     pub fn link_up(&self) -> bool {
         self.ask(CommandKind::Status, Duration::from_secs(5))
-            .is_ok_and(|v| {
-                let links = v["links"].as_array().cloned().unwrap_or_default();
-                !links.is_empty() && links.iter().all(|l| l["up"] == true)
-            })
+            .ok()
+            .and_then(|v| serde_json::from_value::<QueueStatus>(v).ok())
+            .is_some_and(|s| s.all_up())
     }
 
     /// Stops the queue: no new work, in-flight verbs finish or reverse,

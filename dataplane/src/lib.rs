@@ -13,6 +13,7 @@ pub mod host;
 pub mod pipeline;
 pub mod queue;
 pub mod report;
+pub mod status;
 pub mod transport;
 pub mod workload;
 

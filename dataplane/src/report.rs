@@ -1,50 +1,33 @@
-//! Link status and counters as the control protocol reports them.
+//! An OAE link's status and counters as the control protocol reports them.
 
 use oae_proto::wire::Malformed;
 use oae_proto::{LinkId, Node, Observer, Store};
-use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct LinkReport {
-    pub up: bool,
-    pub unreachable: bool,
-    pub knowledge: String,
-    pub role: String,
-    pub epoch: u32,
-    pub peer_epoch: u32,
-    pub peer_id: u64,
-    pub srtt_ns: u64,
-    pub round_ns: u64,
-    pub active_slots: u16,
-    pub peer_credits: u16,
-    pub credits_in_use: u16,
-    pub tentative: u16,
-    pub receive_credits: u16,
-    pub queued_verbs: usize,
-    pub in_doubt: usize,
-    pub locked_words: usize,
-}
+use crate::status::{LinkState, OaeLinkStatus, ProtocolStatus};
 
-pub fn link_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Option<LinkReport> {
+/// An OAE link's state, as `status` reports it.
+pub fn link_state<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Option<LinkState> {
     let s = node.link_status(link)?;
-    Some(LinkReport {
+    Some(LinkState {
         up: s.up,
-        unreachable: s.unreachable,
-        knowledge: format!("{:?}", s.knowledge),
-        role: format!("{:?}", s.role),
-        epoch: s.epoch,
-        peer_epoch: s.peer_epoch,
-        peer_id: s.peer_id,
-        srtt_ns: s.srtt,
-        round_ns: s.round_len,
-        active_slots: s.active_slots,
-        peer_credits: s.peer_credits,
-        credits_in_use: s.credits_in_use,
-        tentative: s.tentative,
-        receive_credits: s.receive_credits,
-        queued_verbs: s.queued_verbs,
-        in_doubt: node.in_doubt(),
         locked_words: node.memory().locked_words(),
+        protocol: ProtocolStatus::Oae(OaeLinkStatus {
+            unreachable: s.unreachable,
+            knowledge: format!("{:?}", s.knowledge),
+            role: format!("{:?}", s.role),
+            epoch: s.epoch,
+            peer_epoch: s.peer_epoch,
+            peer_id: s.peer_id,
+            srtt_ns: s.srtt,
+            round_ns: s.round_len,
+            active_slots: s.active_slots,
+            peer_credits: s.peer_credits,
+            credits_in_use: s.credits_in_use,
+            tentative: s.tentative,
+            receive_credits: s.receive_credits,
+            queued_verbs: s.queued_verbs,
+            in_doubt: node.in_doubt(),
+        }),
     })
 }
 

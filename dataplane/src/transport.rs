@@ -10,7 +10,8 @@ use oae_rc_model::{RcEndpoint, RcEvent};
 use serde_json::{Value, json};
 
 use crate::api::NotSubmitted;
-use crate::report::{link_report, stats_report};
+use crate::report::{link_state, stats_report};
+use crate::status::{LinkState, ProtocolStatus, RcStatus};
 
 /// What a transport tells the pipeline.
 // Results carry their bytes inline, as the cores' events do.
@@ -41,8 +42,8 @@ pub trait Transport: Send + 'static {
     fn is_quiescent(&self) -> bool;
     /// The peer's node id, once the link has heard it.
     fn peer_node(&self, link: LinkId) -> Option<u64>;
-    /// Link state for `status` (has `"up"`).
-    fn status(&self, link: LinkId) -> Value;
+    /// A link's state for `status`.
+    fn status(&self, link: LinkId) -> Option<LinkState>;
     /// Every counter of a link, for `stats`.
     fn stats(&self, link: LinkId) -> Value;
     /// The memory the peers' verbs act on.
@@ -115,8 +116,8 @@ impl Transport for Oae {
         (s.peer_epoch != 0).then_some(s.peer_id)
     }
 
-    fn status(&self, link: LinkId) -> Value {
-        serde_json::to_value(link_report(&self.node, link)).unwrap_or_default()
+    fn status(&self, link: LinkId) -> Option<LinkState> {
+        link_state(&self.node, link)
     }
 
     fn stats(&self, link: LinkId) -> Value {
@@ -191,14 +192,15 @@ impl Transport for RcModel {
         None
     }
 
-    fn status(&self, _link: LinkId) -> Value {
-        let failure = self.endpoint.failure().map(|f| format!("{f:?}"));
-        json!({
-            "transport": "rc-model",
-            "up": failure.is_none(),
-            "qp_failure": failure,
-            "in_flight": self.endpoint.in_flight(),
-            "locked_words": self.endpoint.memory().locked_words(),
+    fn status(&self, _link: LinkId) -> Option<LinkState> {
+        let qp_failure = self.endpoint.failure().map(|f| format!("{f:?}"));
+        Some(LinkState {
+            up: qp_failure.is_none(),
+            locked_words: self.endpoint.memory().locked_words(),
+            protocol: ProtocolStatus::RcModel(RcStatus {
+                qp_failure,
+                in_flight: self.endpoint.in_flight(),
+            }),
         })
     }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use oae_dataplane::config::{Config, Deployment};
 use oae_dataplane::control::{Request, call};
+use oae_dataplane::status::DataplaneStatus;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{VethPair, format_mac};
 use serde_json::Value;
@@ -252,15 +253,10 @@ impl Dataplanes {
         self.wait_for(limit, "every link up at both ends", |d| {
             (0..2).all(|i| {
                 d.children[i].is_some()
-                    && d.call(i, &Request::Status).is_ok_and(|v| {
-                        let links = v["queues"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .flat_map(|q| q["links"].as_array().into_iter().flatten());
-                        links.clone().count() > 0
-                            && links.clone().all(|l| l["up"].as_bool() == Some(true))
-                    })
+                    && d.call(i, &Request::Status)
+                        .ok()
+                        .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
+                        .is_some_and(|status| status.all_up())
             })
         });
     }

@@ -9,6 +9,7 @@ use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
 use oae_dataplane::control::{Request, call};
+use oae_dataplane::status::{DataplaneStatus, LinkStatus};
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Segment, format_mac};
 use serde_json::Value;
@@ -60,7 +61,7 @@ impl Fabric {
             |f| {
                 (0..n).all(|i| {
                     let links = f.links(i);
-                    links.len() == n - 1 && links.iter().all(|l| l["up"] == true)
+                    links.len() == n - 1 && links.iter().all(|l| l.state.up)
                 })
             },
         );
@@ -103,17 +104,14 @@ impl Fabric {
         call(&self.sockets[i], request, Duration::from_secs(30))
     }
 
-    /// Node `i`'s links, from its status (every queue's).
-    pub fn links(&self, i: usize) -> Vec<Value> {
-        let Ok(status) = self.call(i, &Request::Status) else {
-            return Vec::new();
-        };
-        status["queues"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|q| q["links"].as_array().cloned().unwrap_or_default())
-            .collect()
+    /// Node `i`'s links, from its status (every queue's); none if it does
+    /// not answer.
+    pub fn links(&self, i: usize) -> Vec<LinkStatus> {
+        self.call(i, &Request::Status)
+            .ok()
+            .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
+            .map(|s| s.links().map(|(_, l)| l.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Polls `cond` every 50 ms until it holds; panics with the logs after

@@ -50,7 +50,7 @@ fn a_triangle_keeps_exact_ledgers_with_workloads_to_both_neighbours() {
         let mut peers: Vec<u64> = f
             .links(i)
             .iter()
-            .map(|l| l["peer_node"].as_u64().expect("an up link knows its peer"))
+            .map(|l| l.peer_node.expect("an up link knows its peer"))
             .collect();
         peers.sort_unstable();
         let others: Vec<u64> = (1..=NODES as u64).filter(|&n| n != i as u64 + 1).collect();

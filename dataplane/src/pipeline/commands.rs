@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::{Origin, Pipeline, driver_json};
 use crate::api::{Completion, Submission};
 use crate::control::{Percentiles, WorkloadSpec};
+use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
 
 /// What the rest of the process shares with one polling core.
@@ -71,6 +72,27 @@ pub enum CommandKind {
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
+    fn status(&self) -> QueueStatus {
+        let links = (0..self.peers.len())
+            .filter_map(|l| {
+                let link = l as LinkId;
+                Some(LinkStatus {
+                    link,
+                    peer_mac: self.info.peer_macs[l].clone(),
+                    peer_node: self.transport.peer_node(link),
+                    state: self.transport.status(link)?,
+                })
+            })
+            .collect();
+        QueueStatus {
+            queue: self.info.clone(),
+            transport: self.transport.name().into(),
+            links,
+            in_flight: self.inflight.iter().filter(|e| e.is_some()).count(),
+            workload_running: self.workloads.any_running(),
+        }
+    }
+
     /// `f` of every link, each tagged with its number and peer.
     fn per_link(&self, f: impl Fn(&T, LinkId) -> Value) -> Vec<Value> {
         (0..self.peers.len())
@@ -92,13 +114,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     pub(super) fn take_commands(&mut self, now: Nanos) {
         while let Some(cmd) = self.shared.commands.pop() {
             let answer = match cmd.what {
-                CommandKind::Status => Ok(json!({
-                    "queue": self.info,
-                    "transport": self.transport.name(),
-                    "links": self.per_link(|t, l| t.status(l)),
-                    "in_flight": self.inflight.iter().filter(|e| e.is_some()).count(),
-                    "workload_running": self.workloads.any_running(),
-                })),
+                CommandKind::Status => {
+                    serde_json::to_value(self.status()).map_err(|e| e.to_string())
+                }
                 CommandKind::Stats => Ok(json!({
                     "queue": self.info,
                     "pipeline": self.counters,

@@ -66,7 +66,7 @@ pub struct PipelineCounters {
 }
 
 /// Static facts about the queue, for status reports.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct QueueInfo {
     pub index: u16,
     pub iface: String,

@@ -1,0 +1,155 @@
+//! Status as the control protocol reports it: serde types that `oaed`
+//! writes and `oaectl`, the demo and the tests read, so both sides agree on
+//! every field by construction.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::QueueInfo;
+
+/// `oaectl status`: the dataplane and every link of every queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DataplaneStatus {
+    pub name: String,
+    pub pid: u32,
+    pub epoch: u32,
+    pub queues: Vec<QueueStatus>,
+}
+
+impl DataplaneStatus {
+    /// Every link, with its queue.
+    pub fn links(&self) -> impl Iterator<Item = (&QueueStatus, &LinkStatus)> + '_ {
+        self.queues
+            .iter()
+            .flat_map(|q| q.links.iter().map(move |l| (q, l)))
+    }
+
+    /// At least one link, and every link up.
+    pub fn all_up(&self) -> bool {
+        self.queues.iter().all(QueueStatus::all_up) && self.links().next().is_some()
+    }
+}
+
+/// One queue: its polling core and its links.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueStatus {
+    pub queue: QueueInfo,
+    /// `oae` or `rc-model`.
+    pub transport: String,
+    pub links: Vec<LinkStatus>,
+    pub in_flight: usize,
+    pub workload_running: bool,
+}
+
+impl QueueStatus {
+    pub fn all_up(&self) -> bool {
+        !self.links.is_empty() && self.links.iter().all(|l| l.state.up)
+    }
+}
+
+/// One link of a queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkStatus {
+    /// Its number on the queue: the queue's peers in configuration order.
+    pub link: u16,
+    pub peer_mac: String,
+    /// The peer's node id, once the link has heard it.
+    pub peer_node: Option<u64>,
+    #[serde(flatten)]
+    pub state: LinkState,
+}
+
+/// What a transport says of one of its links.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkState {
+    pub up: bool,
+    /// Words of the dataplane's memory held by tentative transfers.
+    pub locked_words: usize,
+    #[serde(flatten)]
+    pub protocol: ProtocolStatus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProtocolStatus {
+    Oae(OaeLinkStatus),
+    RcModel(RcStatus),
+}
+
+/// An OAE link's state machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OaeLinkStatus {
+    pub unreachable: bool,
+    pub knowledge: String,
+    pub role: String,
+    pub epoch: u32,
+    pub peer_epoch: u32,
+    pub peer_id: u64,
+    pub srtt_ns: u64,
+    pub round_ns: u64,
+    pub active_slots: u16,
+    pub peer_credits: u16,
+    pub credits_in_use: u16,
+    pub tentative: u16,
+    pub receive_credits: u16,
+    pub queued_verbs: usize,
+    /// Transfers this node initiated whose outcome it does not know yet.
+    pub in_doubt: usize,
+}
+
+/// The RC model's queue pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RcStatus {
+    pub qp_failure: Option<String>,
+    pub in_flight: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_transports_read_back_as_they_were_written() {
+        let rc = LinkState {
+            up: true,
+            locked_words: 0,
+            protocol: ProtocolStatus::RcModel(RcStatus {
+                qp_failure: None,
+                in_flight: 3,
+            }),
+        };
+        let text = serde_json::to_string(&rc).unwrap();
+        let back: LinkState = serde_json::from_str(&text).unwrap();
+        assert!(matches!(
+            back.protocol,
+            ProtocolStatus::RcModel(RcStatus { in_flight: 3, .. })
+        ));
+        let oae = LinkState {
+            up: false,
+            locked_words: 2,
+            protocol: ProtocolStatus::Oae(OaeLinkStatus {
+                unreachable: true,
+                knowledge: "Unknown".into(),
+                role: "Initiator".into(),
+                epoch: 1,
+                peer_epoch: 2,
+                peer_id: 3,
+                srtt_ns: 4,
+                round_ns: 5,
+                active_slots: 6,
+                peer_credits: 7,
+                credits_in_use: 8,
+                tentative: 9,
+                receive_credits: 10,
+                queued_verbs: 11,
+                in_doubt: 12,
+            }),
+        };
+        let v = serde_json::to_value(&oae).unwrap();
+        assert_eq!(v["in_doubt"], 12, "flattened: {v}");
+        let back: LinkState = serde_json::from_value(v).unwrap();
+        assert!(matches!(
+            back.protocol,
+            ProtocolStatus::Oae(OaeLinkStatus { in_doubt: 12, .. })
+        ));
+    }
+}
