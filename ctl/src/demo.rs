@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::config::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_dataplane::status::DataplaneStatus;
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;

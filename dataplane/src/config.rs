@@ -2,11 +2,10 @@
 //! anything starts; a refusal names the file, the setting and what to do.
 //!
 //! A file holds either one dataplane (its settings at top level, as in
-//! `configs/host-nic.toml`) or several under `[dataplane.<name>]` plus a
-//! `[topology]` that says how to build the network they run on (as in
-//! `configs/veth-pair.toml`).
+//! `configs/host-nic.toml`) or several under `[dataplane.<name>]`, with the
+//! network and the demo's workload beside them (`crate::deployment`, as in
+//! `configs/veth-pair.toml`): `oaed --name` reads its own table.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -401,308 +400,10 @@ impl RegionConfig {
     }
 }
 
-/// How a multi-dataplane file's network is built.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Topology {
-    /// `veth-pair`: two namespaces joined by a veth pair, made by `oaectl demo`.
-    pub kind: TopologyKind,
-    /// MAC given to each end of the pair, in `[dataplane]` key order.
-    #[serde(default)]
-    pub macs: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum TopologyKind {
-    VethPair,
-}
-
-/// The default workload of `oaectl demo`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct DemoSettings {
-    #[serde(default = "default_demo_seconds")]
-    pub seconds: f64,
-    /// Independent verb streams (each owns its words, one verb in flight).
-    #[serde(default = "default_lanes")]
-    pub lanes: u32,
-    /// Loss injected in the middle third of the run, parts per million.
-    #[serde(default = "default_loss_ppm")]
-    pub loss_ppm: u32,
-    /// Frames with one bit flipped in the middle third, parts per million.
-    #[serde(default)]
-    pub corrupt_ppm: u32,
-    /// Link flaps spread over the middle third: the link goes down for
-    /// `flap_ms`, then comes back.
-    #[serde(default)]
-    pub flaps: u32,
-    #[serde(default = "default_flap_ms")]
-    pub flap_ms: u32,
-    /// The verbs to mix (read, write, cas, faa, swap, mcas, bswap); empty
-    /// means CAS, FAA, WRITE, MCAS and BSWAP, less what the transport lacks.
-    #[serde(default)]
-    pub verbs: Vec<String>,
-    #[serde(default)]
-    pub seed: u64,
-}
-
-/// When each of `flaps` link flaps of `flap_ms` goes down and comes back,
-/// in seconds from the start of a window of `window` seconds: spread evenly
-/// over it, each a quarter into its share. The demo and the suite's TCP
-/// baseline place their flaps alike.
-pub fn flap_times(flaps: u32, flap_ms: u32, window: f64) -> impl Iterator<Item = (f64, f64)> {
-    let share = window / f64::from(flaps.max(1));
-    (0..flaps).map(move |k| {
-        let down = share * (f64::from(k) + 0.25);
-        (down, down + f64::from(flap_ms) / 1e3)
-    })
-}
-
-fn default_flap_ms() -> u32 {
-    50
-}
-
-fn default_demo_seconds() -> f64 {
-    9.0
-}
-
-fn default_lanes() -> u32 {
-    32
-}
-
-fn default_loss_ppm() -> u32 {
-    10_000
-}
-
-impl DemoSettings {
-    /// Lanes a demo may run: each owns 64 bytes of a 64 KiB region.
-    pub const MAX_LANES: u32 = 1024;
-
-    /// Whether anything is injected in the middle third.
-    pub fn impaired(&self) -> bool {
-        self.loss_ppm > 0 || self.corrupt_ppm > 0 || self.flaps > 0
-    }
-
-    /// What is injected in the middle third, in words.
-    pub fn impairment(&self) -> String {
-        let pct = |ppm: u32| f64::from(ppm) / 1e4;
-        let mut parts = Vec::new();
-        if self.loss_ppm > 0 {
-            parts.push(format!("{} % loss", pct(self.loss_ppm)));
-        }
-        if self.corrupt_ppm > 0 {
-            parts.push(format!("{} % corruption", pct(self.corrupt_ppm)));
-        }
-        if self.flaps > 0 {
-            parts.push(format!("{} link flaps of {} ms", self.flaps, self.flap_ms));
-        }
-        if parts.is_empty() {
-            "no faults".into()
-        } else {
-            parts.join(", ")
-        }
-    }
-
-    /// Checks the settings; a refusal is `(setting, what is wrong)`, for the
-    /// caller to name the setting as its user wrote it.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !(self.seconds > 0.0 && self.seconds <= 3600.0) {
-            return Err((
-                "seconds",
-                format!("= {} must be in (0, 3600]", self.seconds),
-            ));
-        }
-        if !(1..=Self::MAX_LANES).contains(&self.lanes) {
-            return Err((
-                "lanes",
-                format!("= {} must be from 1 to {}", self.lanes, Self::MAX_LANES),
-            ));
-        }
-        for (field, ppm) in [
-            ("loss_ppm", self.loss_ppm),
-            ("corrupt_ppm", self.corrupt_ppm),
-        ] {
-            if ppm > 1_000_000 {
-                return Err((field, format!("= {ppm} is more than 1000000 (every frame)")));
-            }
-        }
-        if self.flaps > 100 {
-            return Err(("flaps", format!("= {} is more than 100", self.flaps)));
-        }
-        if self.flaps > 0 {
-            // Each flap and the gap after it must fit in the middle third.
-            let room_ms = self.seconds * 1e3 / 3.0 / f64::from(self.flaps);
-            if !(1..=10_000).contains(&self.flap_ms) || f64::from(self.flap_ms) * 2.0 > room_ms {
-                return Err((
-                    "flap_ms",
-                    format!(
-                        "= {} must be 1 to 10000 and at most half of the middle third's \
-                         share per flap ({room_ms:.0} ms): fewer flaps or more seconds",
-                        self.flap_ms
-                    ),
-                ));
-            }
-        }
-        if let Some(v) = self
-            .verbs
-            .iter()
-            .find(|v| crate::workload::Kind::parse(v).is_none())
-        {
-            return Err((
-                "verbs",
-                format!("has '{v}': use read, write, cas, faa, swap, mcas, bswap"),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl Default for DemoSettings {
-    fn default() -> Self {
-        DemoSettings {
-            seconds: default_demo_seconds(),
-            lanes: default_lanes(),
-            loss_ppm: default_loss_ppm(),
-            corrupt_ppm: 0,
-            flaps: 0,
-            flap_ms: default_flap_ms(),
-            verbs: Vec::new(),
-            seed: 0,
-        }
-    }
-}
-
-/// A file with several dataplanes.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Deployment {
-    pub topology: Topology,
-    pub dataplane: BTreeMap<String, Config>,
-    #[serde(default)]
-    pub demo: DemoSettings,
-}
-
-impl Deployment {
-    pub fn load(path: &Path) -> Result<Deployment, ConfigError> {
-        let text = read(path)?;
-        Self::parse(&text, path)
-    }
-
-    pub fn parse(text: &str, path: &Path) -> Result<Deployment, ConfigError> {
-        let mut d: Deployment = toml::from_str(text).map_err(|e| toml_error(path, e))?;
-        for (name, cfg) in &mut d.dataplane {
-            if cfg.name.is_empty() {
-                cfg.name.clone_from(name);
-            }
-            cfg.validate().map_err(|e| in_file(path, e))?;
-        }
-        match d.topology.kind {
-            TopologyKind::VethPair => {
-                if d.dataplane.len() != 2 {
-                    return Err(in_file(
-                        path,
-                        format!(
-                            "topology veth-pair needs exactly two [dataplane.<name>] tables, found {}",
-                            d.dataplane.len()
-                        ),
-                    ));
-                }
-                if d.topology.macs.len() != 2 {
-                    return Err(in_file(
-                        path,
-                        "topology.macs: give the two MAC addresses of the veth ends".into(),
-                    ));
-                }
-                for mac in &d.topology.macs {
-                    parse_mac(mac).ok_or_else(|| {
-                        in_file(path, format!("topology.macs: '{mac}' is not a MAC address"))
-                    })?;
-                }
-            }
-        }
-        d.demo
-            .validate()
-            .map_err(|(field, problem)| in_file(path, format!("demo.{field} {problem}")))?;
-        Ok(d)
-    }
-}
-
-/// Settings applied to every queue of every dataplane of a deployment, for
-/// comparing transports, link widths, pinnings and queue counts on one setup
-/// without editing its file.
-#[derive(Debug, Clone, Default)]
-pub struct QueueOverrides {
-    /// `"oae"` or `"rc-model"`.
-    pub transport: Option<String>,
-    /// Slots, and as many receive credits.
-    pub slots: Option<u16>,
-    /// The polling core of each dataplane, in `[dataplane.*]` order.
-    pub cores: Option<Vec<usize>>,
-    pub min_round_ns: Option<u64>,
-    /// Queues per dataplane, each a copy of its first with its own queue
-    /// (AF_XDP: queue `k` of the interface, steered by queue; DPDK
-    /// net_memif: port `net_memif<k>`, interface id `k` on the same socket).
-    pub queues: Option<u32>,
-}
-
-impl Deployment {
-    /// Applies `o` to every queue of every dataplane, then checks the
-    /// result as a file would be checked.
-    pub fn apply(&mut self, o: &QueueOverrides) -> Result<(), ConfigError> {
-        if let Some(cores) = &o.cores
-            && cores.len() != self.dataplane.len()
-        {
-            return Err(ConfigError(format!(
-                "give one core per dataplane: the deployment has {}, the override names {}",
-                self.dataplane.len(),
-                cores.len()
-            )));
-        }
-        let transport = match o.transport.as_deref() {
-            None => None,
-            Some("oae") => Some(TransportKind::Oae),
-            Some("rc-model") => Some(TransportKind::RcModel),
-            Some(other) => {
-                return Err(ConfigError(format!(
-                    "transport '{other}': use oae or rc-model"
-                )));
-            }
-        };
-        for (i, cfg) in self.dataplane.values_mut().enumerate() {
-            if let Some(n) = o.queues {
-                cfg.replicate_first_queue(n).map_err(ConfigError)?;
-            }
-            for q in &mut cfg.queues {
-                if let Some(t) = transport {
-                    q.transport = t;
-                }
-                if let Some(cores) = &o.cores {
-                    q.core = Some(cores[i]);
-                }
-                if let Some(slots) = o.slots {
-                    q.link.slots = Some(slots);
-                    q.link.credits = Some(slots);
-                }
-                if let Some(ns) = o.min_round_ns {
-                    q.link.min_round_ns = Some(ns);
-                }
-            }
-            cfg.validate().map_err(ConfigError)?;
-        }
-        Ok(())
-    }
-
-    /// The deployment as a file `oaed --config` reads.
-    pub fn to_toml(&self) -> Result<String, ConfigError> {
-        toml::to_string(self).map_err(|e| ConfigError(format!("cannot write the deployment: {e}")))
-    }
-}
-
 impl Config {
     /// Makes the queues `n` copies of the first, queue `k` on queue `k` of
     /// its interface (AF_XDP, steered by queue) or on memif interface `k`.
-    fn replicate_first_queue(&mut self, n: u32) -> Result<(), String> {
+    pub(crate) fn replicate_first_queue(&mut self, n: u32) -> Result<(), String> {
         if !(1..=64).contains(&n) {
             return Err(format!("queues = {n}: give 1 to 64"));
         }
@@ -770,9 +471,10 @@ impl Config {
     pub fn load(path: &Path, name: Option<&str>) -> Result<Config, ConfigError> {
         let text = read(path)?;
         let table: toml::Table = text.parse().map_err(|e| toml_error(path, e))?;
-        if table.contains_key("dataplane") {
-            let mut d = Deployment::parse(&text, path)?;
-            let names: Vec<String> = d.dataplane.keys().cloned().collect();
+        if let Some(dataplanes) = table.get("dataplane").and_then(toml::Value::as_table) {
+            // A deployment (`crate::deployment`): this process reads its own
+            // table; the network and the demo are oaectl's business.
+            let names: Vec<String> = dataplanes.keys().cloned().collect();
             let name = name.ok_or_else(|| {
                 in_file(
                     path,
@@ -782,7 +484,7 @@ impl Config {
                     ),
                 )
             })?;
-            d.dataplane.remove(name).ok_or_else(|| {
+            let section = dataplanes.get(name).ok_or_else(|| {
                 in_file(
                     path,
                     format!(
@@ -790,7 +492,16 @@ impl Config {
                         names.join(", ")
                     ),
                 )
-            })
+            })?;
+            let mut cfg: Config = section
+                .clone()
+                .try_into()
+                .map_err(|e: toml::de::Error| in_file(path, format!("[dataplane.{name}]: {e}")))?;
+            if cfg.name.is_empty() {
+                cfg.name = name.to_string();
+            }
+            cfg.validate().map_err(|e| in_file(path, e))?;
+            Ok(cfg)
         } else {
             let mut cfg: Config = toml::from_str(&text).map_err(|e| toml_error(path, e))?;
             if let Some(name) = name
@@ -1027,16 +738,16 @@ impl Config {
     }
 }
 
-fn read(path: &Path) -> Result<String, ConfigError> {
+pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))
 }
 
-fn toml_error(path: &Path, e: toml::de::Error) -> ConfigError {
+pub(crate) fn toml_error(path: &Path, e: toml::de::Error) -> ConfigError {
     ConfigError(format!("{}: {e}", path.display()))
 }
 
-fn in_file(path: &Path, e: String) -> ConfigError {
+pub(crate) fn in_file(path: &Path, e: String) -> ConfigError {
     ConfigError(format!("{}: {e}", path.display()))
 }
 
@@ -1110,108 +821,6 @@ mod tests {
         assert!(bad.contains("not a MAC address"), "{bad}");
         let rc = two_queues(&format!("transport = \"rc-model\"\n{peers}"), b).unwrap_err();
         assert!(rc.contains("give each its own queue"), "{rc}");
-    }
-
-    #[test]
-    fn overrides_reach_every_queue_and_are_checked() {
-        let text = include_str!("../../configs/veth-pair.toml");
-        let parse = || Deployment::parse(text, Path::new("x")).unwrap();
-        let o = QueueOverrides {
-            transport: Some("rc-model".into()),
-            slots: Some(256),
-            cores: Some(vec![1, 1]),
-            min_round_ns: Some(2_000_000),
-            queues: None,
-        };
-        let mut d = parse();
-        d.apply(&o).unwrap();
-        // What oaed reads back is what was applied.
-        let d = Deployment::parse(&d.to_toml().unwrap(), Path::new("x")).unwrap();
-        for cfg in d.dataplane.values() {
-            let q = &cfg.queues[0];
-            assert_eq!(q.transport, TransportKind::RcModel);
-            assert_eq!(q.core, Some(1));
-            assert_eq!((q.link.slots, q.link.credits), (Some(256), Some(256)));
-            assert_eq!(q.link.min_round_ns, Some(2_000_000));
-        }
-        let one_core = QueueOverrides {
-            cores: Some(vec![0]),
-            ..QueueOverrides::default()
-        };
-        let e = parse().apply(&one_core).unwrap_err();
-        assert!(e.to_string().contains("one core per dataplane"), "{e}");
-        let bad = QueueOverrides {
-            transport: Some("tcp".into()),
-            ..QueueOverrides::default()
-        };
-        let e = parse().apply(&bad).unwrap_err();
-        assert!(e.to_string().contains("tcp"), "{e}");
-    }
-
-    #[test]
-    fn queues_are_copies_of_the_first_that_can_be_told_apart() {
-        let two = QueueOverrides {
-            queues: Some(2),
-            ..QueueOverrides::default()
-        };
-        let text = include_str!("../../configs/veth-pair.toml");
-        let mut d = Deployment::parse(text, Path::new("x")).unwrap();
-        d.apply(&two).unwrap();
-        for cfg in d.dataplane.values() {
-            let ids: Vec<u32> = cfg.queues.iter().map(|q| q.queue_id).collect();
-            assert_eq!(ids, [0, 1]);
-            assert!(cfg.queues.iter().all(|q| q.steer_by == SteerBy::Queue));
-        }
-        let memif = include_str!("../../configs/dpdk-memif.toml");
-        let mut d = Deployment::parse(memif, Path::new("x")).unwrap();
-        d.apply(&two).unwrap();
-        let a = d.dataplane.values().next().unwrap();
-        let ports: Vec<_> = a
-            .queues
-            .iter()
-            .map(|q| q.dpdk_port.clone().unwrap())
-            .collect();
-        assert_eq!(ports, ["net_memif0", "net_memif1"]);
-        let vdevs = &a.dpdk.as_ref().unwrap().vdevs;
-        assert!(
-            vdevs[1].starts_with("net_memif1,") && vdevs[1].ends_with(",id=1"),
-            "{vdevs:?}"
-        );
-        let e = Deployment::parse(text, Path::new("x"))
-            .unwrap()
-            .apply(&QueueOverrides {
-                queues: Some(0),
-                ..QueueOverrides::default()
-            })
-            .unwrap_err();
-        assert!(e.to_string().contains("1 to 64"), "{e}");
-    }
-
-    #[test]
-    fn demo_faults_must_fit_the_middle_third() {
-        let mut d = DemoSettings {
-            seconds: 1.5,
-            flaps: 3,
-            ..DemoSettings::default()
-        };
-        assert!(d.validate().is_ok(), "3 flaps of 50 ms fit in 0.5 s");
-        d.flaps = 10;
-        assert_eq!(d.validate().unwrap_err().0, "flap_ms");
-        d.flaps = 0;
-        d.corrupt_ppm = 2_000_000;
-        assert_eq!(d.validate().unwrap_err().0, "corrupt_ppm");
-        d.corrupt_ppm = 0;
-        d.verbs = vec!["frob".into()];
-        assert_eq!(d.validate().unwrap_err().0, "verbs");
-        assert_eq!(
-            DemoSettings {
-                loss_ppm: 10_000,
-                flaps: 2,
-                ..DemoSettings::default()
-            }
-            .impairment(),
-            "1 % loss, 2 link flaps of 50 ms"
-        );
     }
 
     #[test]

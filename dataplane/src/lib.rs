@@ -7,6 +7,7 @@ pub mod config;
 pub mod contend;
 pub mod control;
 pub mod daemon;
+pub mod deployment;
 pub mod embed;
 pub mod epoch;
 pub mod host;

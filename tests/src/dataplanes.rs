@@ -8,8 +8,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::config::{Config, Deployment};
+use oae_dataplane::config::Config;
 use oae_dataplane::control::{Request, call};
+use oae_dataplane::deployment::Deployment;
 use oae_dataplane::status::DataplaneStatus;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{VethPair, format_mac};

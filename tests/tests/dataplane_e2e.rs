@@ -827,7 +827,8 @@ fn bad_configs_are_refused_with_what_to_fix() {
             "not a MAC address",
         ),
         (
-            good.replace("core = 1", "core = 999"),
+            // Dataplane a's core: `--name a` checks a's table.
+            good.replace("core = 0", "core = 999"),
             "this machine has cores",
         ),
         ("this is = not toml [".to_string(), "TOML"),

@@ -13,7 +13,7 @@ use oae_os::child::Supervised;
 use std::time::{Duration, Instant};
 
 use oae_common::CORRUPT_RANDOM_OFFSET;
-use oae_dataplane::config::{Deployment, flap_times};
+use oae_dataplane::deployment::{Deployment, flap_times};
 use oae_pmd::afxdp::AfXdpConfig;
 use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::{FaultConfig, FaultScope, Steering, XdpCounters, XdpMode};
