@@ -4,7 +4,6 @@
 
 pub mod api;
 pub mod config;
-pub mod contend;
 pub mod control;
 pub mod daemon;
 pub mod deployment;

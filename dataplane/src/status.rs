@@ -4,8 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::QueueInfo;
-
 /// `oaectl status`: the dataplane and every link of every queue.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DataplaneStatus {
@@ -27,6 +25,19 @@ impl DataplaneStatus {
     pub fn all_up(&self) -> bool {
         self.queues.iter().all(QueueStatus::all_up) && self.links().next().is_some()
     }
+}
+
+/// Static facts about the queue, for status reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueInfo {
+    pub index: u16,
+    pub iface: String,
+    pub queue_id: u32,
+    pub core: Option<usize>,
+    pub driver: String,
+    pub mac: String,
+    /// Link `i` runs to `peer_macs[i]`.
+    pub peer_macs: Vec<String>,
 }
 
 /// One queue: its polling core and its links.

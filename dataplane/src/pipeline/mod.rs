@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::control::OutputView;
 use crate::host::HostPort;
+pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::LinkWorkloads;
 
@@ -63,19 +64,6 @@ pub struct PipelineCounters {
     pub app_refused: u64,
     /// Completions dropped because the application's queue was full.
     pub app_completions_lost: u64,
-}
-
-/// Static facts about the queue, for status reports.
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-pub struct QueueInfo {
-    pub index: u16,
-    pub iface: String,
-    pub queue_id: u32,
-    pub core: Option<usize>,
-    pub driver: String,
-    pub mac: String,
-    /// Link `i` runs to `peer_macs[i]`.
-    pub peer_macs: Vec<String>,
 }
 
 pub struct Pipeline<D: Driver, T: Transport> {

@@ -16,7 +16,9 @@ use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, 
 use oae_proto::{LinkId, Nanos, Store};
 use serde_json::Value;
 
-use crate::contend::{self, Contention};
+mod contend;
+
+use self::contend::Contention;
 use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, cdf_points, to_hex};
 
 /// Bytes of each region a lane owns.

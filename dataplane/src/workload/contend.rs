@@ -8,8 +8,8 @@
 
 use oae_proto::verb::{MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 
+use super::Kind;
 use crate::control::ContendedCounts;
-use crate::workload::Kind;
 
 /// The verbs contended mode runs.
 pub const KINDS: [Kind; 3] = [Kind::Faa, Kind::Cas, Kind::Mcas];
