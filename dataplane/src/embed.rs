@@ -18,8 +18,10 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
-use crate::queue::{build_memory, build_queue};
+pub use crate::queue::build_memory;
+use crate::queue::build_queue;
 use crate::status::QueueStatus;
+use oae_proto::SharedMemory;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -42,6 +44,19 @@ impl EmbeddedQueue {
         epoch: u32,
         netns: Option<&str>,
     ) -> Result<EmbeddedQueue, String> {
+        EmbeddedQueue::start_on(&build_memory(config)?, config, index, epoch, netns)
+    }
+
+    /// As [`EmbeddedQueue::start`], over `memory`: queues started on one
+    /// memory (from [`build_memory`]) share it, as an `oaed`'s queues do.
+    pub fn start_on(
+        memory: &SharedMemory,
+        config: &Config,
+        index: usize,
+        epoch: u32,
+        netns: Option<&str>,
+    ) -> Result<EmbeddedQueue, String> {
+        let memory = memory.for_core(index as u16);
         let q = config
             .queues
             .get(index)
@@ -64,9 +79,7 @@ impl EmbeddedQueue {
                     return None;
                 }
                 let mut steering = Default::default();
-                let built = build_memory(&config)
-                    .and_then(|memory| build_queue(&config, index, epoch, &memory, &mut steering));
-                match built {
+                match build_queue(&config, index, epoch, &memory, &mut steering) {
                     Ok(built) => {
                         let _ = ready_tx.send(Ok(Arc::clone(&built.shared)));
                         let report = built.run(DRAIN);
