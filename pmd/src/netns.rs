@@ -118,9 +118,7 @@ impl VethPair {
 
     /// A command that runs `program` inside namespace `i`.
     pub fn command(&self, i: usize, program: &str) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns[i], program]);
-        cmd
+        command_in(&self.ns[i], program)
     }
 }
 
@@ -203,9 +201,7 @@ impl Segment {
 
     /// A command that runs `program` inside namespace `i`.
     pub fn command(&self, i: usize, program: &str) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns[i], program]);
-        cmd
+        command_in(&self.ns[i], program)
     }
 }
 
@@ -215,6 +211,14 @@ impl Drop for Segment {
             let _ = ip(&["netns", "delete", ns]);
         }
     }
+}
+
+/// A command that runs `program` inside namespace `ns`; `ip netns exec`
+/// execs it in place, so the child's PID is the program's.
+pub fn command_in(ns: &str, program: &str) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, program]);
+    cmd
 }
 
 /// Moves the calling thread into the named namespace (`/run/netns/<name>`).

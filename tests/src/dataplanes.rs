@@ -377,20 +377,10 @@ node_id = {node}
 
 {dpdk}
 {queues}
-[[dataplane.{name}.region]]
-id = {TARGET_REGION}
-key = {TARGET_KEY}
-len = 65536
-perms = "rwa"
-
-[[dataplane.{name}.region]]
-id = {LOCAL_REGION}
-key = 2
-len = 65536
-perms = "rw"
-"#,
+{regions}"#,
             node = i + 1,
             dpdk = dpdk(i, name),
+            regions = regions_toml(&format!("dataplane.{name}.")),
         )
     };
     let host = o.host_ring_cost.map_or_else(String::new, |cost| {
@@ -405,6 +395,26 @@ perms = "rw"
         format_mac(MACS[1]),
         side(0, "a"),
         side(1, "b")
+    )
+}
+
+/// The tests' two regions, as `[[<prefix>region]]` tables: the peers'
+/// target (every permission) and the local block bilateral swaps trade.
+pub(crate) fn regions_toml(prefix: &str) -> String {
+    format!(
+        r#"
+[[{prefix}region]]
+id = {TARGET_REGION}
+key = {TARGET_KEY}
+len = 65536
+perms = "rwa"
+
+[[{prefix}region]]
+id = {LOCAL_REGION}
+key = 2
+len = 65536
+perms = "rw"
+"#
     )
 }
 

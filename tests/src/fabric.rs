@@ -15,8 +15,7 @@ use oae_pmd::netns::{Segment, format_mac};
 use serde_json::Value;
 
 use crate::dataplanes::{
-    LOCAL_REGION, ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION, binary,
-    shut_down, start_oaed,
+    ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, binary, regions_toml, shut_down, start_oaed,
 };
 
 pub struct Fabric {
@@ -150,19 +149,8 @@ queue_id = 0
 slots = 32
 credits = 32
 min_round_ns = {SHARED_CPU_MIN_ROUND_NS}
-{peers}
-[[region]]
-id = {TARGET_REGION}
-key = {TARGET_KEY}
-len = 65536
-perms = "rwa"
-
-[[region]]
-id = {LOCAL_REGION}
-key = 2
-len = 65536
-perms = "rw"
-"#,
+{peers}{regions}"#,
         node = i + 1,
+        regions = regions_toml(""),
     )
 }
