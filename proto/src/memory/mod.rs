@@ -179,7 +179,9 @@ fn words(range: &Range<usize>) -> Range<usize> {
 /// never share a word, so releasing one never frees another's lock.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Undo {
-    region: usize,
+    /// The region's id (not its index, which registering another region
+    /// may shift).
+    region: u16,
     count: u8,
     ranges: [(u32, u16); MAX_MCAS_WORDS],
     saved: [u8; MAX_BLOCK],
@@ -217,9 +219,14 @@ impl Undo {
             .map(|&(at, len)| at as usize..at as usize + usize::from(len))
     }
 
-    fn record<S: Store + ?Sized>(&mut self, store: &S, region: usize, range: Range<usize>) {
-        debug_assert!(self.count == 0 || self.region == region);
-        self.region = region;
+    fn record<S: Store + ?Sized>(
+        &mut self,
+        store: &S,
+        (region, id): (usize, u16),
+        range: Range<usize>,
+    ) {
+        debug_assert!(self.count == 0 || self.region == id);
+        self.region = id;
         let saved_at: usize = self.ranges().map(|r| r.len()).sum();
         let len = range.len();
         store.load(
@@ -308,6 +315,11 @@ pub trait Store {
         out: &mut [u8],
     ) -> Result<usize, Refusal> {
         undo.count = 0;
+        // Checked before any word is taken: a result that cannot be written
+        // must not leave words locked (the link sizes `out` to fit).
+        if out.len() < result_len(request) {
+            return Err(Refusal::Malformed);
+        }
         match *request {
             Request::Read {
                 target,
@@ -330,7 +342,7 @@ pub trait Store {
                 let (i, facts) = self.region_for(target, Permissions::WRITE)?;
                 let range = facts.check(offset, data.len())?;
                 self.try_lock(i, words(&range), owner)?;
-                undo.record(self, i, range.clone());
+                undo.record(self, (i, target.id), range.clone());
                 self.save(i, range.start, data);
                 self.keep(i, words(&range), owner);
                 Ok(0)
@@ -344,7 +356,7 @@ pub trait Store {
                 let (i, facts) = self.region_for(target, need)?;
                 let range = facts.check(offset, data.len())?;
                 self.try_lock(i, words(&range), owner)?;
-                undo.record(self, i, range.clone());
+                undo.record(self, (i, target.id), range.clone());
                 out[..2].copy_from_slice(&(data.len() as u16).to_be_bytes());
                 self.load(i, range.start, &mut out[2..2 + data.len()]);
                 self.save(i, range.start, data);
@@ -368,7 +380,7 @@ pub trait Store {
                 };
                 match new {
                     Some(new) => {
-                        undo.record(self, i, range.clone());
+                        undo.record(self, (i, target.id), range.clone());
                         self.save(i, range.start, &new.to_le_bytes());
                         self.keep(i, words(&range), owner);
                     }
@@ -402,7 +414,7 @@ pub trait Store {
                 for &at in distinct.as_slice() {
                     let at = at as usize;
                     if all_match {
-                        undo.record(self, i, at..at + 8);
+                        undo.record(self, (i, target.id), at..at + 8);
                     }
                 }
                 if all_match {
@@ -426,22 +438,26 @@ pub trait Store {
 
     /// Makes a tentative transfer permanent: its words are released.
     fn commit(&mut self, undo: &Undo) {
+        if undo.is_empty() {
+            return;
+        }
+        let (i, _) = self.find(undo.region).expect("regions stay registered");
         for range in undo.ranges() {
-            self.unlock(undo.region, words(&range));
+            self.unlock(i, words(&range));
         }
     }
 
     /// Removes every trace of a tentative transfer: old bytes back, then the
     /// words released, so no other core sees a half-restored transfer.
     fn reverse(&mut self, undo: &Undo) {
+        if undo.is_empty() {
+            return;
+        }
+        let (i, _) = self.find(undo.region).expect("regions stay registered");
         let mut saved_at = 0;
         for range in undo.ranges() {
             let len = range.len();
-            self.save(
-                undo.region,
-                range.start,
-                &undo.saved[saved_at..saved_at + len],
-            );
+            self.save(i, range.start, &undo.saved[saved_at..saved_at + len]);
             saved_at += len;
         }
         self.commit(undo);
@@ -478,6 +494,17 @@ pub trait Store {
     fn check_local(&self, region: u16, offset: u32, len: u16) -> Result<(), Refusal> {
         let (_, facts) = self.find(region).ok_or(Refusal::UnknownRegion)?;
         facts.check(offset, usize::from(len)).map(|_| ())
+    }
+}
+
+/// Bytes of `request`'s result.
+fn result_len(request: &Request<'_>) -> usize {
+    match *request {
+        Request::Read { len, .. } => 2 + usize::from(len),
+        Request::Write { .. } => 0,
+        Request::BilateralSwap { data, .. } => 2 + data.len(),
+        Request::CompareAndSwap { .. } | Request::FetchAdd { .. } | Request::Swap { .. } => 8,
+        Request::MultiWordCommit { count, .. } => 2 + 8 * usize::from(count),
     }
 }
 
@@ -674,5 +701,50 @@ mod tests {
         m.commit(&undo);
         assert_eq!(m.locked_words(), 0);
         assert_eq!(m.bytes(1).unwrap()[0], 6);
+    }
+
+    #[test]
+    fn registering_a_region_later_never_moves_a_transfer_to_another() {
+        // Regression: the undo record kept the region's index, which a
+        // region with a smaller id, registered while the transfer was
+        // tentative, shifted.
+        let mut m = Memory::default();
+        let spec = |id| RegionSpec {
+            id,
+            key: 7,
+            len: 64,
+            permissions: Permissions::ALL,
+        };
+        m.register(spec(5)).unwrap();
+        let mut undo = Undo::default();
+        let write = Request::Write {
+            target: RegionRef { id: 5, key: 7 },
+            offset: 0,
+            data: &[9; 8],
+        };
+        m.apply(&write, LockOwner::target(0, 1), &mut undo, &mut [])
+            .unwrap();
+        m.register(spec(1)).unwrap();
+        m.reverse(&undo);
+        assert_eq!(m.locked_words(), 0);
+        assert!(m.bytes(5).unwrap().iter().all(|&b| b == 0));
+        assert!(m.bytes(1).unwrap().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_result_with_no_room_is_refused_before_any_word_is_taken() {
+        let mut m = memory();
+        let mut undo = Undo::default();
+        let read = Request::Read {
+            target: R,
+            offset: 0,
+            len: 16,
+        };
+        let mut small = [0u8; 10];
+        assert_eq!(
+            m.apply(&read, LockOwner::target(0, 1), &mut undo, &mut small),
+            Err(Refusal::Malformed)
+        );
+        assert_eq!(m.locked_words(), 0);
     }
 }

@@ -162,6 +162,7 @@ impl Store for SharedMemory {
     ) -> Result<(), Refusal> {
         let locks = &self.region(region).locks;
         let applying = self.holder(owner) | APPLYING;
+        let mut spins = 0;
         for w in words.clone() {
             loop {
                 match locks[w].compare_exchange_weak(
@@ -174,7 +175,7 @@ impl Store for SharedMemory {
                     // Free but the weak exchange failed spuriously, or
                     // another core is mid-verb on it: it will be kept or
                     // freed within that verb.
-                    Err(held) if held == 0 || held & APPLYING != 0 => relax(),
+                    Err(held) if held == 0 || held & APPLYING != 0 => wait_turn(&mut spins),
                     Err(_) => {
                         for taken in words.start..w {
                             locks[taken].store(0, Ordering::Release);
@@ -254,12 +255,19 @@ impl Store for SharedMemory {
     }
 }
 
-/// What a core waiting for another's verb does between tries. Under loom a
-/// spin must yield, or the model never runs the core being waited for.
+/// What a core waiting for another's verb does between tries: spin a
+/// little, then give the CPU away now and then, so a holder descheduled on
+/// this CPU can finish its verb. Under loom every try yields, or the model
+/// never runs the holder.
 #[inline]
-fn relax() {
+fn wait_turn(spins: &mut u32) {
+    *spins += 1;
     #[cfg(loom)]
     loom::thread::yield_now();
     #[cfg(not(loom))]
-    std::hint::spin_loop();
+    if spins.is_multiple_of(64) {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
 }
