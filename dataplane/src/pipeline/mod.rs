@@ -412,7 +412,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn run_workload(&mut self, now: Nanos) {
-        let mut workloads = std::mem::replace(&mut self.workloads, LinkWorkloads::new(0));
+        let mut workloads = std::mem::take(&mut self.workloads);
         workloads.poll(now, |link, lane, verb| {
             self.submit(Origin::Workload(link, lane), link, *verb, now)
                 .is_ok()

@@ -606,6 +606,7 @@ impl Workload {
 
 /// A queue's workloads: at most one per link, and the report of the last
 /// one that finished on each.
+#[derive(Default)]
 pub struct LinkWorkloads {
     running: Vec<Option<Workload>>,
     finished: Vec<Option<Value>>,

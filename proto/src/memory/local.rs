@@ -14,18 +14,14 @@ struct Region {
     locks: Vec<u32>,
 }
 
-/// All registered regions of a node, owned by it alone.
+/// All registered regions of a node, owned by it alone, in the order they
+/// were registered (a region's index never changes: undo records keep it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Memory {
     regions: Vec<Region>,
 }
 
 impl Memory {
-    /// Registered regions: id, key, length, permissions.
-    pub fn regions(&self) -> impl Iterator<Item = RegionSpec> + '_ {
-        self.regions.iter().map(|r| r.spec)
-    }
-
     /// A region's current bytes (tentative changes included).
     pub fn bytes(&self, id: u16) -> Option<&[u8]> {
         self.index(id).map(|i| self.regions[i].data.as_slice())
@@ -40,25 +36,22 @@ impl Memory {
     }
 
     fn index(&self, id: u16) -> Option<usize> {
-        self.regions.binary_search_by_key(&id, |r| r.spec.id).ok()
+        // A node has a handful of regions: a scan beats a map.
+        self.regions.iter().position(|r| r.spec.id == id)
     }
 }
 
 impl Store for Memory {
     fn register(&mut self, spec: RegionSpec) -> Result<(), RegisterError> {
         spec.check()?;
-        let at = match self.regions.binary_search_by_key(&spec.id, |r| r.spec.id) {
-            Ok(_) => return Err(RegisterError::DuplicateId(spec.id)),
-            Err(at) => at,
-        };
-        self.regions.insert(
-            at,
-            Region {
-                spec,
-                data: vec![0; spec.len as usize],
-                locks: vec![LockOwner::FREE; spec.len as usize / 8],
-            },
-        );
+        if self.index(spec.id).is_some() {
+            return Err(RegisterError::DuplicateId(spec.id));
+        }
+        self.regions.push(Region {
+            spec,
+            data: vec![0; spec.len as usize],
+            locks: vec![LockOwner::FREE; spec.len as usize / 8],
+        });
         Ok(())
     }
 
@@ -68,7 +61,9 @@ impl Store for Memory {
     }
 
     fn region_specs(&self) -> Vec<RegionSpec> {
-        self.regions().collect()
+        let mut specs: Vec<RegionSpec> = self.regions.iter().map(|r| r.spec).collect();
+        specs.sort_by_key(|s| s.id);
+        specs
     }
 
     fn try_lock(

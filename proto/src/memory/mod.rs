@@ -179,9 +179,7 @@ fn words(range: &Range<usize>) -> Range<usize> {
 /// never share a word, so releasing one never frees another's lock.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Undo {
-    /// The region's id (not its index, which registering another region
-    /// may shift).
-    region: u16,
+    region: usize,
     count: u8,
     ranges: [(u32, u16); MAX_MCAS_WORDS],
     saved: [u8; MAX_BLOCK],
@@ -219,14 +217,9 @@ impl Undo {
             .map(|&(at, len)| at as usize..at as usize + usize::from(len))
     }
 
-    fn record<S: Store + ?Sized>(
-        &mut self,
-        store: &S,
-        (region, id): (usize, u16),
-        range: Range<usize>,
-    ) {
-        debug_assert!(self.count == 0 || self.region == id);
-        self.region = id;
+    fn record<S: Store + ?Sized>(&mut self, store: &S, region: usize, range: Range<usize>) {
+        debug_assert!(self.count == 0 || self.region == region);
+        self.region = region;
         let saved_at: usize = self.ranges().map(|r| r.len()).sum();
         let len = range.len();
         store.load(
@@ -251,7 +244,8 @@ impl Undo {
 /// freed; a verb never waits for a tentative transfer.
 pub trait Store {
     fn register(&mut self, spec: RegionSpec) -> Result<(), RegisterError>;
-    /// The region's index (for the other primitives) and facts.
+    /// The region's index (for the other primitives) and facts. An index
+    /// stays the region's for the life of the store: undo records keep it.
     fn find(&self, id: u16) -> Option<(usize, RegionFacts)>;
     /// Registered regions, in id order.
     fn region_specs(&self) -> Vec<RegionSpec>;
@@ -342,7 +336,7 @@ pub trait Store {
                 let (i, facts) = self.region_for(target, Permissions::WRITE)?;
                 let range = facts.check(offset, data.len())?;
                 self.try_lock(i, words(&range), owner)?;
-                undo.record(self, (i, target.id), range.clone());
+                undo.record(self, i, range.clone());
                 self.save(i, range.start, data);
                 self.keep(i, words(&range), owner);
                 Ok(0)
@@ -356,7 +350,7 @@ pub trait Store {
                 let (i, facts) = self.region_for(target, need)?;
                 let range = facts.check(offset, data.len())?;
                 self.try_lock(i, words(&range), owner)?;
-                undo.record(self, (i, target.id), range.clone());
+                undo.record(self, i, range.clone());
                 out[..2].copy_from_slice(&(data.len() as u16).to_be_bytes());
                 self.load(i, range.start, &mut out[2..2 + data.len()]);
                 self.save(i, range.start, data);
@@ -380,7 +374,7 @@ pub trait Store {
                 };
                 match new {
                     Some(new) => {
-                        undo.record(self, (i, target.id), range.clone());
+                        undo.record(self, i, range.clone());
                         self.save(i, range.start, &new.to_le_bytes());
                         self.keep(i, words(&range), owner);
                     }
@@ -414,7 +408,7 @@ pub trait Store {
                 for &at in distinct.as_slice() {
                     let at = at as usize;
                     if all_match {
-                        undo.record(self, (i, target.id), at..at + 8);
+                        undo.record(self, i, at..at + 8);
                     }
                 }
                 if all_match {
@@ -438,26 +432,22 @@ pub trait Store {
 
     /// Makes a tentative transfer permanent: its words are released.
     fn commit(&mut self, undo: &Undo) {
-        if undo.is_empty() {
-            return;
-        }
-        let (i, _) = self.find(undo.region).expect("regions stay registered");
         for range in undo.ranges() {
-            self.unlock(i, words(&range));
+            self.unlock(undo.region, words(&range));
         }
     }
 
     /// Removes every trace of a tentative transfer: old bytes back, then the
     /// words released, so no other core sees a half-restored transfer.
     fn reverse(&mut self, undo: &Undo) {
-        if undo.is_empty() {
-            return;
-        }
-        let (i, _) = self.find(undo.region).expect("regions stay registered");
         let mut saved_at = 0;
         for range in undo.ranges() {
             let len = range.len();
-            self.save(i, range.start, &undo.saved[saved_at..saved_at + len]);
+            self.save(
+                undo.region,
+                range.start,
+                &undo.saved[saved_at..saved_at + len],
+            );
             saved_at += len;
         }
         self.commit(undo);
@@ -705,9 +695,9 @@ mod tests {
 
     #[test]
     fn registering_a_region_later_never_moves_a_transfer_to_another() {
-        // Regression: the undo record kept the region's index, which a
-        // region with a smaller id, registered while the transfer was
-        // tentative, shifted.
+        // Regression: registering kept regions sorted by id, so a region
+        // with a smaller id, registered while a transfer was tentative,
+        // shifted the index its undo record kept.
         let mut m = Memory::default();
         let spec = |id| RegionSpec {
             id,
