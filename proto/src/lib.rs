@@ -11,6 +11,7 @@
 //! `docs/PROTOCOL.md`.
 
 pub mod config;
+pub mod fabric;
 mod link;
 pub mod memory;
 pub mod verb;
@@ -19,11 +20,14 @@ pub mod wire;
 use std::collections::VecDeque;
 
 pub use config::{ConfigError, LinkConfig, Nanos};
+pub use fabric::routes::{Member, Route, View};
+pub use fabric::{FabricConfig, FabricStats, PATH_BASE};
 pub use link::{LinkStats, LinkStatus};
 pub use memory::{Memory, Permissions, RegionSpec, RegisterError, SharedMemory, Store};
 pub use verb::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
 
-use link::{Link, Shared};
+use fabric::Fabric;
+use link::{Link, Received, Shared};
 
 /// The issuer's name for a verb, echoed in its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -87,6 +91,8 @@ impl Observer for NoObserver {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubmitError {
     UnknownLink(LinkId),
+    /// No link and no route leads to this node (yet).
+    NoRoute(u64),
     /// The link's submission queue is full: retry after draining completions.
     QueueFull,
     /// The verb can never be carried: explains what is wrong with it.
@@ -97,6 +103,7 @@ impl core::fmt::Display for SubmitError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             SubmitError::UnknownLink(l) => write!(f, "no link {l}"),
+            SubmitError::NoRoute(n) => write!(f, "no link or route to node {n:#x}"),
             SubmitError::QueueFull => write!(f, "submission queue full"),
             SubmitError::Invalid(why) => write!(f, "invalid verb: {why}"),
         }
@@ -114,6 +121,8 @@ pub struct Node<O: Observer = NoObserver, M: Store = Memory> {
     epoch: u32,
     memory: M,
     links: Vec<Link>,
+    /// Routes, paths and membership over the links, once enabled.
+    fabric: Option<Box<Fabric>>,
     events: VecDeque<Event>,
     observer: O,
 }
@@ -143,6 +152,7 @@ impl<O: Observer, M: Store> Node<O, M> {
             epoch,
             memory,
             links: Vec::new(),
+            fabric: None,
             events: VecDeque::with_capacity(1024),
             observer,
         }
@@ -178,40 +188,129 @@ impl<O: Observer, M: Store> Node<O, M> {
             field: "links",
             problem: "too many links".into(),
         })?;
+        if id >= PATH_BASE {
+            return Err(ConfigError {
+                field: "links",
+                problem: format!("at most {PATH_BASE} links"),
+            });
+        }
         self.links.push(Link::new(id, cfg));
+        if let Some(f) = &mut self.fabric {
+            f.add_port();
+        }
         Ok(id)
+    }
+
+    /// Joins this node's links into a fabric (`fabric` module docs): routes
+    /// learned from the neighbours, paths to nodes that are not neighbours,
+    /// failover and resolution of transfers in doubt over another path.
+    /// `link` is the configuration of the node's links.
+    pub fn enable_fabric(&mut self, cfg: FabricConfig, link: &LinkConfig) -> Result<(), ConfigError> {
+        cfg.validate(link)?;
+        let me = Member {
+            node: self.node_id,
+            epoch: self.epoch,
+        };
+        self.fabric = Some(Box::new(Fabric::new(cfg, me, self.links.len())));
+        Ok(())
+    }
+
+    /// This node's routes, if the fabric is enabled (sorted by node id).
+    pub fn routes(&self) -> &[Route] {
+        self.fabric.as_ref().map_or(&[], |f| f.routes().table())
+    }
+
+    /// This node's view of the membership, if the fabric is enabled.
+    pub fn view(&self) -> Option<&View> {
+        self.fabric.as_ref().map(|f| f.routes().view())
+    }
+
+    /// Whether every usable neighbour advertises the same view as this node.
+    pub fn view_agreed(&self) -> bool {
+        self.fabric.as_ref().is_some_and(|f| f.routes().agreed())
+    }
+
+    pub fn fabric_stats(&self) -> Option<&FabricStats> {
+        self.fabric.as_ref().map(|f| f.stats())
+    }
+
+    /// Paths opened so far: their link ids and the node each leads to.
+    pub fn paths(&self) -> impl Iterator<Item = (LinkId, u64)> + '_ {
+        self.fabric.iter().flat_map(|f| {
+            f.paths
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (PATH_BASE + i as LinkId, p.peer))
+        })
+    }
+
+    /// The node at the other end of a link or path (0 for a link whose
+    /// peer has not said hello yet).
+    pub fn link_peer(&self, link: LinkId) -> Option<u64> {
+        if link >= PATH_BASE {
+            let f = self.fabric.as_ref()?;
+            return f.paths.get(usize::from(link - PATH_BASE)).map(|p| p.peer);
+        }
+        self.links.get(usize::from(link)).map(|l| l.peer_id())
+    }
+
+    /// Overwrites the fabric's control state (routes, views) with values
+    /// drawn from `next`, as a memory fault might; it must recover by
+    /// itself. For the simulator.
+    pub fn scramble_fabric(&mut self, next: impl FnMut() -> u64) {
+        if let Some(f) = &mut self.fabric {
+            f.routes_mut().scramble(next);
+        }
     }
 
     pub fn links(&self) -> usize {
         self.links.len()
     }
 
+    /// A link's status, or a path's (ids from [`PATH_BASE`]).
     pub fn link_status(&self, link: LinkId) -> Option<LinkStatus> {
-        self.links
-            .get(usize::from(link))
-            .map(|l| l.status(self.epoch))
+        self.any_link(link).map(|l| l.status(self.epoch))
     }
 
     pub fn link_stats(&self, link: LinkId) -> Option<&LinkStats> {
-        self.links.get(usize::from(link)).map(|l| l.stats())
+        self.any_link(link).map(|l| l.stats())
     }
 
-    /// Nothing tentative, queued or awaiting an answer on any link.
+    #[doc(hidden)]
+    pub fn debug_senders(&self, link: LinkId) -> String {
+        self.any_link(link).map(|l| l.debug_senders()).unwrap_or_default()
+    }
+
+    fn any_link(&self, link: LinkId) -> Option<&Link> {
+        if link >= PATH_BASE {
+            let f = self.fabric.as_ref()?;
+            return f.paths.get(usize::from(link - PATH_BASE)).map(|p| &p.link);
+        }
+        self.links.get(usize::from(link))
+    }
+
+    fn all_links(&self) -> impl Iterator<Item = &Link> {
+        self.links
+            .iter()
+            .chain(self.fabric.iter().flat_map(|f| f.paths.iter().map(|p| &p.link)))
+    }
+
+    /// Nothing tentative, queued or awaiting an answer on any link or path.
     pub fn is_quiescent(&self) -> bool {
-        self.links.iter().all(|l| l.is_quiescent())
+        self.all_links().all(|l| l.is_quiescent())
     }
 
     /// Transfers this node initiated whose outcome it does not know yet.
     pub fn in_doubt(&self) -> usize {
-        self.links.iter().map(|l| l.in_doubt()).sum()
+        self.all_links().map(|l| l.in_doubt()).sum()
     }
 
-    /// Queues a verb for `link`. Accepted verbs get exactly one
-    /// [`Event::Completed`]; refused ones get an error here and nothing else.
+    /// Queues a verb for `link` (or for a path, ids from [`PATH_BASE`]).
+    /// Accepted verbs get exactly one [`Event::Completed`]; refused ones get
+    /// an error here and nothing else.
     pub fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), SubmitError> {
         let max_class = self
-            .links
-            .get(usize::from(link))
+            .any_link(link)
             .ok_or(SubmitError::UnknownLink(link))?
             .max_class();
         check_verb(&verb, &self.memory)?;
@@ -220,7 +319,12 @@ impl<O: Observer, M: Store> Node<O, M> {
                 "needs a larger frame than this link's max_class",
             ));
         }
-        let (l, mut sh) = self.split(link);
+        let (links, fabric, mut sh) = self.parts();
+        let l = if link >= PATH_BASE {
+            &mut fabric.expect("checked").paths[usize::from(link - PATH_BASE)].link
+        } else {
+            &mut links[usize::from(link)]
+        };
         if l.submit(id, &verb, &mut sh) {
             Ok(())
         } else {
@@ -228,34 +332,83 @@ impl<O: Observer, M: Store> Node<O, M> {
         }
     }
 
+    /// Queues a verb for node `node`, wherever it is: on the link to it
+    /// while that link is usable, else on the path to it through the
+    /// fabric, else on the link (which may come back). Returns the link or
+    /// path that took it.
+    pub fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, SubmitError> {
+        let direct = self
+            .links
+            .iter()
+            .position(|l| l.peer_id() == node && node != 0)
+            .map(|d| d as LinkId);
+        if let Some(d) = direct
+            && (self.fabric.is_none() || self.links[usize::from(d)].is_usable())
+        {
+            return self.submit(d, id, verb).map(|()| d);
+        }
+        if let Some(p) = self.fabric.as_deref_mut().and_then(|f| f.usable_path(node)) {
+            let path = PATH_BASE + p as LinkId;
+            return self.submit(path, id, verb).map(|()| path);
+        }
+        match direct {
+            Some(d) => self.submit(d, id, verb).map(|()| d),
+            None => Err(SubmitError::NoRoute(node)),
+        }
+    }
+
     /// Takes one received OAE frame (without Ethernet header). Malformed
     /// frames are counted in the link's stats and dropped.
     pub fn handle_frame(&mut self, link: LinkId, frame: &[u8], now: Nanos) {
-        if usize::from(link) < self.links.len() {
-            let (l, mut sh) = self.split(link);
-            l.handle_frame(frame, now, &mut sh);
+        if usize::from(link) >= self.links.len() {
+            return;
+        }
+        let (links, fabric, mut sh) = self.parts();
+        let received = links[usize::from(link)].handle_frame(frame, now, &mut sh);
+        if let Some(f) = fabric {
+            if let Received::Fabric(t) = received {
+                let payload = &frame[wire::HEADER_LEN..frame.len() - wire::TRAILER_LEN];
+                f.receive(link, t, payload, now, links, &mut sh);
+            }
+            f.watch(link, links, &mut sh);
         }
     }
 
     /// Writes the next frame due on `link` into `buf` (at least
-    /// [`wire::MAX_FRAME`] bytes) and returns its length.
+    /// [`wire::MAX_FRAME`] bytes) and returns its length: the fabric's
+    /// frames for the link first (its adverts, relayed frames, frames of
+    /// paths routed through it), then the link's own.
     pub fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
         if usize::from(link) >= self.links.len() {
             return None;
         }
-        let (l, mut sh) = self.split(link);
+        let (links, fabric, mut sh) = self.parts();
+        let l = &mut links[usize::from(link)];
+        if let Some(f) = fabric
+            && let Some(len) = f.poll_transmit(link, l, now, buf, &mut sh)
+        {
+            return Some(len);
+        }
         l.poll_transmit(now, buf, &mut sh)
     }
 
     /// When `handle_timeout` next has work to do.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.links.iter().map(|l| l.poll_timeout()).min()
+        self.all_links().map(|l| l.poll_timeout()).min()
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
-        for i in 0..self.links.len() {
-            let (l, mut sh) = self.split(i as LinkId);
-            l.handle_timeout(now, &mut sh);
+        let (links, mut fabric, mut sh) = self.parts();
+        for i in 0..links.len() {
+            links[i].handle_timeout(now, &mut sh);
+            if let Some(f) = fabric.as_deref_mut() {
+                f.watch(i as LinkId, links, &mut sh);
+            }
+        }
+        if let Some(f) = fabric {
+            for p in &mut f.paths {
+                p.link.handle_timeout(now, &mut sh);
+            }
         }
     }
 
@@ -263,9 +416,10 @@ impl<O: Observer, M: Store> Node<O, M> {
         self.events.pop_front()
     }
 
-    fn split(&mut self, link: LinkId) -> (&mut Link, Shared<'_, O, M>) {
+    fn parts(&mut self) -> (&mut [Link], Option<&mut Fabric>, Shared<'_, O, M>) {
         (
-            &mut self.links[usize::from(link)],
+            &mut self.links,
+            self.fabric.as_deref_mut(),
             Shared {
                 memory: &mut self.memory,
                 events: &mut self.events,

@@ -9,10 +9,12 @@
 use std::collections::VecDeque;
 
 use crate::config::{LinkConfig, Nanos};
+use crate::fabric::envelope::{Outcome, Resolution};
 use crate::memory::{LockOwner, Store, Undo};
 use crate::verb::{self, Output, Refusal, ReverseReason, Verb, VerbError};
 use crate::wire::{
-    self, Context, Frame, Knowledge, MAX_FRAME, Malformed, Role, SLICE, Transition, order_after,
+    self, Context, Frame, Knowledge, MAX_FRAME, Machine, Malformed, Role, SLICE, Transition,
+    order_after,
 };
 use crate::{Event, LinkChange, Observer, VerbId};
 
@@ -257,6 +259,23 @@ enum Start {
 }
 
 const HELLO_LEN: usize = 8 + 2 + 2 + 1;
+
+/// What a received frame was for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Received {
+    /// The link's own (or dropped): nothing more to do.
+    Own,
+    /// A fabric frame from the peer, accepted by the link (epochs checked,
+    /// its place in the order noted); its payload is the fabric's.
+    Fabric(Transition),
+}
+
+/// Unanswered probes after which a link is suspected dead: new verbs take
+/// another path while one exists, and its transfers in doubt are resolved
+/// over it. About four round trips after the last frame heard.
+const SUSPECT_AFTER_PROBES: u32 = 2;
+/// Silent rounds after which a link is suspected dead.
+const SUSPECT_AFTER_ROUNDS: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Link {
@@ -827,24 +846,29 @@ impl Link {
         bytes: &[u8],
         now: Nanos,
         sh: &mut Shared<'_, O, M>,
-    ) {
+    ) -> Received {
         self.stats.rx_frames += 1;
         let frame = match Frame::parse(bytes) {
             Ok(f) if f.context.class > self.cfg.max_class => {
-                return self.count_malformed(Malformed::BadClass);
+                self.count_malformed(Malformed::BadClass);
+                return Received::Own;
             }
             Ok(f) => f,
-            Err(m) => return self.count_malformed(m),
+            Err(m) => {
+                self.count_malformed(m);
+                return Received::Own;
+            }
         };
         if frame.context.transition == Transition::Hello {
-            return self.handle_hello(&frame, sh);
+            self.handle_hello(&frame, sh);
+            return Received::Own;
         }
         if self.peer_epoch == 0
             || frame.sender_epoch != self.peer_epoch
             || frame.receiver_epoch != sh.epoch
         {
             self.stats.stale_epoch += 1;
-            return;
+            return Received::Own;
         }
         self.heard_this_round = true;
         self.silent_rounds = 0;
@@ -855,8 +879,10 @@ impl Link {
             self.go_up(sh);
         }
         self.note_order(frame.order);
+        let mut received = Received::Own;
         match frame.context.transition {
             Transition::Hello => unreachable!("handled above"),
+            t if t.machine() == Machine::Fabric => received = Received::Fabric(t),
             Transition::Tick => self.handle_tick(&frame),
             Transition::Tock => match self.tick_outstanding {
                 Some(t) if frame.payload[..SLICE] == wire::reflect(&t.context) => {
@@ -873,6 +899,7 @@ impl Link {
         if self.cfg.ordered {
             self.find_losses(frame.seen);
         }
+        received
     }
 
     fn handle_tick(&mut self, frame: &Frame<'_>) {
@@ -1242,9 +1269,11 @@ impl Link {
 
     /// Queues slot `s`'s answer to the peer's frame `order`. An answer
     /// already queued keeps its place: it answers the later frame too.
+    /// A decision that came by another path (order 0, see `resolve`) is
+    /// answered that way, not on the link.
     fn queue_receiver(&mut self, s: u16, order: u32) {
         let r = &mut self.receivers[usize::from(s)];
-        if !r.queued {
+        if order != 0 && !r.queued {
             r.queued = true;
             self.answers.push_back((order, Exchange::Slot(s)));
         }
@@ -1437,7 +1466,37 @@ impl Link {
         sh: &mut Shared<'_, O, M>,
     ) -> Option<usize> {
         let (len, kind) = self.next_frame(now, buf, sh)?;
-        let frame = &mut buf[..len];
+        self.seal_and_count(&mut buf[..len], kind, now);
+        Some(len)
+    }
+
+    /// Writes a fabric frame (`transition`, `class`, payload by `fill`)
+    /// with the link's epochs and its next place in the order; answers
+    /// nothing and is owed nothing. The link must be up.
+    pub fn send_fabric(
+        &mut self,
+        epoch: u32,
+        now: Nanos,
+        buf: &mut [u8],
+        transition: Transition,
+        class: u8,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> usize {
+        debug_assert!(self.up && transition.machine() == Machine::Fabric);
+        let ctx = Context {
+            class,
+            knowledge: self.knowledge,
+            role: self.role,
+            transition,
+            previous_committed: false,
+            field: 0,
+        };
+        let len = wire::compose(buf, &ctx, (epoch, self.peer_epoch), fill);
+        self.seal_and_count(&mut buf[..len], Sent::Answer, now);
+        len
+    }
+
+    fn seal_and_count(&mut self, frame: &mut [u8], kind: Sent, now: Nanos) {
         if kind != Sent::Hello {
             // Every frame after bring-up takes the next place in the link's
             // order and says how far this end has seen the peer's.
@@ -1454,7 +1513,6 @@ impl Link {
         wire::seal(frame);
         self.stats.tx_frames += 1;
         self.sent_this_round = true;
-        Some(len)
     }
 
     /// The next frame due, unsealed and without its order slice.
@@ -1627,20 +1685,9 @@ impl Link {
         sh: &mut Shared<'_, O, M>,
     ) -> Option<usize> {
         let round = self.round;
+        let ctx = self.decision_context(s)?;
+        let transition = ctx.transition;
         let slot = &mut self.senders[usize::from(s)];
-        let transition = match slot.phase {
-            SendPhase::Committed => Transition::Commit,
-            SendPhase::Reversing(_) => Transition::Reverse,
-            SendPhase::Idle | SendPhase::AwaitEcho => return None,
-        };
-        let ctx = Context {
-            class: 0,
-            knowledge: self.knowledge,
-            role: self.role,
-            transition,
-            previous_committed: slot.previous_committed,
-            field: Context::slot_field(s, slot.seq),
-        };
         slot.sent_context = ctx.encode();
         slot.sent_at = now;
         slot.sent_round = round;
@@ -1767,6 +1814,228 @@ impl Link {
             }
         });
         Start::Sent(len, s)
+    }
+
+    /// The COMMIT or REVERSE slot `s` owes the target, if any.
+    fn decision_context(&self, s: u16) -> Option<Context> {
+        let slot = &self.senders[usize::from(s)];
+        let transition = match slot.phase {
+            SendPhase::Committed => Transition::Commit,
+            SendPhase::Reversing(_) => Transition::Reverse,
+            SendPhase::Idle | SendPhase::AwaitEcho => return None,
+        };
+        // Knowledge as on an up link, the only place a decision is sent,
+        // so a decision carried by another path while the link is down
+        // reads bit for bit the same and its cached answer reflects it.
+        Some(Context {
+            class: 0,
+            knowledge: Knowledge::KnowYouKnowMe,
+            role: self.role,
+            transition,
+            previous_committed: slot.previous_committed,
+            field: Context::slot_field(s, slot.seq),
+        })
+    }
+
+    // ----- the fabric's hold on the link ------------------------------------
+
+    pub fn debug_senders(&self) -> String {
+        format!("{:?} ready {:?} backoff {:?} after {:?} sender_tx {:?} owed {} awaiting {:?} probes {} silent {}", self.senders.iter().map(|s| (s.seq, s.phase, s.pending, s.awaiting, s.commit_sent, s.queued)).collect::<Vec<_>>(), self.ready, self.backoff, self.after_commits, self.sender_tx, *self.owed, *self.awaiting, self.unanswered_probes, self.silent_rounds)
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    pub fn is_unreachable(&self) -> bool {
+        self.unreachable
+    }
+
+    /// The peer's node id, once a HELLO told it (0 before).
+    pub fn peer_id(&self) -> u64 {
+        self.peer_id
+    }
+
+    pub fn peer_epoch(&self) -> u32 {
+        self.peer_epoch
+    }
+
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// Largest class both ends accept.
+    pub fn class_to_peer(&self) -> u8 {
+        self.cfg.max_class.min(self.peer_max_class)
+    }
+
+    /// Up and heard from lately: fit for new traffic. A link that fell
+    /// silent for two rounds, or left two probes unanswered (about four
+    /// round trips after its last frame when verbs are in flight), is
+    /// suspected; new verbs then take another path while one exists.
+    pub fn is_usable(&self) -> bool {
+        self.up
+            && self.silent_rounds < SUSPECT_AFTER_ROUNDS
+            && self.unanswered_probes < SUSPECT_AFTER_PROBES
+    }
+
+    /// Another path brought word (a HELLO of its own, from the peer) that
+    /// the peer runs as incarnation `epoch`, newer than the one this link
+    /// knows: the old one is dead, and what it left here is settled by the
+    /// restart rules now, not when this link next hears the peer. The link
+    /// then waits for the new incarnation's HELLO.
+    pub fn peer_restarted_elsewhere<O: Observer, M: Store>(
+        &mut self,
+        epoch: u32,
+        sh: &mut Shared<'_, O, M>,
+    ) {
+        if self.peer_epoch == 0 || epoch <= self.peer_epoch {
+            return;
+        }
+        self.peer_restarted(sh);
+        self.peer_epoch = 0;
+        self.knowledge = Knowledge::Nothing;
+        self.hello_due = true;
+    }
+
+    /// Moves the verbs queued here and not yet on a slot to `to`, oldest
+    /// first, as far as its queue takes them; returns how many moved. They
+    /// never left this end, so they had no effect anywhere.
+    pub fn hand_over<O: Observer, M: Store>(
+        &mut self,
+        to: &mut Link,
+        sh: &mut Shared<'_, O, M>,
+    ) -> usize {
+        let mut moved = 0;
+        for which in 0..3 {
+            loop {
+                let queue = match which {
+                    0 => &mut self.after_commits,
+                    1 => &mut self.ready,
+                    _ => &mut self.backoff,
+                };
+                let Some(&v) = queue.front() else { break };
+                let p = &self.verbs[v as usize];
+                if !to.submit(p.id, &p.verb, sh) {
+                    return moved;
+                }
+                queue.pop_front();
+                self.free_verbs.push(v);
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    /// Calls `f` with the decision owed for every transfer this end has
+    /// not settled with the peer, to be carried by another path while the
+    /// link is unusable. A transfer still awaiting its echo is decided now:
+    /// reverse (its issuer was told nothing, so reversal is always allowed,
+    /// and the link itself sends the same REVERSE if it comes back).
+    pub fn doubts(&mut self, epoch: u32, mut f: impl FnMut(Resolution)) {
+        for s in 0..self.active_slots() {
+            if self.senders[usize::from(s)].phase == SendPhase::AwaitEcho {
+                self.give_up_on(s);
+            }
+            if let Some(ctx) = self.decision_context(s) {
+                f(Resolution {
+                    initiator_epoch: epoch,
+                    target_epoch: self.peer_epoch,
+                    decision: ctx.encode(),
+                });
+            }
+        }
+    }
+
+    /// Carries out, as the target, a decision the initiator sent by another
+    /// path: exactly what its COMMIT or REVERSE would have done on the
+    /// link, with the answer going back that way (a frame of order 0 is
+    /// never answered on the link). True if the transfer is now settled as
+    /// decided, so the initiator may forget it.
+    pub fn resolve<O: Observer, M: Store>(
+        &mut self,
+        res: &Resolution,
+        sh: &mut Shared<'_, O, M>,
+    ) -> bool {
+        if self.peer_epoch == 0 || res.initiator_epoch != self.peer_epoch {
+            self.stats.stale_epoch += 1;
+            return false;
+        }
+        let ctx = match Context::decode(&res.decision) {
+            Ok(c) if matches!(c.transition, Transition::Commit | Transition::Reverse) => c,
+            _ => {
+                self.count_malformed(Malformed::BadPayload);
+                return false;
+            }
+        };
+        let frame = Frame {
+            context: ctx,
+            raw_context: res.decision,
+            sender_epoch: res.initiator_epoch,
+            receiver_epoch: sh.epoch,
+            order: 0,
+            seen: 0,
+            payload: &[],
+        };
+        self.handle_as_target(&frame, sh);
+        let Some(r) = self.receivers.get(usize::from(ctx.slot())) else {
+            return false;
+        };
+        let settled = if ctx.transition == Transition::Commit {
+            RecvState::Committed
+        } else {
+            RecvState::Reversed
+        };
+        r.seq == ctx.seq() && r.state == settled
+    }
+
+    /// The target's answer to a decision this end sent by another path.
+    /// True if it settled a transfer here.
+    pub fn resolved<O: Observer, M: Store>(
+        &mut self,
+        res: &Resolution,
+        outcome: Outcome,
+        sh: &mut Shared<'_, O, M>,
+    ) -> bool {
+        let Ok(ctx) = Context::decode(&res.decision) else {
+            return false;
+        };
+        let s = ctx.slot();
+        if res.target_epoch != self.peer_epoch
+            || s >= self.active_slots()
+            || self.senders[usize::from(s)].seq != ctx.seq()
+        {
+            return false;
+        }
+        let phase = self.senders[usize::from(s)].phase;
+        match (phase, ctx.transition, outcome) {
+            (SendPhase::Reversing(_), Transition::Reverse, Outcome::Settled) => {
+                self.answered(s);
+                // Retried like any reversed verb; while the link stays
+                // unusable the fabric hands it to another path.
+                self.on_reverse_ack(s, sh);
+            }
+            (SendPhase::Committed, Transition::Commit, Outcome::Settled) => {
+                self.answered(s);
+                self.set_idle(s);
+            }
+            (SendPhase::AwaitEcho | SendPhase::Reversing(_), _, Outcome::TargetRestarted) => {
+                self.answered(s);
+                let v = self.senders[usize::from(s)]
+                    .pending
+                    .take()
+                    .expect("a transfer in doubt keeps its verb");
+                release_local(&self.verbs[v as usize].verb, None, sh.memory);
+                self.set_idle(s);
+                self.finish(v, Err(VerbError::PeerRestarted), sh);
+            }
+            (SendPhase::Committed, _, Outcome::TargetRestarted) => {
+                self.answered(s);
+                self.set_idle(s);
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// True when nothing is in flight or held in either direction.

@@ -62,6 +62,8 @@ pub enum Machine {
     Link,
     /// One slot's alternating-bit transfer channel.
     Slot,
+    /// The fabric over the links: routes, membership, relayed frames.
+    Fabric,
 }
 
 /// The `transition` byte: what this frame does to its state machine.
@@ -87,6 +89,10 @@ pub enum Transition {
     Reverse,
     /// Target → initiator: every trace is gone.
     ReverseAck,
+    /// To a neighbour: this node's routes and view of the membership.
+    Advert,
+    /// Hop by hop: a frame for another node, relayed towards it.
+    Forward,
 }
 
 /// Direction bit of the transition byte.
@@ -97,6 +103,10 @@ const PREVIOUS_COMMITTED: u8 = 0x40;
 const TRANSITION_CODE: u8 = 0x1F;
 
 impl Transition {
+    pub fn machine(self) -> Machine {
+        self.code().0
+    }
+
     fn code(self) -> (Machine, u8) {
         match self {
             Transition::Hello => (Machine::Link, 1),
@@ -109,6 +119,8 @@ impl Transition {
             Transition::Refuse => (Machine::Slot, 5),
             Transition::Reverse => (Machine::Slot, 6),
             Transition::ReverseAck => (Machine::Slot, 7),
+            Transition::Advert => (Machine::Fabric, 1),
+            Transition::Forward => (Machine::Fabric, 2),
         }
     }
 
@@ -124,6 +136,8 @@ impl Transition {
             (Machine::Slot, 5) => Transition::Refuse,
             (Machine::Slot, 6) => Transition::Reverse,
             (Machine::Slot, 7) => Transition::ReverseAck,
+            (Machine::Fabric, 1) => Transition::Advert,
+            (Machine::Fabric, 2) => Transition::Forward,
             _ => return None,
         })
     }
@@ -232,6 +246,7 @@ impl Context {
             match machine {
                 Machine::Link => 1,
                 Machine::Slot => 2,
+                Machine::Fabric => 3,
             },
             transition,
             f[0],
@@ -268,6 +283,7 @@ impl Context {
         let machine = match bytes[2] {
             1 => Machine::Link,
             2 => Machine::Slot,
+            3 => Machine::Fabric,
             _ => return Err(Malformed::UnknownTransition),
         };
         let transition = Transition::from_code(machine, bytes[3] & TRANSITION_CODE)
@@ -513,6 +529,7 @@ mod tests {
         use Transition::*;
         for t in [
             Hello, Tick, Tock, Request, Echo, Commit, CommitAck, Refuse, Reverse, ReverseAck,
+            Advert, Forward,
         ] {
             let c = sample(t, 2);
             assert_eq!(Context::decode(&c.encode()), Ok(c));

@@ -51,9 +51,9 @@ pub fn violation(invariant: &'static str, detail: String) -> Check {
     Err(Violation { invariant, detail })
 }
 
-/// A transfer as its initiator names it: (initiator, its epoch, its link,
-/// slot, sequence number).
-pub type AttemptKey = (usize, u32, u16, u16, u16);
+/// A transfer as its initiator names it: (initiator, its epoch, its channel
+/// to the target (target << 1, | 1 for a path), slot, sequence number).
+pub type AttemptKey = (usize, u32, u32, u16, u16);
 
 pub const REGION: u16 = 1;
 pub const KEY: u32 = 0x0AE0_0001;
@@ -84,8 +84,8 @@ impl Ledger {
         self.records.insert(id, rec);
     }
 
-    pub fn sent(&mut self, issuer: usize, epoch: u32, link: u16, slot: u16, seq: u16, id: VerbId) {
-        self.attempts.insert((issuer, epoch, link, slot, seq), id);
+    pub fn sent(&mut self, issuer: usize, epoch: u32, channel: u32, slot: u16, seq: u16, id: VerbId) {
+        self.attempts.insert((issuer, epoch, channel, slot, seq), id);
         let rec = self.records.get_mut(&id).expect("issued");
         if let Verb::BilateralSwap {
             local_offset, len, ..

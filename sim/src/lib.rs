@@ -1,13 +1,17 @@
 //! Deterministic, seeded simulation of OAE nodes over faulty links.
 //!
-//! N nodes, fully meshed, run the real `oae-proto` core. The network loses,
-//! duplicates, corrupts (bit flips anywhere in a frame), delays and reorders
-//! frames, takes links down and up, and restarts nodes, all drawn from one
-//! seed. After every step the oracle ([`ledger`]) checks the invariants of
+//! N nodes run the real `oae-proto` core, fully meshed, or joined into a
+//! fabric (ring, line or mesh) whose nodes route verbs to each other over
+//! several hops. The network loses, duplicates, corrupts (bit flips anywhere
+//! in a frame), delays and reorders frames, takes links down and up, cuts
+//! links for good, partitions the fabric and heals it, restarts nodes and
+//! scrambles their routing state, all drawn from one seed. After every step the oracle ([`ledger`]) checks the invariants of
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
 pub mod ledger;
+pub mod topology;
 pub use oae_common::rng;
+pub use topology::Shape;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,8 +21,8 @@ use ledger::{Check, KEY, Ledger, REGION, Record, Violation, violation};
 use oae_proto::verb::MAX_MCAS_WORDS;
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
-    Block, Event, LinkConfig, McasWord, Nanos, Node, Observer, Permissions, RegionRef, RegionSpec,
-    Verb, VerbId,
+    Block, Event, FabricConfig, LinkConfig, LinkId, McasWord, Nanos, Node, Observer, PATH_BASE,
+    Permissions, RegionRef, RegionSpec, SubmitError, Verb, VerbId,
 };
 use rng::Rng;
 
@@ -37,6 +41,12 @@ pub struct Faults {
     pub link_flaps: u32,
     /// Node restarts over the run (memory and issuers lost, new epoch).
     pub restarts: u32,
+    /// Links cut for good (each leaves the fabric connected).
+    pub cuts: u32,
+    /// Partitions of the fabric into two sides, each healed later.
+    pub partitions: u32,
+    /// A node's routing state overwritten with arbitrary values.
+    pub scrambles: u32,
 }
 
 impl Faults {
@@ -48,6 +58,9 @@ impl Faults {
         exponential_delay: false,
         link_flaps: 0,
         restarts: 0,
+        cuts: 0,
+        partitions: 0,
+        scrambles: 0,
     };
 }
 
@@ -56,12 +69,16 @@ impl Faults {
 pub struct Scenario {
     pub name: &'static str,
     pub faults: Faults,
+    /// A fabric of this shape and size, verbs addressed to any node; or
+    /// none: a full mesh, verbs on the link to their target.
+    pub fabric: Option<(Shape, usize)>,
 }
 
 pub const SCENARIOS: [Scenario; 9] = [
     Scenario {
         name: "clean",
         faults: Faults::NONE,
+        fabric: None,
     },
     Scenario {
         name: "loss",
@@ -69,6 +86,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             loss_ppm: 20_000,
             ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "duplication",
@@ -76,6 +94,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             duplicate_ppm: 50_000,
             ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "corruption",
@@ -83,6 +102,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             corrupt_ppm: 20_000,
             ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "reordering",
@@ -90,6 +110,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             jitter: 30_000,
             ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "link-flap",
@@ -97,6 +118,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             link_flaps: 3,
             ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "restart",
@@ -104,6 +126,7 @@ pub const SCENARIOS: [Scenario; 9] = [
             restarts: 2,
             ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "mixed",
@@ -115,7 +138,9 @@ pub const SCENARIOS: [Scenario; 9] = [
             exponential_delay: true,
             link_flaps: 2,
             restarts: 1,
+            ..Faults::NONE
         },
+        fabric: None,
     },
     Scenario {
         name: "heavy",
@@ -127,12 +152,89 @@ pub const SCENARIOS: [Scenario; 9] = [
             exponential_delay: false,
             link_flaps: 4,
             restarts: 2,
+            ..Faults::NONE
         },
+        fabric: None,
+    },
+];
+
+/// The fabric's fault classes: verbs between every pair of nodes, relayed
+/// over several hops, through cut links, partitions, restarts and
+/// scrambled routing state.
+pub const FABRIC_SCENARIOS: [Scenario; 7] = [
+    Scenario {
+        name: "ring-clean",
+        faults: Faults::NONE,
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
+        name: "ring-cut",
+        faults: Faults {
+            loss_ppm: 5_000,
+            cuts: 1,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
+        name: "ring-partition",
+        faults: Faults {
+            partitions: 2,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
+        name: "mesh-flap",
+        faults: Faults {
+            loss_ppm: 5_000,
+            link_flaps: 4,
+            cuts: 1,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Mesh, 4)),
+    },
+    Scenario {
+        name: "line-restart",
+        faults: Faults {
+            restarts: 2,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Line, 4)),
+    },
+    Scenario {
+        name: "ring-scramble",
+        faults: Faults {
+            loss_ppm: 5_000,
+            scrambles: 4,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
+        name: "fabric-mixed",
+        faults: Faults {
+            loss_ppm: 10_000,
+            duplicate_ppm: 10_000,
+            corrupt_ppm: 10_000,
+            jitter: 10_000,
+            exponential_delay: false,
+            link_flaps: 2,
+            restarts: 1,
+            cuts: 1,
+            partitions: 1,
+            scrambles: 2,
+        },
+        fabric: Some((Shape::Ring, 5)),
     },
 ];
 
 pub fn scenario(name: &str) -> Option<Scenario> {
-    SCENARIOS.iter().copied().find(|s| s.name == name)
+    SCENARIOS
+        .iter()
+        .chain(&FABRIC_SCENARIOS)
+        .copied()
+        .find(|s| s.name == name)
 }
 
 /// Shape of one run.
@@ -202,6 +304,22 @@ pub struct Report {
     pub sim_time: Nanos,
     /// Longest submit-to-completion time of any verb.
     pub max_latency: Nanos,
+    pub cuts: u64,
+    pub partitions: u64,
+    pub scrambles: u64,
+    /// FORWARD frames relayed by a node on the way to another.
+    pub relayed: u64,
+    /// Queued verbs moved from a suspected link to a path.
+    pub rerouted: u64,
+    /// In-doubt transfers settled over another path.
+    pub resolved: u64,
+    /// Cuts after which a verb between the cut link's ends completed over
+    /// a path, and the most round trips (of 2 × the wire delay) from the
+    /// cut to that completion.
+    pub reroutes: u64,
+    pub reroute_rtts_max: u64,
+    /// The largest view number any node reached.
+    pub max_view: u64,
 }
 
 impl Report {
@@ -229,6 +347,15 @@ impl Report {
         self.checks += o.checks;
         self.sim_time += o.sim_time;
         self.max_latency = self.max_latency.max(o.max_latency);
+        self.cuts += o.cuts;
+        self.partitions += o.partitions;
+        self.scrambles += o.scrambles;
+        self.relayed += o.relayed;
+        self.rerouted += o.rerouted;
+        self.resolved += o.resolved;
+        self.reroutes += o.reroutes;
+        self.reroute_rtts_max = self.reroute_rtts_max.max(o.reroute_rtts_max);
+        self.max_view = self.max_view.max(o.max_view);
     }
 }
 
@@ -296,7 +423,14 @@ struct Flight {
 enum Disruption {
     LinkDown(usize, usize),
     LinkUp(usize, usize),
+    /// Down for good.
+    Cut(usize, usize),
+    /// Every link between the nodes in the mask and the rest goes down …
+    Partition(u64),
+    /// … and comes back.
+    Heal(u64),
     Restart(usize),
+    Scramble(usize),
 }
 
 struct Sim {
@@ -306,9 +440,18 @@ struct Sim {
     now: Nanos,
     step: u64,
     nodes: Vec<Node<Tap>>,
+    /// Each node's neighbours; link `k` of node `i` leads to `adj[i][k]`.
+    adj: Vec<Vec<usize>>,
+    /// Verbs addressed to any node through the fabric, not to a link.
+    fabric: bool,
     net: BinaryHeap<Reverse<Flight>>,
     order: u64,
     down: Vec<Vec<bool>>,
+    cut: Vec<Vec<bool>>,
+    /// A verb drawn for a node that had no route to its target yet.
+    stash: Vec<Option<(usize, Verb)>>,
+    /// Cuts still waiting for a verb between their ends over a path.
+    cuts_pending: Vec<(Nanos, usize, usize)>,
     disruptions: Vec<(Nanos, Disruption)>,
     ledger: Ledger,
     issued: usize,
@@ -316,27 +459,14 @@ struct Sim {
     report: Report,
 }
 
-/// Node `i`'s link index towards node `j`.
-fn link_to(i: usize, j: usize) -> u16 {
-    (if j < i { j } else { j - 1 }) as u16
-}
-
-/// The node at the other end of node `i`'s link `l`.
-fn peer_of(i: usize, l: u16) -> usize {
-    let l = usize::from(l);
-    if l < i { l } else { l + 1 }
-}
-
-/// How the oracle names a transfer the target `i` saw on `link` from the
-/// initiator incarnation `peer_epoch`: the initiator's own name for it.
-fn attempt_key(i: usize, link: u16, peer_epoch: u32, slot: u16, seq: u16) -> ledger::AttemptKey {
-    let initiator = peer_of(i, link);
-    (initiator, peer_epoch, link_to(initiator, i), slot, seq)
+/// The node id the simulator gives node `i`.
+fn node_id(i: usize) -> u64 {
+    0x0200_0000_0000 + i as u64
 }
 
 /// Runs one seeded simulation and checks every invariant along the way.
 pub fn run(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> Result<Report, Failure> {
-    let mut sim = Sim::new(*cfg, scenario.faults, seed);
+    let mut sim = Sim::new(*cfg, scenario, seed);
     match sim.run() {
         Ok(()) => Ok(sim.finish()),
         Err(violation) => Err(Failure {
@@ -372,16 +502,31 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
 }
 
 impl Sim {
-    fn new(cfg: SimConfig, faults: Faults, seed: u64) -> Sim {
+    fn new(mut cfg: SimConfig, scenario: &Scenario, seed: u64) -> Sim {
+        let faults = scenario.faults;
         let mut rng = Rng::new(seed);
-        let nodes = (0..cfg.nodes).map(|i| new_node(&cfg, i, 1)).collect();
+        let (shape, fabric) = match scenario.fabric {
+            Some((shape, nodes)) => {
+                cfg.nodes = nodes;
+                (shape, true)
+            }
+            None => (Shape::Mesh, false),
+        };
+        let adj = shape.neighbours(cfg.nodes);
+        let nodes = (0..cfg.nodes)
+            .map(|i| new_node(&cfg, i, 1, adj[i].len(), fabric))
+            .collect();
         // Disruptions are spread over the time the workload is expected to
         // take; the run heals after the last one.
         let span = (cfg.verbs as u64 / cfg.nodes as u64 + 1) * 40_000;
         let mut disruptions = Vec::new();
         for _ in 0..faults.link_flaps {
             let a = rng.below(cfg.nodes as u64) as usize;
-            let b = (a + 1 + rng.below(cfg.nodes as u64 - 1) as usize) % cfg.nodes;
+            let b = if fabric {
+                rng.pick(&adj[a])
+            } else {
+                (a + 1 + rng.below(cfg.nodes as u64 - 1) as usize) % cfg.nodes
+            };
             let at = rng.below(span);
             let outage = 200_000 + rng.below(2_000_000);
             disruptions.push((at, Disruption::LinkDown(a.min(b), a.max(b))));
@@ -391,12 +536,44 @@ impl Sim {
             let n = rng.below(cfg.nodes as u64) as usize;
             disruptions.push((rng.below(span), Disruption::Restart(n)));
         }
+        let mut cut = vec![vec![false; cfg.nodes]; cfg.nodes];
+        for _ in 0..faults.cuts {
+            // A link whose loss leaves every node a path to every other.
+            for _ in 0..32 {
+                let a = rng.below(cfg.nodes as u64) as usize;
+                let b = rng.pick(&adj[a]);
+                let mut after = cut.clone();
+                after[a][b] = true;
+                after[b][a] = true;
+                if !cut[a][b] && topology::connected(&adj, &after) {
+                    cut = after;
+                    disruptions.push((rng.below(span), Disruption::Cut(a.min(b), a.max(b))));
+                    break;
+                }
+            }
+        }
+        for _ in 0..faults.partitions {
+            let side = 1 + rng.below((1 << cfg.nodes) - 2);
+            let at = rng.below(span);
+            let outage = 500_000 + rng.below(2_000_000);
+            disruptions.push((at, Disruption::Partition(side)));
+            disruptions.push((at + outage, Disruption::Heal(side)));
+        }
+        for _ in 0..faults.scrambles {
+            let n = rng.below(cfg.nodes as u64) as usize;
+            disruptions.push((rng.below(span), Disruption::Scramble(n)));
+        }
         disruptions.sort();
         disruptions.reverse();
         Sim {
             ledger: Ledger::new(cfg.nodes, cfg.region_len as usize),
             outstanding: vec![0; cfg.nodes],
             down: vec![vec![false; cfg.nodes]; cfg.nodes],
+            cut: vec![vec![false; cfg.nodes]; cfg.nodes],
+            stash: vec![None; cfg.nodes],
+            cuts_pending: Vec::new(),
+            adj,
+            fabric,
             cfg,
             faults,
             rng,
@@ -434,6 +611,37 @@ impl Sim {
                 return self.check_final();
             }
             if self.now > last_submit_at + self.cfg.settle_time {
+                if std::env::var_os("OAE_SIM_DEBUG").is_some() {
+                    for r in self.ledger.records.values().filter(|r| r.completion.is_none() && !r.orphaned) {
+                        eprintln!("incomplete: {r:?}");
+                    }
+                    for (i, n) in self.nodes.iter().enumerate() {
+                        for l in all_links(n) {
+                            eprintln!("node {i} link {l:#x} peer {:?}: {:?}\n   {}", n.link_peer(l), n.link_status(l), n.debug_senders(l));
+                        }
+                        eprintln!("node {i} routes {:?} view {:?} stats {:?}", n.routes(), n.view(), n.fabric_stats());
+                    }
+                }
+                let complete = self.ledger.records.values().all(|r| r.completion.is_some() || r.orphaned);
+                if complete && self.fabric && !self.views_agree() {
+                    let views: Vec<String> = self.nodes.iter().map(|n| format!("{:?}", n.view())).collect();
+                    return violation(
+                        "views_agree",
+                        format!("views differ {} ns after the last submission: {}", self.cfg.settle_time, views.join(" / ")),
+                    );
+                }
+                if complete {
+                    let held: Vec<String> = self
+                        .nodes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| format!("node {i}: {} in doubt, {} words locked", n.in_doubt(), n.memory().locked_words()))
+                        .collect();
+                    return violation(
+                        "no_doubt_while_path",
+                        format!("transfers still held although every node has a path: {}", held.join(", ")),
+                    );
+                }
                 return violation(
                     "liveness",
                     format!(
@@ -470,7 +678,7 @@ impl Sim {
     fn deliver(&mut self) -> Check {
         while self.net.peek().is_some_and(|Reverse(f)| f.at <= self.now) {
             let Reverse(f) = self.net.pop().expect("peeked");
-            if self.down[f.from][f.to] {
+            if self.down[f.from][f.to] || self.cut[f.from][f.to] {
                 self.report.link_down_drops += 1;
                 continue;
             }
@@ -490,7 +698,30 @@ impl Sim {
                     self.down[b][a] = down;
                     self.report.flaps += u64::from(down);
                 }
+                Disruption::Cut(a, b) => {
+                    self.cut[a][b] = true;
+                    self.cut[b][a] = true;
+                    self.report.cuts += 1;
+                    self.cuts_pending.push((self.now, a, b));
+                }
+                Disruption::Partition(side) | Disruption::Heal(side) => {
+                    let down = matches!(d, Disruption::Partition(_));
+                    let inside = |n: usize| side & (1 << n) != 0;
+                    for a in 0..self.nodes.len() {
+                        for &b in &self.adj[a] {
+                            if inside(a) != inside(b) {
+                                self.down[a][b] = down;
+                            }
+                        }
+                    }
+                    self.report.partitions += u64::from(down);
+                }
                 Disruption::Restart(n) => self.restart(n),
+                Disruption::Scramble(n) => {
+                    self.report.scrambles += 1;
+                    let rng = &mut self.rng;
+                    self.nodes[n].scramble_fabric(|| rng.next_u64());
+                }
             }
         }
         Ok(())
@@ -500,15 +731,23 @@ impl Sim {
         self.report.restarts += 1;
         self.account_node(n);
         let epoch = self.nodes[n].epoch() + 1;
-        self.nodes[n] = new_node(&self.cfg, n, epoch);
+        self.nodes[n] = new_node(&self.cfg, n, epoch, self.adj[n].len(), self.fabric);
         self.ledger.node_restarted(n);
         self.outstanding[n] = 0;
     }
 
     /// Folds a node's link counters into the report (before it is replaced).
     fn account_node(&mut self, n: usize) {
-        for l in 0..self.nodes[n].links() {
-            let s = self.nodes[n].link_stats(l as u16).expect("link exists");
+        if let Some(v) = self.nodes[n].view() {
+            self.report.max_view = self.report.max_view.max(v.number);
+        }
+        if let Some(f) = self.nodes[n].fabric_stats() {
+            self.report.relayed += f.relayed;
+            self.report.rerouted += f.verbs_rerouted;
+            self.report.resolved += f.resolved_as_initiator;
+        }
+        for l in all_links(&self.nodes[n]) {
+            let s = self.nodes[n].link_stats(l).expect("link exists");
             self.report.reversals += s.reversals;
             self.report.retries += s.retries;
             self.report.refusals += s.refusals_received;
@@ -523,10 +762,33 @@ impl Sim {
     fn submit(&mut self) -> Check {
         for i in 0..self.nodes.len() {
             while self.outstanding[i] < self.cfg.outstanding && self.issued < self.cfg.verbs {
-                let j =
-                    (i + 1 + self.rng.below(self.cfg.nodes as u64 - 1) as usize) % self.cfg.nodes;
-                let verb = random_verb(&mut self.rng, self.cfg.region_len);
+                let (j, verb) = match self.stash[i].take() {
+                    Some(stashed) => stashed,
+                    None => {
+                        let j = (i + 1 + self.rng.below(self.cfg.nodes as u64 - 1) as usize)
+                            % self.cfg.nodes;
+                        (j, random_verb(&mut self.rng, self.cfg.region_len))
+                    }
+                };
                 let id = VerbId(self.issued as u64);
+                let submitted = if self.fabric {
+                    self.nodes[i].submit_to(node_id(j), id, verb).map(|_| ())
+                } else {
+                    let link = self.adj[i].iter().position(|&n| n == j).expect("meshed");
+                    self.nodes[i].submit(link as LinkId, id, verb)
+                };
+                match submitted {
+                    Ok(()) => {}
+                    // No route yet (bring-up, a partition): the same verb
+                    // goes again on a later step.
+                    Err(SubmitError::NoRoute(_)) => {
+                        self.stash[i] = Some((j, verb));
+                        break;
+                    }
+                    Err(e) => {
+                        return violation("liveness", format!("submission of {verb:?} refused: {e}"));
+                    }
+                }
                 self.issued += 1;
                 self.ledger.issue(
                     id,
@@ -548,9 +810,6 @@ impl Sim {
                         target_lost: false,
                     },
                 );
-                if let Err(e) = self.nodes[i].submit(link_to(i, j), id, verb) {
-                    return violation("liveness", format!("submission of {verb:?} refused: {e}"));
-                }
                 self.outstanding[i] += 1;
                 self.observe(i)?;
             }
@@ -574,7 +833,7 @@ impl Sim {
     /// Puts a frame on the wire, through the fault model.
     fn send(&mut self, from: usize, link: u16, frame: &[u8]) {
         self.report.frames += 1;
-        let to = peer_of(from, link);
+        let to = self.adj[from][usize::from(link)];
         let f = self.faults;
         if self.rng.chance_ppm(f.loss_ppm) {
             self.report.lost += 1;
@@ -605,7 +864,7 @@ impl Sim {
                 at: self.now + self.cfg.delay + jitter,
                 order: self.order,
                 to,
-                link: link_to(to, from),
+                link: self.adj[to].iter().position(|&n| n == from).expect("linked") as u16,
                 from,
                 bytes,
             }));
@@ -618,29 +877,62 @@ impl Sim {
         for s in seen {
             match s {
                 Seen::Sent(link, epoch, slot, seq, id) => {
-                    self.ledger.sent(i, epoch, link, slot, seq, id)
+                    let (target, path) = self.channel(i, link);
+                    self.ledger
+                        .sent(i, epoch, channel_key(target, path), slot, seq, id)
                 }
-                Seen::Applied(link, pe, slot, seq) => self
-                    .ledger
-                    .applied(i, attempt_key(i, link, pe, slot, seq))?,
+                Seen::Applied(link, pe, slot, seq) => {
+                    let key = self.attempt_key(i, link, pe, slot, seq);
+                    self.ledger.applied(i, key)?
+                }
                 Seen::Committed(link, pe, slot, seq) => {
-                    self.ledger.committed(attempt_key(i, link, pe, slot, seq))?
+                    let key = self.attempt_key(i, link, pe, slot, seq);
+                    self.ledger.committed(key)?
                 }
-                Seen::Reversed(link, pe, slot, seq) => self
-                    .ledger
-                    .reversed(i, attempt_key(i, link, pe, slot, seq))?,
+                Seen::Reversed(link, pe, slot, seq) => {
+                    let key = self.attempt_key(i, link, pe, slot, seq);
+                    self.ledger.reversed(i, key)?
+                }
                 Seen::LocalSwapped(id) => self.ledger.local_swapped(id)?,
             }
         }
         Ok(())
     }
 
+    /// The node at the other end of node `i`'s link or path, and whether
+    /// it is a path.
+    fn channel(&self, i: usize, link: LinkId) -> (usize, bool) {
+        if link >= PATH_BASE {
+            let peer = self.nodes[i].link_peer(link).expect("path exists");
+            ((peer - node_id(0)) as usize, true)
+        } else {
+            (self.adj[i][usize::from(link)], false)
+        }
+    }
+
+    /// How the oracle names a transfer the target `i` saw on `link` from
+    /// the initiator incarnation `peer_epoch`: the initiator's own name.
+    fn attempt_key(&self, i: usize, link: LinkId, pe: u32, slot: u16, seq: u16) -> ledger::AttemptKey {
+        let (initiator, path) = self.channel(i, link);
+        (initiator, pe, channel_key(i, path), slot, seq)
+    }
+
     fn complete(&mut self) -> Check {
         for i in 0..self.nodes.len() {
             while let Some(ev) = self.nodes[i].poll_event() {
-                if let Event::Completed { id, result, .. } = ev {
+                if let Event::Completed { id, result, link } = ev {
                     self.ledger.completed(id, self.now, result)?;
                     let rec = &self.ledger.records[&id];
+                    if link >= PATH_BASE && result.is_ok() {
+                        let (now, rtt) = (self.now, 2 * self.cfg.delay);
+                        let (a, b) = (i.min(rec.target), i.max(rec.target));
+                        if let Some(k) = self.cuts_pending.iter().position(|c| (c.1, c.2) == (a, b)) {
+                            let (at, ..) = self.cuts_pending.swap_remove(k);
+                            self.report.reroutes += 1;
+                            self.report.reroute_rtts_max =
+                                self.report.reroute_rtts_max.max((now - at).div_ceil(rtt));
+                        }
+                    }
                     self.report.max_latency =
                         self.report.max_latency.max(self.now - rec.submitted_at);
                     if rec.issuer_epoch == self.nodes[i].epoch() {
@@ -671,7 +963,7 @@ impl Sim {
                     ),
                 );
             }
-            for l in 0..n.links() as u16 {
+            for l in all_links(n) {
                 let st = n.link_status(l).expect("exists");
                 let stats = n.link_stats(l).expect("exists");
                 if st.credits_in_use > st.peer_credits || st.tentative > st.receive_credits {
@@ -699,6 +991,13 @@ impl Sim {
             .all(|r| r.completion.is_some() || r.orphaned)
             && self.nodes.iter().all(|n| n.is_quiescent())
             && self.nodes.iter().all(|n| n.memory().locked_words() == 0)
+            && (!self.fabric || self.views_agree())
+    }
+
+    /// Every node holds the same view: the same number and members.
+    fn views_agree(&self) -> bool {
+        let first = self.nodes[0].view();
+        self.nodes.iter().all(|n| n.view() == first)
     }
 
     fn check_final(&mut self) -> Check {
@@ -734,8 +1033,18 @@ impl Sim {
     }
 }
 
-fn new_node(cfg: &SimConfig, i: usize, epoch: u32) -> Node<Tap> {
-    let mut n = Node::with_observer(0x0200_0000_0000 + i as u64, epoch, Tap::default());
+/// A node's links and paths.
+fn all_links(n: &Node<Tap>) -> Vec<LinkId> {
+    (0..n.links() as LinkId).chain(n.paths().map(|(l, _)| l)).collect()
+}
+
+/// The oracle's name for the channel of a transfer towards `target`.
+fn channel_key(target: usize, path: bool) -> u32 {
+    (target as u32) << 1 | u32::from(path)
+}
+
+fn new_node(cfg: &SimConfig, i: usize, epoch: u32, links: usize, fabric: bool) -> Node<Tap> {
+    let mut n = Node::with_observer(node_id(i), epoch, Tap::default());
     n.register(RegionSpec {
         id: REGION,
         key: KEY,
@@ -743,8 +1052,12 @@ fn new_node(cfg: &SimConfig, i: usize, epoch: u32) -> Node<Tap> {
         permissions: Permissions::ALL,
     })
     .expect("valid region");
-    for _ in 1..cfg.nodes {
+    for _ in 0..links {
         n.add_link(cfg.link).expect("valid link config");
+    }
+    if fabric {
+        n.enable_fabric(FabricConfig::for_links(&cfg.link), &cfg.link)
+            .expect("valid fabric config");
     }
     n
 }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use oae_sim::{Report, SCENARIOS, Scenario, SimConfig, run, scenario};
+use oae_sim::{FABRIC_SCENARIOS, Report, SCENARIOS, Scenario, SimConfig, run, scenario};
 
 const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
@@ -14,7 +14,9 @@ usage: oae-sim [table] [--seeds N] [--verbs N]
 
 --unordered: links that may reorder (losses found by patience, not by order)
 
-scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy";
+scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy
+fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-partition mesh-flap
+  line-restart ring-scramble fabric-mixed";
 
 struct Args {
     command: String,
@@ -83,6 +85,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         .map_err(|e| format!("link settings: {e}"))?;
     if let Some(s) = &a.scenario
         && s != "all"
+        && s != "fabric"
         && scenario(s).is_none()
     {
         return Err(format!("unknown scenario '{s}'"));
@@ -93,7 +96,8 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
 /// The chosen scenarios, with any fault given on the command line overriding.
 fn scenarios(a: &Args) -> Vec<Scenario> {
     let mut list = match a.scenario.as_deref() {
-        None | Some("all") => SCENARIOS.to_vec(),
+        None | Some("all") => SCENARIOS.iter().chain(&FABRIC_SCENARIOS).copied().collect(),
+        Some("fabric") => FABRIC_SCENARIOS.to_vec(),
         Some(s) => vec![scenario(s).expect("validated")],
     };
     for sc in &mut list {
@@ -162,6 +166,23 @@ fn row(name: &str, seeds: u64, r: &Report) {
         r.malformed_counted,
         r.checks
     );
+    if r.relayed > 0 || r.cuts + r.partitions + r.scrambles > 0 {
+        println!(
+            "{:<12} fabric: relayed {}, rerouted {}, resolved over a path {}, cuts {}, partitions {}, \
+             scrambles {}, reroutes {} (at most {} round trips from cut to a verb done over a path), \
+             largest view number {}",
+            "",
+            r.relayed,
+            r.rerouted,
+            r.resolved,
+            r.cuts,
+            r.partitions,
+            r.scrambles,
+            r.reroutes,
+            r.reroute_rtts_max,
+            r.max_view
+        );
+    }
 }
 
 fn campaign(a: &Args) -> ExitCode {

@@ -1,0 +1,523 @@
+//! The fabric: a node's links joined into a network of nodes.
+//!
+//! - **Routes.** Every link carries ADVERT frames: the sender's routes as a
+//!   distance vector, and its view of the membership ([`routes`]). Nothing
+//!   is configured beyond the links themselves.
+//! - **Paths.** A verb for a node that is not a neighbour, or whose link is
+//!   not usable, travels on a *path*: an OAE link between the two nodes
+//!   whose frames are carried in FORWARD frames, relayed hop by hop along
+//!   the routes of the moment. A path is an ordinary [`Link`] with
+//!   `ordered = false` (its frames may take different routes), so every
+//!   guarantee of a link holds end to end: the verb is applied at its
+//!   target exactly once or has no effect there, and its issuer learns
+//!   which. Relays apply nothing; they only pass frames on.
+//! - **Failover.** When a link is suspected dead, verbs queued on it move
+//!   to the path to its peer, and new verbs for that peer take the path.
+//! - **Resolution.** Transfers in doubt on a link that is not usable are
+//!   settled with the peer over the path: the initiator sends the decision
+//!   it would have sent on the link (RESOLVE), the target carries it out on
+//!   the link's slot and answers (RESOLVED).
+
+pub mod envelope;
+pub mod routes;
+
+use std::collections::VecDeque;
+
+use crate::config::{ConfigError, LinkConfig, Nanos};
+use crate::link::{Link, Shared};
+use crate::memory::Store;
+use crate::wire::{self, MAX_FRAME, Transition};
+use crate::{LinkId, Observer};
+use envelope::{Forward, Kind, Outcome, Resolution};
+use routes::{Heard, MAX_NODES, Member, Routes};
+
+/// Link ids from here up name paths; below it, links.
+pub const PATH_BASE: LinkId = 0x4000;
+
+/// How a node's fabric behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FabricConfig {
+    /// Settings of every path (one per node reached through the fabric).
+    /// `ordered` must be off, and `max_class` below the links' so that a
+    /// path's frame fits inside a FORWARD.
+    pub path: LinkConfig,
+    /// Each link sends its node's routes every this many of its rounds,
+    /// and at once when they change.
+    pub advert_rounds: u64,
+    /// FORWARD frames waiting per link; more are dropped and counted (the
+    /// paths they belong to find the loss and send again).
+    pub relay_queue: usize,
+    /// Hops a FORWARD may take before it is dropped.
+    pub max_hops: u8,
+}
+
+impl FabricConfig {
+    /// Paths shaped after `link`, the configuration of the node's links.
+    pub fn for_links(link: &LinkConfig) -> FabricConfig {
+        FabricConfig {
+            path: LinkConfig {
+                slots: link.slots.min(16),
+                receive_credits: link.receive_credits.min(16),
+                max_class: link.max_class.saturating_sub(1),
+                ordered: false,
+                unreachable_after_rounds: link.unreachable_after_rounds.max(8),
+                echo_patience_rounds: 3,
+                submit_queue: link.submit_queue.min(1024),
+                ..*link
+            },
+            advert_rounds: 4,
+            relay_queue: 64,
+            max_hops: 15,
+        }
+    }
+
+    pub fn validate(&self, link: &LinkConfig) -> Result<(), ConfigError> {
+        self.path.validate()?;
+        let fail = |field, problem: &str| {
+            Err(ConfigError {
+                field,
+                problem: problem.into(),
+            })
+        };
+        if self.path.ordered {
+            return fail("path.ordered", "must be false: relayed frames may reorder");
+        }
+        if self.path.max_class >= link.max_class {
+            return fail(
+                "path.max_class",
+                "must be below the links' max_class: a path's frame travels inside a FORWARD",
+            );
+        }
+        if self.advert_rounds == 0 || self.relay_queue == 0 || self.max_hops == 0 {
+            return fail(
+                "fabric",
+                "advert_rounds, relay_queue and max_hops must be at least 1",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the fabric; never reset while the node lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FabricStats {
+    pub adverts_sent: u64,
+    pub adverts_received: u64,
+    /// ADVERT or FORWARD payloads that did not decode.
+    pub malformed: u64,
+    /// FORWARD frames passed on towards another node.
+    pub relayed: u64,
+    /// FORWARD frames that reached this node.
+    pub delivered: u64,
+    pub dropped_no_route: u64,
+    pub dropped_hops: u64,
+    pub dropped_queue_full: u64,
+    /// Relayed frames that waited on a link that stopped being usable.
+    pub dropped_link_lost: u64,
+    pub paths_opened: u64,
+    /// Queued verbs moved from a suspected link to a path.
+    pub verbs_rerouted: u64,
+    pub resolves_sent: u64,
+    /// Decisions carried out here for a peer's link.
+    pub resolved_as_target: u64,
+    /// Transfers of this node settled by an answer over a path.
+    pub resolved_as_initiator: u64,
+}
+
+/// A FORWARD payload waiting for its link.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Relay {
+    len: u16,
+    payload: [u8; wire::payload_capacity(wire::MAX_CLASS)],
+}
+
+/// What the fabric keeps per link.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Port {
+    usable: bool,
+    peer_epoch: u32,
+    relays: VecDeque<Relay>,
+    advert_due: bool,
+    last_advert_round: u64,
+    last_resolve_round: u64,
+}
+
+/// An end-to-end path to another node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Path {
+    pub peer: u64,
+    pub link: Link,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Fabric {
+    cfg: FabricConfig,
+    routes: Routes,
+    ports: Vec<Port>,
+    pub paths: Vec<Path>,
+    /// Where the next look for a path frame starts, so paths share links.
+    next_path: usize,
+    heard: Vec<Heard>,
+    resolutions: Vec<Resolution>,
+    stats: FabricStats,
+}
+
+impl Fabric {
+    pub fn new(cfg: FabricConfig, me: Member, links: usize) -> Fabric {
+        let mut f = Fabric {
+            cfg,
+            routes: Routes::new(me),
+            ports: Vec::new(),
+            paths: Vec::with_capacity(MAX_NODES),
+            next_path: 0,
+            heard: Vec::with_capacity(MAX_NODES),
+            resolutions: Vec::with_capacity(usize::from(crate::config::MAX_SLOTS)),
+            stats: FabricStats::default(),
+        };
+        for _ in 0..links {
+            f.add_port();
+        }
+        f
+    }
+
+    pub fn add_port(&mut self) {
+        self.ports.push(Port {
+            usable: false,
+            peer_epoch: 0,
+            relays: VecDeque::with_capacity(self.cfg.relay_queue),
+            advert_due: false,
+            last_advert_round: 0,
+            last_resolve_round: 0,
+        });
+    }
+
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
+    pub fn routes_mut(&mut self) -> &mut Routes {
+        &mut self.routes
+    }
+
+    pub fn stats(&self) -> &FabricStats {
+        &self.stats
+    }
+
+    pub fn path_index(&self, node: u64) -> Option<usize> {
+        self.paths.iter().position(|p| p.peer == node)
+    }
+
+    /// The path to `node`, opened if there is none and room for one.
+    pub fn path_to(&mut self, node: u64) -> Option<usize> {
+        if let Some(i) = self.path_index(node) {
+            return Some(i);
+        }
+        if self.paths.len() >= MAX_NODES {
+            return None;
+        }
+        let id = PATH_BASE + self.paths.len() as LinkId;
+        self.paths.push(Path {
+            peer: node,
+            link: Link::new(id, self.cfg.path),
+        });
+        self.stats.paths_opened += 1;
+        Some(self.paths.len() - 1)
+    }
+
+    /// A path to `node` that can take a verb now: a route exists and the
+    /// path has not given up on its peer.
+    pub fn usable_path(&mut self, node: u64) -> Option<usize> {
+        self.routes.route(node)?;
+        let i = self.path_to(node)?;
+        (!self.paths[i].link.is_unreachable()).then_some(i)
+    }
+
+    /// The routes changed: every link tells its neighbour, and every node
+    /// now reachable gets a path, brought up before any verb needs it, so
+    /// that failing over to it costs no bring-up.
+    fn routes_changed(&mut self) {
+        for p in &mut self.ports {
+            p.advert_due = true;
+        }
+        for i in 0..self.routes.table().len() {
+            let node = self.routes.table()[i].member.node;
+            let _ = self.path_to(node);
+        }
+    }
+
+    // ----- receive ----------------------------------------------------------
+
+    /// A fabric frame `link` accepted from its peer.
+    pub fn receive<O: Observer, M: Store>(
+        &mut self,
+        link: LinkId,
+        transition: Transition,
+        payload: &[u8],
+        now: Nanos,
+        links: &mut [Link],
+        sh: &mut Shared<'_, O, M>,
+    ) {
+        match transition {
+            Transition::Advert => {
+                let Some(view) = envelope::decode_advert(payload, &mut self.heard) else {
+                    self.stats.malformed += 1;
+                    return;
+                };
+                self.stats.adverts_received += 1;
+                if self.routes.heard(link, view, &self.heard) {
+                    self.routes_changed();
+                }
+            }
+            Transition::Forward => {
+                let Some(fwd) = envelope::decode_forward(payload) else {
+                    self.stats.malformed += 1;
+                    return;
+                };
+                if fwd.dst == self.routes.me().node {
+                    self.stats.delivered += 1;
+                    self.deliver(&fwd, now, links, sh);
+                } else if fwd.hops_left == 0 {
+                    self.stats.dropped_hops += 1;
+                } else {
+                    self.stats.relayed += 1;
+                    self.enqueue(fwd.dst, fwd.src, fwd.hops_left - 1, fwd.kind, fwd.body);
+                }
+            }
+            _ => self.stats.malformed += 1,
+        }
+    }
+
+    fn deliver<O: Observer, M: Store>(
+        &mut self,
+        fwd: &Forward<'_>,
+        now: Nanos,
+        links: &mut [Link],
+        sh: &mut Shared<'_, O, M>,
+    ) {
+        match fwd.kind {
+            Kind::Path => {
+                let Some(i) = self.path_to(fwd.src) else {
+                    self.stats.dropped_no_route += 1;
+                    return;
+                };
+                // A fabric frame inside a path is meaningless: the path
+                // counts it and nothing more happens.
+                let _ = self.paths[i].link.handle_frame(fwd.body, now, sh);
+            }
+            Kind::Resolve => {
+                let Some(res) = Resolution::decode(fwd.body) else {
+                    self.stats.malformed += 1;
+                    return;
+                };
+                let outcome = if res.target_epoch != sh.epoch {
+                    Outcome::TargetRestarted
+                } else {
+                    let settled = links
+                        .iter_mut()
+                        .find(|l| l.peer_id() == fwd.src)
+                        .is_some_and(|l| l.resolve(&res, sh));
+                    if !settled {
+                        return;
+                    }
+                    Outcome::Settled
+                };
+                self.stats.resolved_as_target += 1;
+                let mut body = [0; envelope::RESOLVED_LEN];
+                res.encode_answer(outcome, &mut body);
+                self.send_to(fwd.src, Kind::Resolved, &body);
+            }
+            Kind::Resolved => {
+                let Some((res, outcome)) = Resolution::decode_answer(fwd.body) else {
+                    self.stats.malformed += 1;
+                    return;
+                };
+                if res.initiator_epoch != sh.epoch {
+                    return;
+                }
+                let settled = links
+                    .iter_mut()
+                    .find(|l| l.peer_id() == fwd.src)
+                    .is_some_and(|l| l.resolved(&res, outcome, sh));
+                self.stats.resolved_as_initiator += u64::from(settled);
+            }
+        }
+    }
+
+    /// Queues a FORWARD from this node to `dst`.
+    fn send_to(&mut self, dst: u64, kind: Kind, body: &[u8]) {
+        let (me, hops) = (self.routes.me().node, self.cfg.max_hops);
+        self.enqueue(dst, me, hops, kind, body);
+    }
+
+    /// Queues a FORWARD on the link its destination is routed through.
+    fn enqueue(&mut self, dst: u64, src: u64, hops_left: u8, kind: Kind, body: &[u8]) {
+        let Some(route) = self.routes.route(dst) else {
+            self.stats.dropped_no_route += 1;
+            return;
+        };
+        let port = &mut self.ports[usize::from(route.via)];
+        if port.relays.len() >= self.cfg.relay_queue {
+            self.stats.dropped_queue_full += 1;
+            return;
+        }
+        let len = envelope::FORWARD_HEAD + body.len();
+        let mut relay = Relay {
+            len: len as u16,
+            payload: [0; wire::payload_capacity(wire::MAX_CLASS)],
+        };
+        envelope::encode_forward(&mut relay.payload, dst, src, hops_left, kind, body);
+        port.relays.push_back(relay);
+    }
+
+    // ----- transmit ---------------------------------------------------------
+
+    /// The next fabric frame for `link`, if one is due: its ADVERT, a
+    /// relayed frame, or a frame of a path routed through it.
+    pub fn poll_transmit<O: Observer, M: Store>(
+        &mut self,
+        link: LinkId,
+        l: &mut Link,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O, M>,
+    ) -> Option<usize> {
+        if !l.is_up() {
+            return None;
+        }
+        let port = &mut self.ports[usize::from(link)];
+        if port.advert_due {
+            port.advert_due = false;
+            port.last_advert_round = l.round();
+            return self.send_advert(link, l, now, buf, sh.epoch);
+        }
+        while let Some(relay) = self.ports[usize::from(link)].relays.pop_front() {
+            let len = usize::from(relay.len);
+            match wire::class_for_payload(len, l.class_to_peer()) {
+                Some(class) => {
+                    return Some(l.send_fabric(sh.epoch, now, buf, Transition::Forward, class, |p| {
+                        p[..len].copy_from_slice(&relay.payload[..len])
+                    }));
+                }
+                None => self.stats.dropped_queue_full += 1,
+            }
+        }
+        self.poll_paths(link, l, now, buf, sh)
+    }
+
+    fn send_advert(
+        &mut self,
+        link: LinkId,
+        l: &mut Link,
+        now: Nanos,
+        buf: &mut [u8],
+        epoch: u32,
+    ) -> Option<usize> {
+        let entries = 1 + self.routes.table().len();
+        let class = wire::class_for_payload(envelope::advert_len(entries), l.class_to_peer())
+            .unwrap_or(l.class_to_peer());
+        let view = (self.routes.view().number, self.routes.view().digest());
+        let routes = &self.routes;
+        self.stats.adverts_sent += 1;
+        Some(l.send_fabric(epoch, now, buf, Transition::Advert, class, |p| {
+            envelope::encode_advert(p, view, routes.advert(link));
+        }))
+    }
+
+    /// A frame of a path whose route goes out through `link`, wrapped in a
+    /// FORWARD.
+    fn poll_paths<O: Observer, M: Store>(
+        &mut self,
+        link: LinkId,
+        l: &mut Link,
+        now: Nanos,
+        buf: &mut [u8],
+        sh: &mut Shared<'_, O, M>,
+    ) -> Option<usize> {
+        let n = self.paths.len();
+        let me = self.routes.me().node;
+        let mut inner = [0u8; MAX_FRAME];
+        for k in 0..n {
+            let i = (self.next_path + k) % n;
+            let peer = self.paths[i].peer;
+            if self.routes.route(peer).is_none_or(|r| r.via != link) {
+                continue;
+            }
+            let Some(len) = self.paths[i].link.poll_transmit(now, &mut inner, sh) else {
+                continue;
+            };
+            self.next_path = (i + 1) % n;
+            let total = envelope::FORWARD_HEAD + len;
+            let Some(class) = wire::class_for_payload(total, l.class_to_peer()) else {
+                self.stats.dropped_queue_full += 1;
+                continue;
+            };
+            let hops = self.cfg.max_hops;
+            return Some(l.send_fabric(sh.epoch, now, buf, Transition::Forward, class, |p| {
+                envelope::encode_forward(p, peer, me, hops, Kind::Path, &inner[..len])
+            }));
+        }
+        None
+    }
+
+    // ----- watching the links -----------------------------------------------
+
+    /// Follows `link` after it handled an input: routes through it come and
+    /// go with its usability; while it is not usable, its queued verbs move
+    /// to the path to its peer and its transfers in doubt are resolved
+    /// over that path, once per round of the link.
+    pub fn watch<O: Observer, M: Store>(
+        &mut self,
+        link: LinkId,
+        links: &mut [Link],
+        sh: &mut Shared<'_, O, M>,
+    ) {
+        let l = &mut links[usize::from(link)];
+        if let Some(p) = self.path_index(l.peer_id()) {
+            l.peer_restarted_elsewhere(self.paths[p].link.peer_epoch(), sh);
+        }
+        let usable = l.is_usable();
+        let port = &mut self.ports[usize::from(link)];
+        let restarted = l.peer_epoch() != port.peer_epoch;
+        port.peer_epoch = l.peer_epoch();
+        if usable != port.usable || restarted {
+            port.usable = usable;
+            port.advert_due = usable;
+            if !usable {
+                self.stats.dropped_link_lost += port.relays.len() as u64;
+                port.relays.clear();
+            }
+            // A restarted neighbour's old vector goes: it speaks anew.
+            let mut changed = self.routes.set_usable(link, false);
+            if usable {
+                changed |= self.routes.set_usable(link, true);
+            }
+            if changed {
+                self.routes_changed();
+            }
+        } else if usable && l.round() >= port.last_advert_round + self.cfg.advert_rounds {
+            port.advert_due = true;
+        }
+        if usable || l.peer_id() == 0 {
+            return;
+        }
+        let Some(p) = self.usable_path(l.peer_id()) else {
+            return;
+        };
+        let moved = l.hand_over(&mut self.paths[p].link, sh);
+        self.stats.verbs_rerouted += moved as u64;
+        let port = &mut self.ports[usize::from(link)];
+        if l.round() > port.last_resolve_round {
+            port.last_resolve_round = l.round();
+            self.resolutions.clear();
+            let resolutions = &mut self.resolutions;
+            l.doubts(sh.epoch, |r| resolutions.push(r));
+            let peer = l.peer_id();
+            for i in 0..self.resolutions.len() {
+                let mut body = [0; envelope::RESOLVE_LEN];
+                self.resolutions[i].encode(&mut body);
+                self.stats.resolves_sent += 1;
+                self.send_to(peer, Kind::Resolve, &body);
+            }
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Routes learned from the neighbours' adverts (distance vector), and the
+//! membership view they imply.
+//!
+//! Everything here is derived from the last advert of each usable
+//! neighbour: a node keeps no route of its own making. That is what makes
+//! it self-stabilising. Whatever the tables hold after a fault (or after
+//! the simulator scrambles them), the next advert from every neighbour
+//! replaces that neighbour's vector whole. A route to a node that no longer
+//! exists can circle a loop, one hop longer each time, until it reaches
+//! [`NO_ROUTE`] hops and is gone.
+
+use crate::LinkId;
+
+/// Most nodes a fabric holds (routes, paths, members).
+pub const MAX_NODES: usize = 64;
+/// The hop count that means "no route" (RIP's infinity): it bounds how long
+/// a stale route can circle a loop.
+pub const NO_ROUTE: u8 = 16;
+
+/// One incarnation of a node: a restart is a new member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Member {
+    pub node: u64,
+    pub epoch: u32,
+}
+
+/// An entry of a neighbour's advert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Heard {
+    pub member: Member,
+    pub hops: u8,
+}
+
+/// How this node reaches another: the first link and the hops to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Route {
+    pub member: Member,
+    pub hops: u8,
+    pub via: LinkId,
+}
+
+/// The live members as this node sees them: itself and every node it has a
+/// route to. Numbered: the number grows whenever the members change here,
+/// and a node takes any larger number a neighbour advertises, so after the
+/// routes settle every node of a connected fabric holds the same view.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct View {
+    pub number: u64,
+    /// Sorted by node id.
+    pub members: Vec<Member>,
+}
+
+impl View {
+    /// A digest of the members, carried in adverts so neighbours can tell
+    /// whether they agree (FNV-1a over node ids and epochs).
+    pub fn digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for m in &self.members {
+            for b in m.node.to_be_bytes().into_iter().chain(m.epoch.to_be_bytes()) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+/// What one neighbour last told this node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Neighbour {
+    /// The link is up and not suspected: its neighbour's vector counts.
+    usable: bool,
+    vector: Vec<Heard>,
+    /// The neighbour's view number and digest.
+    view: (u64, u64),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Routes {
+    me: Member,
+    neighbours: Vec<Neighbour>,
+    /// Sorted by node id; never holds `me`.
+    table: Vec<Route>,
+    view: View,
+}
+
+impl Routes {
+    pub fn new(me: Member) -> Routes {
+        Routes {
+            me,
+            neighbours: Vec::new(),
+            table: Vec::with_capacity(MAX_NODES),
+            view: View {
+                number: 1,
+                members: vec![me],
+            },
+        }
+    }
+
+    pub fn me(&self) -> Member {
+        self.me
+    }
+
+    pub fn table(&self) -> &[Route] {
+        &self.table
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// Every usable neighbour advertises the view this node holds.
+    pub fn agreed(&self) -> bool {
+        let mine = (self.view.number, self.view.digest());
+        self.neighbours
+            .iter()
+            .filter(|n| n.usable)
+            .all(|n| n.view == mine)
+    }
+
+    pub fn route(&self, node: u64) -> Option<&Route> {
+        self.table
+            .binary_search_by_key(&node, |r| r.member.node)
+            .ok()
+            .map(|i| &self.table[i])
+    }
+
+    fn neighbour(&mut self, link: LinkId) -> &mut Neighbour {
+        let i = usize::from(link);
+        if self.neighbours.len() <= i {
+            self.neighbours.resize_with(i + 1, Neighbour::default);
+        }
+        &mut self.neighbours[i]
+    }
+
+    /// Whether `link` carries traffic now. A link that stops being usable
+    /// forgets its neighbour's vector: it is learned again, whole, from the
+    /// neighbour's next advert. True if the routes changed.
+    pub fn set_usable(&mut self, link: LinkId, usable: bool) -> bool {
+        let n = self.neighbour(link);
+        if n.usable == usable {
+            return false;
+        }
+        n.usable = usable;
+        if !usable {
+            n.vector.clear();
+            n.view = (0, 0);
+        }
+        self.recompute()
+    }
+
+    /// A neighbour's advert on `link`: its whole vector and its view. True
+    /// if the routes changed.
+    pub fn heard(&mut self, link: LinkId, view: (u64, u64), vector: &[Heard]) -> bool {
+        let n = self.neighbour(link);
+        if !n.usable {
+            return false;
+        }
+        n.view = view;
+        n.vector.clear();
+        n.vector
+            .extend(vector.iter().take(MAX_NODES).copied());
+        if view.0 > self.view.number {
+            self.view.number = view.0;
+        }
+        self.recompute()
+    }
+
+    /// The entries to advertise on `link`: this node at 0 hops, then every
+    /// route, those that go out through `link` itself poisoned (split
+    /// horizon with poisoned reverse: a neighbour never learns a route
+    /// back through itself).
+    pub fn advert(&self, link: LinkId) -> impl Iterator<Item = Heard> + '_ {
+        core::iter::once(Heard {
+            member: self.me,
+            hops: 0,
+        })
+        .chain(self.table.iter().map(move |r| Heard {
+            member: r.member,
+            hops: if r.via == link { NO_ROUTE } else { r.hops },
+        }))
+    }
+
+    /// Rebuilds the table from the usable neighbours' vectors and renumbers
+    /// the view if its members changed. True if the table changed.
+    fn recompute(&mut self) -> bool {
+        let before = core::mem::take(&mut self.table);
+        let mut table = before.clone();
+        table.clear();
+        for (l, n) in self.neighbours.iter().enumerate() {
+            if !n.usable {
+                continue;
+            }
+            for h in &n.vector {
+                let hops = h.hops.saturating_add(1);
+                if h.member.node == self.me.node || hops >= NO_ROUTE {
+                    continue;
+                }
+                let offer = Route {
+                    member: h.member,
+                    hops,
+                    via: l as LinkId,
+                };
+                match table.binary_search_by_key(&h.member.node, |r| r.member.node) {
+                    Ok(i) => {
+                        // The newest incarnation first, then the fewest
+                        // hops, then the lowest link: a total order, so
+                        // equal inputs give equal tables.
+                        let r = table[i];
+                        let better = (offer.member.epoch, core::cmp::Reverse(offer.hops))
+                            > (r.member.epoch, core::cmp::Reverse(r.hops));
+                        if better {
+                            table[i] = offer;
+                        }
+                    }
+                    Err(i) if table.len() < MAX_NODES => table.insert(i, offer),
+                    Err(_) => {}
+                }
+            }
+        }
+        let changed = table != before;
+        self.table = table;
+        let members = self.members();
+        if members != self.view.members {
+            self.view.members = members;
+            self.view.number = self.view.number.saturating_add(1);
+        }
+        changed
+    }
+
+    fn members(&self) -> Vec<Member> {
+        let mut m: Vec<Member> = self.table.iter().map(|r| r.member).collect();
+        let at = m.partition_point(|x| x.node < self.me.node);
+        m.insert(at, self.me);
+        m
+    }
+
+    /// Overwrites every piece of control state with arbitrary values, as a
+    /// memory fault might: the simulator checks that the fabric recovers.
+    pub fn scramble(&mut self, mut next: impl FnMut() -> u64) {
+        for n in &mut self.neighbours {
+            n.view = (next(), next());
+            n.vector.clear();
+            for _ in 0..next() % 4 {
+                n.vector.push(Heard {
+                    member: Member {
+                        node: next() % 8 + 0x0200_0000_0000,
+                        epoch: next() as u32 % 4,
+                    },
+                    hops: (next() % 20) as u8,
+                });
+            }
+        }
+        self.view.number = next() % 1000;
+        self.view.members.clear();
+        self.recompute();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(node: u64) -> Member {
+        Member { node, epoch: 1 }
+    }
+
+    #[test]
+    fn shortest_route_wins_and_poisoned_reverse_hides_it_from_its_link() {
+        let mut r = Routes::new(m(1));
+        r.set_usable(0, true);
+        r.set_usable(1, true);
+        r.heard(0, (1, 0), &[Heard { member: m(2), hops: 0 }, Heard { member: m(3), hops: 2 }]);
+        r.heard(1, (1, 0), &[Heard { member: m(3), hops: 0 }]);
+        assert_eq!(r.route(3).map(|x| (x.via, x.hops)), Some((1, 1)));
+        assert_eq!(r.route(2).map(|x| (x.via, x.hops)), Some((0, 1)));
+        let on1: Vec<_> = r.advert(1).collect();
+        assert!(on1.contains(&Heard { member: m(3), hops: NO_ROUTE }));
+        assert!(on1.contains(&Heard { member: m(2), hops: 1 }));
+        assert_eq!(r.view().members, vec![m(1), m(2), m(3)]);
+    }
+
+    #[test]
+    fn a_link_that_dies_takes_its_routes_and_renumbers_the_view() {
+        let mut r = Routes::new(m(1));
+        r.set_usable(0, true);
+        r.heard(0, (1, 0), &[Heard { member: m(2), hops: 0 }]);
+        let n = r.view().number;
+        assert!(r.set_usable(0, false));
+        assert!(r.route(2).is_none());
+        assert_eq!(r.view().members, vec![m(1)]);
+        assert!(r.view().number > n);
+    }
+
+    #[test]
+    fn a_newer_incarnation_wins_over_fewer_hops() {
+        let mut r = Routes::new(m(1));
+        r.set_usable(0, true);
+        r.set_usable(1, true);
+        r.heard(0, (1, 0), &[Heard { member: m(2), hops: 0 }]);
+        let newer = Member { node: 2, epoch: 2 };
+        r.heard(1, (1, 0), &[Heard { member: newer, hops: 3 }]);
+        assert_eq!(r.route(2).map(|x| (x.member, x.via)), Some((newer, 1)));
+    }
+
+    #[test]
+    fn scrambled_state_is_replaced_by_the_next_adverts() {
+        let mut r = Routes::new(m(1));
+        r.set_usable(0, true);
+        let mut x = 7u64;
+        r.scramble(|| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            x >> 11
+        });
+        r.heard(0, (5000, 0), &[Heard { member: m(2), hops: 0 }]);
+        assert_eq!(r.table().len(), 1);
+        assert_eq!(r.view().members, vec![m(1), m(2)]);
+        assert!(r.view().number >= 5000);
+    }
+}
