@@ -36,6 +36,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The fabric: the numbered view of live members, routes, paths and
+    /// transfers still in doubt, per queue that runs one.
+    Members {
+        #[arg(long)]
+        json: bool,
+    },
     /// Every counter: link, pipeline, driver, XDP.
     Stats {
         #[arg(long)]
@@ -369,6 +375,17 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                 print_status(&v)?;
             }
         }
+        Cmd::Members { json } => {
+            let v = ask(&Request::Status)?;
+            let status: DataplaneStatus = serde_json::from_value(v)
+                .map_err(|e| format!("the dataplane's status does not read as one: {e}"))?;
+            if *json {
+                let fabrics: Vec<_> = status.queues.iter().map(|q| &q.fabric).collect();
+                print_json(&serde_json::to_value(fabrics).map_err(|e| e.to_string())?);
+            } else {
+                print_members(&status);
+            }
+        }
         Cmd::Stats { json } => {
             let v = ask(&Request::Stats)?;
             if *json {
@@ -583,6 +600,43 @@ fn print_status(v: &Value) -> Result<(), String> {
         print_link_status(q, l);
     }
     Ok(())
+}
+
+/// `oaectl members`: each queue's view, routes and paths.
+fn print_members(status: &DataplaneStatus) {
+    for q in &status.queues {
+        let Some(f) = &q.fabric else {
+            println!(
+                "queue {}: no fabric (fabric = true in its [[queue]])",
+                q.queue.index
+            );
+            continue;
+        };
+        println!(
+            "queue {}: view {} ({}), {} members, {} transfers in doubt",
+            q.queue.index,
+            f.view,
+            if f.agreed {
+                "agreed with every neighbour"
+            } else {
+                "not yet agreed"
+            },
+            f.members.len(),
+            f.in_doubt
+        );
+        for &(node, epoch) in &f.members {
+            let how = match f.routes.iter().find(|r| r.node == node) {
+                Some(r) => format!("{} hop(s) via link {}", r.hops, r.via),
+                None => "this node".into(),
+            };
+            let path = match f.paths.iter().find(|p| p.node == node) {
+                Some(p) if p.up => format!("path up, rtt {:.1} us", p.srtt_ns as f64 / 1e3),
+                Some(_) => "path down".into(),
+                None => String::new(),
+            };
+            println!("  node {node:>16} epoch {epoch:>4}  {how:<22} {path}");
+        }
+    }
 }
 
 /// One line of `oaectl status`: a link of a queue.

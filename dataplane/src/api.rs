@@ -51,6 +51,8 @@ pub enum NotSubmitted {
     NoSuchLink(LinkId),
     /// The RC model's queue pair has failed.
     QpFailed,
+    /// No link and no route through the fabric leads to this node.
+    NoRoute(u64),
 }
 
 impl NotSubmitted {
@@ -64,6 +66,7 @@ impl NotSubmitted {
             NotSubmitted::Invalid(_) => 5,
             NotSubmitted::NoSuchLink(_) => 6,
             NotSubmitted::QpFailed => 7,
+            NotSubmitted::NoRoute(_) => 8,
         }
     }
 
@@ -78,6 +81,7 @@ impl NotSubmitted {
             5 => NotSubmitted::Invalid("the dataplane found the verb invalid"),
             6 => NotSubmitted::NoSuchLink(LinkId::MAX),
             7 => NotSubmitted::QpFailed,
+            8 => NotSubmitted::NoRoute(0),
             _ => NotSubmitted::Refused,
         }
     }
@@ -89,6 +93,7 @@ impl From<SubmitError> for NotSubmitted {
             SubmitError::QueueFull => NotSubmitted::QueueFull,
             SubmitError::Invalid(why) => NotSubmitted::Invalid(why),
             SubmitError::UnknownLink(link) => NotSubmitted::NoSuchLink(link),
+            SubmitError::NoRoute(node) => NotSubmitted::NoRoute(node),
         }
     }
 }
@@ -109,6 +114,8 @@ impl core::fmt::Display for NotSubmitted {
             NotSubmitted::NoSuchLink(LinkId::MAX) => f.write_str("no such link on this queue"),
             NotSubmitted::NoSuchLink(link) => write!(f, "no link {link} on this queue"),
             NotSubmitted::QpFailed => f.write_str("the RC model's queue pair has failed"),
+            NotSubmitted::NoRoute(0) => f.write_str("no link or route to that node"),
+            NotSubmitted::NoRoute(node) => write!(f, "no link or route to node {node}"),
         }
     }
 }
@@ -128,6 +135,7 @@ mod tests {
             NotSubmitted::Invalid("x"),
             NotSubmitted::NoSuchLink(3),
             NotSubmitted::QpFailed,
+            NotSubmitted::NoRoute(0),
         ];
         for (code, why) in all.into_iter().enumerate() {
             assert_eq!(why.code(), code as u8);

@@ -236,6 +236,12 @@ pub struct QueueConfig {
     /// The protocol on the link: OAE, or the model of RoCE's RC transport.
     #[serde(default)]
     pub transport: TransportKind,
+    /// Join this queue's links into a fabric: routes learned from the
+    /// neighbours, verbs relayed to nodes that are not neighbours, failover
+    /// when a link dies, transfers in doubt resolved over another path, an
+    /// agreed membership (`oaectl members`). OAE only.
+    #[serde(default)]
+    pub fabric: bool,
     /// Settings of the RC model, for `transport = "rc-model"`.
     #[serde(default)]
     pub rc: RcSettings,
@@ -683,6 +689,11 @@ impl Config {
                 "give the peer: peer_mac = \"02:..\", or one [[queue.peer]] mac = \
                         \"02:..\" per peer"
                     .into(),
+            );
+        }
+        if q.fabric && q.transport == TransportKind::RcModel {
+            return Err(
+                "fabric = true needs transport = \"oae\": the RC model has no fabric".into(),
             );
         }
         if macs.len() > 1 && q.transport == TransportKind::RcModel {

@@ -257,11 +257,19 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             node,
             verb,
         } => {
-            let (queue, link) = match node {
-                Some(node) => link_to(shared, node)?,
-                None => (queue, link),
-            };
-            ask(queue, CommandKind::Verb(link, Box::new(verb.to_verb()?)))
+            let verb = Box::new(verb.to_verb()?);
+            match node {
+                // A queue that runs a fabric reaches the node by a link or
+                // a path, whichever serves; without one, an up link must.
+                Some(node) => match fabric_queue(shared)? {
+                    Some(q) => ask(q, CommandKind::VerbTo(node, verb)),
+                    None => {
+                        let (queue, link) = link_to(shared, node)?;
+                        ask(queue, CommandKind::Verb(link, verb))
+                    }
+                },
+                None => ask(queue, CommandKind::Verb(link, verb)),
+            }
         }
         Request::RegionAdd {
             id,
@@ -316,6 +324,15 @@ fn status(shared: &Shared) -> Result<DataplaneStatus, String> {
         epoch: shared.epoch,
         queues,
     })
+}
+
+/// The first queue that runs a fabric, if any.
+fn fabric_queue(shared: &Shared) -> Result<Option<u16>, String> {
+    Ok(status(shared)?
+        .queues
+        .iter()
+        .find(|q| q.fabric.is_some())
+        .map(|q| q.queue.index))
 }
 
 /// The queue and link of an up link to node `node`: the first found, in

@@ -13,7 +13,7 @@ use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpMode};
-use oae_proto::{NoObserver, Node, SharedMemory, Store};
+use oae_proto::{FabricConfig, NoObserver, Node, SharedMemory, Store};
 use oae_rc_model::RcEndpoint;
 
 use crate::config::{
@@ -80,6 +80,10 @@ pub fn build_queue(
             for _ in &peer_macs {
                 node.add_link(link_cfg)
                     .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
+            }
+            if q.fabric {
+                node.enable_fabric(FabricConfig::for_links(&link_cfg), &link_cfg)
+                    .map_err(|e| format!("fabric: {}: {}", e.field, e.problem))?;
             }
             AnyTransport::Oae(Oae { node })
         }

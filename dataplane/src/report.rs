@@ -1,7 +1,7 @@
 //! An OAE link's status and counters as the control protocol reports them.
 
 use oae_proto::wire::Malformed;
-use oae_proto::{LinkId, Node, Observer, Store};
+use oae_proto::{FabricStats, LinkId, Node, Observer, Store};
 
 use crate::status::{LinkState, OaeLinkStatus, ProtocolStatus};
 
@@ -74,5 +74,25 @@ pub fn stats_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> s
         "presumed_commits": s.presumed_commits,
         "completions_ok": s.completions_ok,
         "completions_err": s.completions_err,
+    })
+}
+
+/// Every counter of a node's fabric.
+pub fn fabric_counters(s: &FabricStats) -> serde_json::Value {
+    serde_json::json!({
+        "adverts_sent": s.adverts_sent,
+        "adverts_received": s.adverts_received,
+        "malformed": s.malformed,
+        "relayed": s.relayed,
+        "delivered": s.delivered,
+        "dropped_no_route": s.dropped_no_route,
+        "dropped_hops": s.dropped_hops,
+        "dropped_queue_full": s.dropped_queue_full,
+        "dropped_link_lost": s.dropped_link_lost,
+        "paths_opened": s.paths_opened,
+        "verbs_rerouted": s.verbs_rerouted,
+        "resolves_sent": s.resolves_sent,
+        "resolved_as_target": s.resolved_as_target,
+        "resolved_as_initiator": s.resolved_as_initiator,
     })
 }

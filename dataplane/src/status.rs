@@ -49,6 +49,43 @@ pub struct QueueStatus {
     pub links: Vec<LinkStatus>,
     pub in_flight: usize,
     pub workload_running: bool,
+    /// The fabric over the queue's links, if it runs one.
+    #[serde(default)]
+    pub fabric: Option<FabricStatus>,
+}
+
+/// `oaectl members`: one queue's view of the fabric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricStatus {
+    pub view: u64,
+    /// Live members: node id and incarnation (epoch), by node id.
+    pub members: Vec<(u64, u32)>,
+    /// Every usable neighbour advertises this same view.
+    pub agreed: bool,
+    pub routes: Vec<RouteStatus>,
+    pub paths: Vec<PathStatus>,
+    /// Transfers this queue initiated whose outcome it does not know yet,
+    /// over links and paths.
+    pub in_doubt: usize,
+    /// Counters by name (`oae_proto::FabricStats`).
+    pub counters: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteStatus {
+    pub node: u64,
+    pub epoch: u32,
+    pub hops: u8,
+    /// The link it leaves through.
+    pub via: u16,
+}
+
+/// An end-to-end path to a node, relayed through the fabric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathStatus {
+    pub node: u64,
+    pub up: bool,
+    pub srtt_ns: u64,
 }
 
 impl QueueStatus {

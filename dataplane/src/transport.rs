@@ -5,13 +5,15 @@
 //! nothing is dispatched per frame.
 
 use oae_proto::verb::{Output, Verb, VerbError};
-use oae_proto::{Event, LinkChange, LinkId, Nanos, NoObserver, Node, SharedMemory, Store, VerbId};
+use oae_proto::{
+    Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store, VerbId,
+};
 use oae_rc_model::{RcEndpoint, RcEvent};
 use serde_json::{Value, json};
 
 use crate::api::NotSubmitted;
-use crate::report::{link_state, stats_report};
-use crate::status::{LinkState, ProtocolStatus, RcStatus};
+use crate::report::{fabric_counters, link_state, stats_report};
+use crate::status::{FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus};
 
 /// What a transport tells the pipeline.
 // Results carry their bytes inline, as the cores' events do.
@@ -37,6 +39,13 @@ pub trait Transport: Send + 'static {
     fn poll_timeout(&self) -> Option<Nanos>;
     fn handle_timeout(&mut self, now: Nanos);
     fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted>;
+    /// Queues a verb for node `node` wherever it is: a link to it, or a
+    /// path through the fabric. Returns the link or path that took it.
+    fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, NotSubmitted>;
+    /// The fabric's status, if the transport runs one.
+    fn fabric(&self) -> Option<FabricStatus> {
+        None
+    }
     fn poll_event(&mut self) -> Option<TransportEvent>;
     /// Nothing in flight and nothing owed to any peer.
     fn is_quiescent(&self) -> bool;
@@ -89,6 +98,47 @@ impl Transport for Oae {
         self.node.submit(link, id, verb).map_err(NotSubmitted::from)
     }
 
+    fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, NotSubmitted> {
+        self.node
+            .submit_to(node, id, verb)
+            .map_err(NotSubmitted::from)
+    }
+
+    fn fabric(&self) -> Option<FabricStatus> {
+        let view = self.node.view()?;
+        let paths = self
+            .node
+            .paths()
+            .filter_map(|(id, node)| {
+                let s = self.node.link_status(id)?;
+                Some(PathStatus {
+                    node,
+                    up: s.up,
+                    srtt_ns: s.srtt,
+                })
+            })
+            .collect();
+        Some(FabricStatus {
+            view: view.number,
+            members: view.members.iter().map(|m| (m.node, m.epoch)).collect(),
+            agreed: self.node.view_agreed(),
+            routes: self
+                .node
+                .routes()
+                .iter()
+                .map(|r| RouteStatus {
+                    node: r.member.node,
+                    epoch: r.member.epoch,
+                    hops: r.hops,
+                    via: r.via,
+                })
+                .collect(),
+            paths,
+            in_doubt: self.node.in_doubt(),
+            counters: fabric_counters(self.node.fabric_stats()?),
+        })
+    }
+
     fn poll_event(&mut self) -> Option<TransportEvent> {
         Some(match self.node.poll_event()? {
             Event::Completed { id, result, .. } => TransportEvent::Completed { id, result },
@@ -100,8 +150,9 @@ impl Transport for Oae {
                     LinkChange::Unreachable => "unreachable",
                     LinkChange::PeerRestarted => "peer restarted",
                 };
+                let kind = if link >= PATH_BASE { "path" } else { "link" };
                 TransportEvent::Notice(format!(
-                    "link {link} {what} (peer node {peer}, epoch {epoch})"
+                    "{kind} {link} {what} (peer node {peer}, epoch {epoch})"
                 ))
             }
         })
@@ -161,6 +212,11 @@ impl Transport for RcModel {
 
     fn handle_timeout(&mut self, now: Nanos) {
         self.endpoint.handle_timeout(now);
+    }
+
+    fn submit_to(&mut self, node: u64, _: VerbId, _: Verb) -> Result<LinkId, NotSubmitted> {
+        // One queue pair to one peer, addressed by link only.
+        Err(NotSubmitted::NoRoute(node))
     }
 
     fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted> {

@@ -205,7 +205,11 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// learned from the neighbours, paths to nodes that are not neighbours,
     /// failover and resolution of transfers in doubt over another path.
     /// `link` is the configuration of the node's links.
-    pub fn enable_fabric(&mut self, cfg: FabricConfig, link: &LinkConfig) -> Result<(), ConfigError> {
+    pub fn enable_fabric(
+        &mut self,
+        cfg: FabricConfig,
+        link: &LinkConfig,
+    ) -> Result<(), ConfigError> {
         cfg.validate(link)?;
         let me = Member {
             node: self.node_id,
@@ -276,11 +280,6 @@ impl<O: Observer, M: Store> Node<O, M> {
         self.any_link(link).map(|l| l.stats())
     }
 
-    #[doc(hidden)]
-    pub fn debug_senders(&self, link: LinkId) -> String {
-        self.any_link(link).map(|l| l.debug_senders()).unwrap_or_default()
-    }
-
     fn any_link(&self, link: LinkId) -> Option<&Link> {
         if link >= PATH_BASE {
             let f = self.fabric.as_ref()?;
@@ -290,9 +289,11 @@ impl<O: Observer, M: Store> Node<O, M> {
     }
 
     fn all_links(&self) -> impl Iterator<Item = &Link> {
-        self.links
-            .iter()
-            .chain(self.fabric.iter().flat_map(|f| f.paths.iter().map(|p| &p.link)))
+        self.links.iter().chain(
+            self.fabric
+                .iter()
+                .flat_map(|f| f.paths.iter().map(|p| &p.link)),
+        )
     }
 
     /// Nothing tentative, queued or awaiting an answer on any link or path.

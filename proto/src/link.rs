@@ -1839,10 +1839,6 @@ impl Link {
 
     // ----- the fabric's hold on the link ------------------------------------
 
-    pub fn debug_senders(&self) -> String {
-        format!("{:?} ready {:?} backoff {:?} after {:?} sender_tx {:?} owed {} awaiting {:?} probes {} silent {}", self.senders.iter().map(|s| (s.seq, s.phase, s.pending, s.awaiting, s.commit_sent, s.queued)).collect::<Vec<_>>(), self.ready, self.backoff, self.after_commits, self.sender_tx, *self.owed, *self.awaiting, self.unanswered_probes, self.silent_rounds)
-    }
-
     pub fn is_up(&self) -> bool {
         self.up
     }
@@ -1893,6 +1889,7 @@ impl Link {
             return;
         }
         self.peer_restarted(sh);
+        self.reset_sender_slots();
         self.peer_epoch = 0;
         self.knowledge = Knowledge::Nothing;
         self.hello_due = true;
@@ -1933,6 +1930,9 @@ impl Link {
     /// reverse (its issuer was told nothing, so reversal is always allowed,
     /// and the link itself sends the same REVERSE if it comes back).
     pub fn doubts(&mut self, epoch: u32, mut f: impl FnMut(Resolution)) {
+        if self.peer_epoch == 0 {
+            return;
+        }
         for s in 0..self.active_slots() {
             if self.senders[usize::from(s)].phase == SendPhase::AwaitEcho {
                 self.give_up_on(s);

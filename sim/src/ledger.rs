@@ -84,8 +84,17 @@ impl Ledger {
         self.records.insert(id, rec);
     }
 
-    pub fn sent(&mut self, issuer: usize, epoch: u32, channel: u32, slot: u16, seq: u16, id: VerbId) {
-        self.attempts.insert((issuer, epoch, channel, slot, seq), id);
+    pub fn sent(
+        &mut self,
+        issuer: usize,
+        epoch: u32,
+        channel: u32,
+        slot: u16,
+        seq: u16,
+        id: VerbId,
+    ) {
+        self.attempts
+            .insert((issuer, epoch, channel, slot, seq), id);
         let rec = self.records.get_mut(&id).expect("issued");
         if let Verb::BilateralSwap {
             local_offset, len, ..

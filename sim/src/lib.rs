@@ -611,23 +611,50 @@ impl Sim {
                 return self.check_final();
             }
             if self.now > last_submit_at + self.cfg.settle_time {
+                // The state of every node, for whoever replays the seed.
                 if std::env::var_os("OAE_SIM_DEBUG").is_some() {
-                    for r in self.ledger.records.values().filter(|r| r.completion.is_none() && !r.orphaned) {
+                    for r in self
+                        .ledger
+                        .records
+                        .values()
+                        .filter(|r| r.completion.is_none() && !r.orphaned)
+                    {
                         eprintln!("incomplete: {r:?}");
                     }
                     for (i, n) in self.nodes.iter().enumerate() {
                         for l in all_links(n) {
-                            eprintln!("node {i} link {l:#x} peer {:?}: {:?}\n   {}", n.link_peer(l), n.link_status(l), n.debug_senders(l));
+                            eprintln!(
+                                "node {i} link {l:#x} peer {:?}: {:?}",
+                                n.link_peer(l),
+                                n.link_status(l)
+                            );
                         }
-                        eprintln!("node {i} routes {:?} view {:?} stats {:?}", n.routes(), n.view(), n.fabric_stats());
+                        eprintln!(
+                            "node {i} routes {:?} view {:?} stats {:?}",
+                            n.routes(),
+                            n.view(),
+                            n.fabric_stats()
+                        );
                     }
                 }
-                let complete = self.ledger.records.values().all(|r| r.completion.is_some() || r.orphaned);
+                let complete = self
+                    .ledger
+                    .records
+                    .values()
+                    .all(|r| r.completion.is_some() || r.orphaned);
                 if complete && self.fabric && !self.views_agree() {
-                    let views: Vec<String> = self.nodes.iter().map(|n| format!("{:?}", n.view())).collect();
+                    let views: Vec<String> = self
+                        .nodes
+                        .iter()
+                        .map(|n| format!("{:?}", n.view()))
+                        .collect();
                     return violation(
                         "views_agree",
-                        format!("views differ {} ns after the last submission: {}", self.cfg.settle_time, views.join(" / ")),
+                        format!(
+                            "views differ {} ns after the last submission: {}",
+                            self.cfg.settle_time,
+                            views.join(" / ")
+                        ),
                     );
                 }
                 if complete {
@@ -635,11 +662,20 @@ impl Sim {
                         .nodes
                         .iter()
                         .enumerate()
-                        .map(|(i, n)| format!("node {i}: {} in doubt, {} words locked", n.in_doubt(), n.memory().locked_words()))
+                        .map(|(i, n)| {
+                            format!(
+                                "node {i}: {} in doubt, {} words locked",
+                                n.in_doubt(),
+                                n.memory().locked_words()
+                            )
+                        })
                         .collect();
                     return violation(
                         "no_doubt_while_path",
-                        format!("transfers still held although every node has a path: {}", held.join(", ")),
+                        format!(
+                            "transfers still held although every node has a path: {}",
+                            held.join(", ")
+                        ),
                     );
                 }
                 return violation(
@@ -786,7 +822,10 @@ impl Sim {
                         break;
                     }
                     Err(e) => {
-                        return violation("liveness", format!("submission of {verb:?} refused: {e}"));
+                        return violation(
+                            "liveness",
+                            format!("submission of {verb:?} refused: {e}"),
+                        );
                     }
                 }
                 self.issued += 1;
@@ -864,7 +903,10 @@ impl Sim {
                 at: self.now + self.cfg.delay + jitter,
                 order: self.order,
                 to,
-                link: self.adj[to].iter().position(|&n| n == from).expect("linked") as u16,
+                link: self.adj[to]
+                    .iter()
+                    .position(|&n| n == from)
+                    .expect("linked") as u16,
                 from,
                 bytes,
             }));
@@ -912,7 +954,14 @@ impl Sim {
 
     /// How the oracle names a transfer the target `i` saw on `link` from
     /// the initiator incarnation `peer_epoch`: the initiator's own name.
-    fn attempt_key(&self, i: usize, link: LinkId, pe: u32, slot: u16, seq: u16) -> ledger::AttemptKey {
+    fn attempt_key(
+        &self,
+        i: usize,
+        link: LinkId,
+        pe: u32,
+        slot: u16,
+        seq: u16,
+    ) -> ledger::AttemptKey {
         let (initiator, path) = self.channel(i, link);
         (initiator, pe, channel_key(i, path), slot, seq)
     }
@@ -926,7 +975,8 @@ impl Sim {
                     if link >= PATH_BASE && result.is_ok() {
                         let (now, rtt) = (self.now, 2 * self.cfg.delay);
                         let (a, b) = (i.min(rec.target), i.max(rec.target));
-                        if let Some(k) = self.cuts_pending.iter().position(|c| (c.1, c.2) == (a, b)) {
+                        if let Some(k) = self.cuts_pending.iter().position(|c| (c.1, c.2) == (a, b))
+                        {
                             let (at, ..) = self.cuts_pending.swap_remove(k);
                             self.report.reroutes += 1;
                             self.report.reroute_rtts_max =
@@ -1035,7 +1085,9 @@ impl Sim {
 
 /// A node's links and paths.
 fn all_links(n: &Node<Tap>) -> Vec<LinkId> {
-    (0..n.links() as LinkId).chain(n.paths().map(|(l, _)| l)).collect()
+    (0..n.links() as LinkId)
+        .chain(n.paths().map(|(l, _)| l))
+        .collect()
 }
 
 /// The oracle's name for the channel of a transfer towards `target`.

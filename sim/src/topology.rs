@@ -65,9 +65,18 @@ mod tests {
 
     #[test]
     fn shapes_link_the_right_neighbours() {
-        assert_eq!(Shape::Ring.neighbours(4), vec![vec![1, 3], vec![0, 2], vec![1, 3], vec![0, 2]]);
-        assert_eq!(Shape::Line.neighbours(3), vec![vec![1], vec![0, 2], vec![1]]);
-        assert_eq!(Shape::Mesh.neighbours(3), vec![vec![1, 2], vec![0, 2], vec![0, 1]]);
+        assert_eq!(
+            Shape::Ring.neighbours(4),
+            vec![vec![1, 3], vec![0, 2], vec![1, 3], vec![0, 2]]
+        );
+        assert_eq!(
+            Shape::Line.neighbours(3),
+            vec![vec![1], vec![0, 2], vec![1]]
+        );
+        assert_eq!(
+            Shape::Mesh.neighbours(3),
+            vec![vec![1, 2], vec![0, 2], vec![0, 1]]
+        );
         let adj = Shape::Ring.neighbours(4);
         let mut down = vec![vec![false; 4]; 4];
         down[0][1] = true;

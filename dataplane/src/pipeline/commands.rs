@@ -11,7 +11,7 @@ use oae_proto::verb::Verb;
 use oae_proto::{LinkId, Nanos, RegionSpec, Store};
 use serde_json::{Value, json};
 
-use super::{Origin, Pipeline, driver_json};
+use super::{Origin, Pipeline, Target, driver_json};
 use crate::api::{Completion, Submission};
 use crate::control::{Percentiles, WorkloadSpec};
 use crate::status::{LinkStatus, QueueStatus};
@@ -63,6 +63,8 @@ pub enum CommandKind {
     Hist,
     /// Boxed: control requests are rare, and the other kinds stay small.
     Verb(LinkId, Box<Verb>),
+    /// A verb for a node, by whatever link or path reaches it.
+    VerbTo(u64, Box<Verb>),
     RegionAdd(RegionSpec),
     RegionList,
     RegionDump(u16),
@@ -90,6 +92,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             links,
             in_flight: self.inflight.iter().filter(|e| e.is_some()).count(),
             workload_running: self.workloads.any_running(),
+            fabric: self.transport.fabric(),
         }
     }
 
@@ -132,7 +135,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     "queue": self.info.index,
                     "latency_ns": Percentiles::of(&self.latency),
                 })),
-                CommandKind::Verb(link, verb) => {
+                verb @ (CommandKind::Verb(..) | CommandKind::VerbTo(..)) => {
                     let slot = match self.control_waiting.iter().position(Option::is_none) {
                         Some(i) => i,
                         None => {
@@ -140,7 +143,12 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                             self.control_waiting.len() - 1
                         }
                     };
-                    match self.submit(Origin::Control(slot), link, *verb, now) {
+                    let to = match verb {
+                        CommandKind::Verb(link, verb) => Target::Link(link, *verb),
+                        CommandKind::VerbTo(node, verb) => Target::Node(node, *verb),
+                        _ => unreachable!("matched above"),
+                    };
+                    match self.submit(Origin::Control(slot), to, now) {
                         Ok(()) => {
                             self.control_waiting[slot] = Some(cmd.reply);
                             continue;

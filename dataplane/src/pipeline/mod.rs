@@ -31,6 +31,13 @@ pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::LinkWorkloads;
 
+/// Where a verb goes: a link of this queue, or a node that a link or the
+/// fabric's paths reach.
+pub(crate) enum Target {
+    Link(LinkId, Verb),
+    Node(u64, Verb),
+}
+
 /// Who is waiting for a verb.
 #[derive(Clone, Copy)]
 enum Origin {
@@ -313,17 +320,16 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
-    fn submit(
-        &mut self,
-        origin: Origin,
-        link: LinkId,
-        verb: Verb,
-        now: Nanos,
-    ) -> Result<(), NotSubmitted> {
+    fn submit(&mut self, origin: Origin, to: Target, now: Nanos) -> Result<(), NotSubmitted> {
         let Some(index) = self.free_ids.pop() else {
             return Err(NotSubmitted::QueueFull);
         };
-        match self.transport.submit(link, VerbId(u64::from(index)), verb) {
+        let id = VerbId(u64::from(index));
+        let submitted = match to {
+            Target::Link(link, verb) => self.transport.submit(link, id, verb),
+            Target::Node(node, verb) => self.transport.submit_to(node, id, verb).map(|_| ()),
+        };
+        match submitted {
             Ok(()) => {
                 self.inflight[index as usize] = Some(InFlight {
                     origin,
@@ -345,7 +351,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             };
             // In-process applications and host programs reach the queue's
             // first link; oaectl and workloads name theirs.
-            match self.submit(Origin::App(s.id), 0, s.verb, now) {
+            match self.submit(Origin::App(s.id), Target::Link(0, s.verb), now) {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(why) => {
                     self.counters.app_refused += 1;
@@ -366,7 +372,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             return;
         };
         host.take(MAX_BURST, |s| {
-            let submitted = self.submit(Origin::Host(s.id), 0, s.verb, now);
+            let submitted = self.submit(Origin::Host(s.id), Target::Link(0, s.verb), now);
             match submitted {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(_) => self.counters.app_refused += 1,
@@ -414,7 +420,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     fn run_workload(&mut self, now: Nanos) {
         let mut workloads = std::mem::take(&mut self.workloads);
         workloads.poll(now, |link, lane, verb| {
-            self.submit(Origin::Workload(link, lane), link, *verb, now)
+            self.submit(Origin::Workload(link, lane), Target::Link(link, *verb), now)
                 .is_ok()
         });
         self.workloads = workloads;

@@ -139,7 +139,11 @@ pub fn advert_len(entries: usize) -> usize {
 
 /// Writes an ADVERT payload from `entries` (as many as `p` holds); returns
 /// how many went in.
-pub fn encode_advert(p: &mut [u8], view: (u64, u64), entries: impl Iterator<Item = Heard>) -> usize {
+pub fn encode_advert(
+    p: &mut [u8],
+    view: (u64, u64),
+    entries: impl Iterator<Item = Heard>,
+) -> usize {
     p[..8].copy_from_slice(&view.0.to_be_bytes());
     p[8..16].copy_from_slice(&view.1.to_be_bytes());
     let room = (p.len() - ADVERT_HEAD) / ADVERT_ENTRY;
@@ -193,8 +197,14 @@ mod tests {
     fn advert_round_trips_and_refuses_trailing_bytes() {
         let mut p = [0u8; 100];
         let entries = [
-            Heard { member: Member { node: 7, epoch: 3 }, hops: 0 },
-            Heard { member: Member { node: 9, epoch: 1 }, hops: 2 },
+            Heard {
+                member: Member { node: 7, epoch: 3 },
+                hops: 0,
+            },
+            Heard {
+                member: Member { node: 9, epoch: 1 },
+                hops: 2,
+            },
         ];
         assert_eq!(encode_advert(&mut p, (4, 5), entries.iter().copied()), 2);
         let mut out = Vec::new();
@@ -209,7 +219,10 @@ mod tests {
         let mut p = [0u8; 64];
         encode_forward(&mut p, 1, 2, 15, Kind::Resolve, &[9; 16]);
         let f = decode_forward(&p).unwrap();
-        assert_eq!((f.dst, f.src, f.hops_left, f.kind, f.body), (1, 2, 15, Kind::Resolve, &[9u8; 16][..]));
+        assert_eq!(
+            (f.dst, f.src, f.hops_left, f.kind, f.body),
+            (1, 2, 15, Kind::Resolve, &[9u8; 16][..])
+        );
         p[18..20].copy_from_slice(&100u16.to_be_bytes());
         assert!(decode_forward(&p).is_none());
     }

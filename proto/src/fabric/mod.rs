@@ -394,9 +394,14 @@ impl Fabric {
             let len = usize::from(relay.len);
             match wire::class_for_payload(len, l.class_to_peer()) {
                 Some(class) => {
-                    return Some(l.send_fabric(sh.epoch, now, buf, Transition::Forward, class, |p| {
-                        p[..len].copy_from_slice(&relay.payload[..len])
-                    }));
+                    return Some(l.send_fabric(
+                        sh.epoch,
+                        now,
+                        buf,
+                        Transition::Forward,
+                        class,
+                        |p| p[..len].copy_from_slice(&relay.payload[..len]),
+                    ));
                 }
                 None => self.stats.dropped_queue_full += 1,
             }
@@ -418,9 +423,11 @@ impl Fabric {
         let view = (self.routes.view().number, self.routes.view().digest());
         let routes = &self.routes;
         self.stats.adverts_sent += 1;
-        Some(l.send_fabric(epoch, now, buf, Transition::Advert, class, |p| {
-            envelope::encode_advert(p, view, routes.advert(link));
-        }))
+        Some(
+            l.send_fabric(epoch, now, buf, Transition::Advert, class, |p| {
+                envelope::encode_advert(p, view, routes.advert(link));
+            }),
+        )
     }
 
     /// A frame of a path whose route goes out through `link`, wrapped in a
@@ -452,9 +459,11 @@ impl Fabric {
                 continue;
             };
             let hops = self.cfg.max_hops;
-            return Some(l.send_fabric(sh.epoch, now, buf, Transition::Forward, class, |p| {
-                envelope::encode_forward(p, peer, me, hops, Kind::Path, &inner[..len])
-            }));
+            return Some(
+                l.send_fabric(sh.epoch, now, buf, Transition::Forward, class, |p| {
+                    envelope::encode_forward(p, peer, me, hops, Kind::Path, &inner[..len])
+                }),
+            );
         }
         None
     }

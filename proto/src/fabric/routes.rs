@@ -56,7 +56,12 @@ impl View {
     pub fn digest(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for m in &self.members {
-            for b in m.node.to_be_bytes().into_iter().chain(m.epoch.to_be_bytes()) {
+            for b in m
+                .node
+                .to_be_bytes()
+                .into_iter()
+                .chain(m.epoch.to_be_bytes())
+            {
                 h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
             }
         }
@@ -157,8 +162,7 @@ impl Routes {
         }
         n.view = view;
         n.vector.clear();
-        n.vector
-            .extend(vector.iter().take(MAX_NODES).copied());
+        n.vector.extend(vector.iter().take(MAX_NODES).copied());
         if view.0 > self.view.number {
             self.view.number = view.0;
         }
@@ -269,13 +273,39 @@ mod tests {
         let mut r = Routes::new(m(1));
         r.set_usable(0, true);
         r.set_usable(1, true);
-        r.heard(0, (1, 0), &[Heard { member: m(2), hops: 0 }, Heard { member: m(3), hops: 2 }]);
-        r.heard(1, (1, 0), &[Heard { member: m(3), hops: 0 }]);
+        r.heard(
+            0,
+            (1, 0),
+            &[
+                Heard {
+                    member: m(2),
+                    hops: 0,
+                },
+                Heard {
+                    member: m(3),
+                    hops: 2,
+                },
+            ],
+        );
+        r.heard(
+            1,
+            (1, 0),
+            &[Heard {
+                member: m(3),
+                hops: 0,
+            }],
+        );
         assert_eq!(r.route(3).map(|x| (x.via, x.hops)), Some((1, 1)));
         assert_eq!(r.route(2).map(|x| (x.via, x.hops)), Some((0, 1)));
         let on1: Vec<_> = r.advert(1).collect();
-        assert!(on1.contains(&Heard { member: m(3), hops: NO_ROUTE }));
-        assert!(on1.contains(&Heard { member: m(2), hops: 1 }));
+        assert!(on1.contains(&Heard {
+            member: m(3),
+            hops: NO_ROUTE
+        }));
+        assert!(on1.contains(&Heard {
+            member: m(2),
+            hops: 1
+        }));
         assert_eq!(r.view().members, vec![m(1), m(2), m(3)]);
     }
 
@@ -283,7 +313,14 @@ mod tests {
     fn a_link_that_dies_takes_its_routes_and_renumbers_the_view() {
         let mut r = Routes::new(m(1));
         r.set_usable(0, true);
-        r.heard(0, (1, 0), &[Heard { member: m(2), hops: 0 }]);
+        r.heard(
+            0,
+            (1, 0),
+            &[Heard {
+                member: m(2),
+                hops: 0,
+            }],
+        );
         let n = r.view().number;
         assert!(r.set_usable(0, false));
         assert!(r.route(2).is_none());
@@ -296,9 +333,23 @@ mod tests {
         let mut r = Routes::new(m(1));
         r.set_usable(0, true);
         r.set_usable(1, true);
-        r.heard(0, (1, 0), &[Heard { member: m(2), hops: 0 }]);
+        r.heard(
+            0,
+            (1, 0),
+            &[Heard {
+                member: m(2),
+                hops: 0,
+            }],
+        );
         let newer = Member { node: 2, epoch: 2 };
-        r.heard(1, (1, 0), &[Heard { member: newer, hops: 3 }]);
+        r.heard(
+            1,
+            (1, 0),
+            &[Heard {
+                member: newer,
+                hops: 3,
+            }],
+        );
         assert_eq!(r.route(2).map(|x| (x.member, x.via)), Some((newer, 1)));
     }
 
@@ -311,7 +362,14 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             x >> 11
         });
-        r.heard(0, (5000, 0), &[Heard { member: m(2), hops: 0 }]);
+        r.heard(
+            0,
+            (5000, 0),
+            &[Heard {
+                member: m(2),
+                hops: 0,
+            }],
+        );
         assert_eq!(r.table().len(), 1);
         assert_eq!(r.view().members, vec![m(1), m(2)]);
         assert!(r.view().number >= 5000);
