@@ -396,6 +396,7 @@ fn run_workload(
             let request = Request::WorkloadPhase {
                 queue,
                 link: 0,
+                node: None,
                 name: name.to_string(),
             };
             call(issuer, &request, STEP).map(drop)
@@ -467,7 +468,7 @@ fn run_workload(
         next_status += status_every;
         let reports = (0..queues)
             .map(|queue| {
-                let v = call(issuer, &Request::WorkloadStatus { queue, link: 0 }, STEP)?;
+                let v = call(issuer, &Request::WorkloadStatus { queue, link: 0, node: None }, STEP)?;
                 serde_json::from_value::<WorkloadReport>(v).map_err(|e| e.to_string())
             })
             .collect::<Result<Vec<_>, _>>()?;

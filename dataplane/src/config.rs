@@ -270,6 +270,11 @@ pub struct QueueConfig {
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     pub mac: String,
+    /// The interface this peer is reached through, if not the queue's own
+    /// `iface` (AF_XDP): one polling core serves a port per interface, as a
+    /// fabric node of veth pairs needs.
+    #[serde(default)]
+    pub iface: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -300,6 +305,22 @@ impl QueueConfig {
             .map(String::as_str)
             .chain(self.peers.iter().map(|p| p.mac.as_str()))
             .collect()
+    }
+
+    /// The interfaces the queue's links run over, the queue's own first,
+    /// each with its links (index and peer MAC) in link order.
+    pub fn ports(&self) -> Vec<(&str, Vec<(u16, &str)>)> {
+        let mut ports: Vec<(&str, Vec<(u16, &str)>)> = vec![(self.iface.as_str(), Vec::new())];
+        let own = self.peer_mac.iter().map(|m| (m.as_str(), None));
+        let listed = self.peers.iter().map(|p| (p.mac.as_str(), p.iface.as_deref()));
+        for (link, (mac, iface)) in own.chain(listed).enumerate() {
+            let iface = iface.unwrap_or(&self.iface);
+            match ports.iter_mut().find(|(i, _)| *i == iface) {
+                Some((_, links)) => links.push((link as u16, mac)),
+                None => ports.push((iface, vec![(link as u16, mac)])),
+            }
+        }
+        ports
     }
 
     /// The ring size in force.
@@ -705,6 +726,24 @@ impl Config {
         }
         if macs.len() > 64 {
             return Err(format!("{} peers on one queue: at most 64", macs.len()));
+        }
+        for p in &q.peers {
+            match p.iface.as_deref() {
+                Some(_) if q.driver != DriverKind::AfXdp => {
+                    return Err(format!(
+                        "peer {}: iface is for AF_XDP queues; a DPDK queue reaches its peers \
+                         through its own port",
+                        p.mac
+                    ));
+                }
+                Some(i) if i.is_empty() || i.len() > 15 => {
+                    return Err(format!(
+                        "peer {}: iface = '{i}' must be an interface name of 1 to 15 bytes",
+                        p.mac
+                    ));
+                }
+                _ => {}
+            }
         }
         for (k, mac) in macs.iter().enumerate() {
             parse_mac(mac).ok_or_else(|| {

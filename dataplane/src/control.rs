@@ -53,6 +53,9 @@ pub enum Request {
         queue: u16,
         #[serde(default)]
         link: u16,
+        /// The workload aimed at this node through the queue's fabric.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<u64>,
     },
     /// Starts a new phase of the running workload (e.g. "loss"): verbs
     /// completing from now on count in its own latency histogram too.
@@ -61,6 +64,8 @@ pub enum Request {
         queue: u16,
         #[serde(default)]
         link: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<u64>,
         name: String,
     },
     /// Stop accepting work, finish what is in flight, exit.

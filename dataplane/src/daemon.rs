@@ -17,6 +17,8 @@ use std::time::Duration;
 use oae_common::FaultConfig;
 use oae_pmd::xdp::{Steering, XdpCounters};
 use oae_proto::LinkId;
+
+use crate::workload::Aim;
 use serde_json::{Value, json};
 
 use crate::config::Config;
@@ -291,18 +293,30 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
         Request::RegionDump { id, queue } => ask(queue, CommandKind::RegionDump(id)),
         Request::Fault(change) => set_faults(shared, &change),
         Request::WorkloadStart(mut spec) => {
-            if let Some(node) = spec.node {
-                (spec.queue, spec.link) = link_to(shared, node)?;
+            let fabric = fabric_queue(shared)?;
+            match (spec.node, fabric) {
+                (Some(_), Some(q)) => spec.queue = q,
+                (Some(node), None) => (spec.queue, spec.link) = link_to(shared, node)?,
+                (None, _) => {}
             }
-            let (queue, link) = (spec.queue, spec.link);
+            let (queue, link, node) = (spec.queue, spec.link, spec.node);
             ask(queue, CommandKind::WorkloadStart(spec))?;
-            // Where it runs, for the status and phase requests that follow.
-            Ok(json!({"started": true, "queue": queue, "link": link}))
+            // Where it runs, for the status and phase requests that follow:
+            // a node through the fabric, or a link.
+            Ok(match (node, fabric) {
+                (Some(node), Some(_)) => json!({"started": true, "queue": queue, "node": node}),
+                _ => json!({"started": true, "queue": queue, "link": link}),
+            })
         }
-        Request::WorkloadStatus { queue, link } => ask(queue, CommandKind::WorkloadStatus(link)),
-        Request::WorkloadPhase { queue, link, name } => {
-            ask(queue, CommandKind::WorkloadPhase(link, name))
+        Request::WorkloadStatus { queue, link, node } => {
+            ask(queue, CommandKind::WorkloadStatus(aim(link, node)))
         }
+        Request::WorkloadPhase {
+            queue,
+            link,
+            node,
+            name,
+        } => ask(queue, CommandKind::WorkloadPhase(aim(link, node), name)),
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);
             Ok(json!({"stopping": true}))
@@ -324,6 +338,10 @@ fn status(shared: &Shared) -> Result<DataplaneStatus, String> {
         epoch: shared.epoch,
         queues,
     })
+}
+
+fn aim(link: LinkId, node: Option<u64>) -> Aim {
+    node.map_or(Aim::Link(link), Aim::Node)
 }
 
 /// The first queue that runs a fabric, if any.

@@ -20,7 +20,7 @@ use crate::config::{
     BindModeSetting, Config, DriverKind, QueueConfig, TransportKind, XdpModeSetting,
 };
 use crate::host::HostPort;
-use crate::pipeline::{FinalReport, Pipeline, QueueInfo, QueueShared};
+use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
 use crate::transport::{Oae, RcModel, Transport};
 
 /// A queue ready to run: its polling loop, whatever its driver, and what
@@ -91,11 +91,15 @@ pub fn build_queue(
             endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
         }),
     };
+    let mut plan = Vec::new();
+    for (iface, links) in q.ports() {
+        let links = links
+            .into_iter()
+            .map(|(l, m)| Ok((l, parse_mac(m).ok_or("peer MACs were validated")?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        plan.push((iface.to_string(), links));
+    }
     let parts = Parts {
-        peers: peer_macs
-            .iter()
-            .map(|m| parse_mac(m).ok_or("peer MACs were validated"))
-            .collect::<Result<_, _>>()?,
         shared: Arc::new(QueueShared::new(4096)),
         inflight,
         info: QueueInfo {
@@ -121,15 +125,19 @@ pub fn build_queue(
     let shared = Arc::clone(&parts.shared);
     let run = match q.driver {
         DriverKind::AfXdp => {
-            let driver = open_afxdp(q, steering)?;
-            let name = format!("af_xdp ({})", driver.bind_mode());
-            assemble(driver, name, transport, parts)?
+            let mut ports = Vec::new();
+            for (iface, links) in plan {
+                ports.push(Port::new(open_afxdp(q, &iface, steering)?, links));
+            }
+            let name = format!("af_xdp ({})", ports[0].driver.bind_mode());
+            assemble(ports, name, transport, parts)?
         }
         #[cfg(feature = "dpdk")]
         DriverKind::Dpdk => {
             let driver = open_dpdk(config, q)?;
             let name = format!("dpdk ({})", driver.name());
-            assemble(driver, name, transport, parts)?
+            let links = plan.into_iter().flat_map(|(_, links)| links).collect();
+            assemble(vec![Port::new(driver, links)], name, transport, parts)?
         }
         #[cfg(not(feature = "dpdk"))]
         DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
@@ -147,7 +155,6 @@ enum AnyTransport {
 
 /// What a pipeline needs besides its driver and transport.
 struct Parts {
-    peers: Vec<[u8; 6]>,
     shared: Arc<QueueShared>,
     inflight: usize,
     info: QueueInfo,
@@ -157,7 +164,7 @@ struct Parts {
 /// The queue's loop over `driver` and `transport`, as a value a thread can
 /// run.
 fn assemble<D>(
-    driver: D,
+    ports: Vec<Port<D>>,
     driver_name: String,
     transport: AnyTransport,
     parts: Parts,
@@ -167,14 +174,14 @@ where
     D::Buf: Send,
 {
     match transport {
-        AnyTransport::Oae(t) => runner(driver, driver_name, t, parts),
-        AnyTransport::Rc(t) => runner(driver, driver_name, t, parts),
+        AnyTransport::Oae(t) => runner(ports, driver_name, t, parts),
+        AnyTransport::Rc(t) => runner(ports, driver_name, t, parts),
     }
 }
 
 /// Builds the pipeline; one loop is compiled per driver and transport.
 fn runner<D, T>(
-    driver: D,
+    ports: Vec<Port<D>>,
     driver_name: String,
     transport: T,
     parts: Parts,
@@ -186,13 +193,12 @@ where
 {
     let info = QueueInfo {
         driver: driver_name,
-        mac: format_mac(driver.mac()),
+        mac: format_mac(ports[0].mac()),
         ..parts.info
     };
     let pipeline = Pipeline::new(
-        driver,
+        ports,
         transport,
-        parts.peers,
         info,
         parts.shared,
         parts.host,
@@ -201,19 +207,25 @@ where
     Ok(Box::new(move |drain| pipeline.run(drain)))
 }
 
-fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Result<AfXdp, String> {
-    if !steering.contains_key(&q.iface) {
+/// The queue's AF_XDP socket on `iface` (its own interface, or one a peer
+/// is reached through), behind the XDP program attached once per interface.
+fn open_afxdp(
+    q: &QueueConfig,
+    iface: &str,
+    steering: &mut BTreeMap<String, Steering>,
+) -> Result<AfXdp, String> {
+    if !steering.contains_key(iface) {
         let mode = match q.xdp_mode {
             XdpModeSetting::Auto => XdpMode::Auto,
             XdpModeSetting::Driver => XdpMode::Driver,
             XdpModeSetting::Skb => XdpMode::Skb,
         };
-        let s = Steering::attach(&q.iface, mode).map_err(|e| e.to_string())?;
-        steering.insert(q.iface.clone(), s);
+        let s = Steering::attach(iface, mode).map_err(|e| e.to_string())?;
+        steering.insert(iface.to_string(), s);
     }
     let ring = q.ring_size();
     let driver = AfXdp::new(&AfXdpConfig {
-        iface: q.iface.clone(),
+        iface: iface.to_string(),
         queue_id: q.queue_id,
         frame_count: q.frames,
         fill_size: ring,
@@ -227,8 +239,8 @@ fn open_afxdp(q: &QueueConfig, steering: &mut BTreeMap<String, Steering>) -> Res
         },
         ..AfXdpConfig::default()
     })
-    .map_err(|e| format!("{} queue {}: {e}", q.iface, q.queue_id))?;
-    steering[&q.iface]
+    .map_err(|e| format!("{iface} queue {}: {e}", q.queue_id))?;
+    steering[iface]
         .register_socket(q.queue_id, driver.fd())
         .map_err(|e| e.to_string())?;
     Ok(driver)

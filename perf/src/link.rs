@@ -8,6 +8,7 @@ use oae_dataplane::config::Config;
 use oae_dataplane::control::{Percentiles, WorkloadReport, WorkloadSpec};
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_dataplane::pipeline::{CommandKind, FinalReport};
+use oae_dataplane::workload::Aim;
 use oae_pmd::netns::{VethPair, format_mac};
 
 /// How long a control question to a polling core may take.
@@ -99,7 +100,7 @@ perms = "rw"
         loop {
             std::thread::sleep(Duration::from_millis(100));
             let r: WorkloadReport =
-                serde_json::from_value(queues[0].ask(CommandKind::WorkloadStatus(0), ASK)?)
+                serde_json::from_value(queues[0].ask(CommandKind::WorkloadStatus(Aim::Link(0)), ASK)?)
                     .map_err(|e| e.to_string())?;
             if !r.running {
                 return Ok(OaeRun {

@@ -90,6 +90,23 @@ pub struct DriverStats {
     pub kernel_tx_ring_empty: u64,
 }
 
+impl DriverStats {
+    /// Adds another queue's counters (a core serving several ports).
+    pub fn add(&mut self, o: &DriverStats) {
+        self.rx_packets += o.rx_packets;
+        self.tx_packets += o.tx_packets;
+        self.tx_ring_full += o.tx_ring_full;
+        self.alloc_failed += o.alloc_failed;
+        self.rx_unsupported += o.rx_unsupported;
+        self.kernel_rx_dropped += o.kernel_rx_dropped;
+        self.kernel_rx_ring_full += o.kernel_rx_ring_full;
+        self.kernel_fill_ring_empty += o.kernel_fill_ring_empty;
+        self.kernel_rx_invalid += o.kernel_rx_invalid;
+        self.kernel_tx_invalid += o.kernel_tx_invalid;
+        self.kernel_tx_ring_empty += o.kernel_tx_ring_empty;
+    }
+}
+
 // AF_XDP rings and UMEM memory are only reachable through unsafe code,
 // which stays in this module.
 #[allow(unsafe_code)]

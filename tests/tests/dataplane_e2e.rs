@@ -202,6 +202,7 @@ fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
         &Request::WorkloadPhase {
             queue: 0,
             link: 0,
+            node: None,
             name: "loss".into(),
         },
     )
@@ -480,7 +481,7 @@ fn start_workload(d: &Dataplanes, lanes: u32, seconds: f64, seed: u64) {
 
 fn workload(d: &Dataplanes) -> WorkloadReport {
     serde_json::from_value(
-        d.call(0, &Request::WorkloadStatus { queue: 0, link: 0 })
+        d.call(0, &Request::WorkloadStatus { queue: 0, link: 0, node: None })
             .expect("status"),
     )
     .expect("report")

@@ -32,6 +32,7 @@ fn report(f: &Fabric, w: &Started) -> WorkloadReport {
     let request = Request::WorkloadStatus {
         queue: w.queue,
         link: w.link,
+        node: None,
     };
     let v = f
         .call(w.from, &request)

@@ -16,6 +16,7 @@ use crate::api::{Completion, Submission};
 use crate::control::{Percentiles, WorkloadSpec};
 use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
+use crate::workload::Aim;
 
 /// What the rest of the process shares with one polling core.
 pub struct QueueShared {
@@ -69,13 +70,13 @@ pub enum CommandKind {
     RegionList,
     RegionDump(u16),
     WorkloadStart(WorkloadSpec),
-    WorkloadStatus(LinkId),
-    WorkloadPhase(LinkId, String),
+    WorkloadStatus(Aim),
+    WorkloadPhase(Aim, String),
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
     fn status(&self) -> QueueStatus {
-        let links = (0..self.peers.len())
+        let links = (0..self.links)
             .filter_map(|l| {
                 let link = l as LinkId;
                 Some(LinkStatus {
@@ -98,7 +99,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 
     /// `f` of every link, each tagged with its number and peer.
     fn per_link(&self, f: impl Fn(&T, LinkId) -> Value) -> Vec<Value> {
-        (0..self.peers.len())
+        (0..self.links)
             .map(|l| {
                 let mut v = f(&self.transport, l as LinkId);
                 if let Value::Object(o) = &mut v {
@@ -127,7 +128,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         "ring": h.path().display().to_string(),
                         "counters": h.counters(),
                     })),
-                    "driver": driver_json(&self.driver.stats()),
+                    "driver": driver_json(&self.driver_stats()),
                     "transport": self.transport.name(),
                     "links": self.per_link(|t, l| t.stats(l)),
                 })),
@@ -181,15 +182,22 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                                             "locked_words": self.transport.memory().locked_words()})),
                     None => Err(format!("region {id} is not registered")),
                 },
-                CommandKind::WorkloadStart(spec) => self
+                CommandKind::WorkloadStart(spec) => {
+                    // Aimed at a node: through the fabric if the queue runs
+                    // one (the daemon has picked this queue for it).
+                    let aim = match spec.node {
+                        Some(node) if self.transport.fabric().is_some() => Aim::Node(node),
+                        _ => Aim::Link(spec.link),
+                    };
+                    self.workloads
+                        .start(aim, spec, self.transport.memory(), self.transport.verb_kinds())
+                        .map(|()| json!({"started": true}))
+                }
+                CommandKind::WorkloadPhase(aim, name) => self
                     .workloads
-                    .start(spec, self.transport.memory(), self.transport.verb_kinds())
-                    .map(|()| json!({"started": true})),
-                CommandKind::WorkloadPhase(link, name) => self
-                    .workloads
-                    .begin_phase(link, name, now)
+                    .begin_phase(aim, name, now)
                     .map(|()| json!({"phase_started": true})),
-                CommandKind::WorkloadStatus(link) => self.workloads.status(link, now),
+                CommandKind::WorkloadStatus(aim) => self.workloads.status(aim, now),
             };
             let _ = cmd.reply.send(answer);
         }

@@ -7,8 +7,10 @@
 //! are answered on the same thread, between bursts (`commands`).
 
 mod commands;
+mod port;
 
 pub use commands::{Command, CommandKind, QueueShared};
+pub use port::Port;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,10 +18,9 @@ use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use oae_pmd::{Burst, Driver, DriverStats, MAX_BURST};
+use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
 use oae_proto::verb::{Output, Verb, VerbError};
-use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
 use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -29,7 +30,7 @@ use crate::control::OutputView;
 use crate::host::HostPort;
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
-use crate::workload::LinkWorkloads;
+use crate::workload::{Aim, LinkWorkloads};
 
 /// Where a verb goes: a link of this queue, or a node that a link or the
 /// fabric's paths reach.
@@ -45,8 +46,8 @@ enum Origin {
     /// A host program's verb, from the host ring.
     Host(u64),
     Control(usize),
-    /// A workload's lane, on a link.
-    Workload(LinkId, u32),
+    /// A workload's lane: the workload's slot, and the lane.
+    Workload(u16, u32),
 }
 
 #[derive(Clone, Copy)]
@@ -74,13 +75,11 @@ pub struct PipelineCounters {
 }
 
 pub struct Pipeline<D: Driver, T: Transport> {
-    driver: D,
+    /// One per interface the queue's links run over.
+    ports: Vec<Port<D>>,
     transport: T,
-    mac: [u8; 6],
-    /// Link `i`'s peer.
-    peers: Vec<[u8; 6]>,
-    /// The link the next transmitted frame is asked of, round robin.
-    tx_link: usize,
+    /// How many links the transport has (all ports together).
+    links: usize,
     info: QueueInfo,
     shared: Arc<QueueShared>,
     /// The host ring this polling core serves, in an IPU deployment.
@@ -92,29 +91,22 @@ pub struct Pipeline<D: Driver, T: Transport> {
     workloads: LinkWorkloads,
     latency: Histogram<u64>,
     counters: PipelineCounters,
-    rx: Burst<D::Buf>,
-    tx: Burst<D::Buf>,
-    spare: Burst<D::Buf>,
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
     pub fn new(
-        driver: D,
+        ports: Vec<Port<D>>,
         transport: T,
-        peers: Vec<[u8; 6]>,
         info: QueueInfo,
         shared: Arc<QueueShared>,
         host: Option<HostPort>,
         inflight_capacity: usize,
     ) -> Pipeline<D, T> {
-        let mac = driver.mac();
-        let links = peers.len();
+        let links = transport.links();
         Pipeline {
-            driver,
+            ports,
             transport,
-            mac,
-            peers,
-            tx_link: 0,
+            links,
             info,
             shared,
             host,
@@ -125,9 +117,6 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             workloads: LinkWorkloads::new(links),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
-            rx: Burst::new(),
-            tx: Burst::new(),
-            spare: Burst::new(),
         }
     }
 
@@ -153,8 +142,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             info: self.info.clone(),
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
             pipeline: self.counters,
-            driver: self.driver.stats(),
-            links: (0..self.peers.len() as LinkId)
+            driver: self.driver_stats(),
+            links: (0..self.links as LinkId)
                 .map(|l| self.transport.stats(l))
                 .collect(),
         };
@@ -190,80 +179,24 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn receive(&mut self, now: Nanos) {
-        self.rx.clear();
-        let n = self.driver.rx_burst(&mut self.rx);
-        if n == 0 {
-            return;
+        for port in &mut self.ports {
+            port.receive(&mut self.transport, &mut self.counters, now);
         }
-        self.counters.rx_frames += n as u64;
-        for buf in &self.rx {
-            let frame = self.driver.frame(buf);
-            let Some(payload) = eth::oae_payload(frame) else {
-                self.counters.rx_not_oae += 1;
-                continue;
-            };
-            let source = &frame[6..12];
-            // A handful of peers at most: a scan beats a map.
-            let Some(link) = self.peers.iter().position(|p| p == source) else {
-                self.counters.rx_foreign += 1;
-                continue;
-            };
-            self.transport.handle_frame(link as LinkId, payload, now);
-        }
-        self.driver.release(&mut self.rx);
     }
 
     fn transmit(&mut self, now: Nanos) {
-        loop {
-            if self.spare.is_empty() {
-                self.driver.alloc(&mut self.spare, MAX_BURST);
-            }
-            // Links take turns frame by frame; the burst is done when every
-            // link in a row has nothing to send.
-            let links = self.peers.len();
-            let mut idle_links = 0;
-            while self.tx.len() < MAX_BURST && idle_links < links {
-                let Some(mut buf) = self.spare.pop() else {
-                    break;
-                };
-                let link = self.tx_link;
-                self.tx_link = (link + 1) % links;
-                let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
-                match self.transport.poll_transmit(
-                    link as LinkId,
-                    now,
-                    &mut frame[ETH_HEADER_LEN..],
-                ) {
-                    Some(len) => {
-                        // Only once there is a frame: most iterations send
-                        // nothing, and should cost as little as possible.
-                        eth::write_header(frame, self.peers[link], self.mac);
-                        self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
-                        self.tx.push(buf);
-                        idle_links = 0;
-                    }
-                    None => {
-                        self.spare.push(buf);
-                        idle_links += 1;
-                    }
-                }
-            }
-            let exhausted = idle_links >= links;
-            if self.tx.is_empty() {
-                return;
-            }
-            let queued = self.tx.len();
-            let sent = self.driver.tx_burst(&mut self.tx);
-            self.counters.tx_frames += sent as u64;
-            if sent < queued {
-                // Ring full: the rest goes out with the next burst.
-                self.counters.tx_ring_full += 1;
-                return;
-            }
-            if exhausted || self.spare.is_empty() {
-                return;
-            }
+        for port in &mut self.ports {
+            port.transmit(&mut self.transport, &mut self.counters, now);
         }
+    }
+
+    /// The driver counters of every port, summed.
+    fn driver_stats(&mut self) -> DriverStats {
+        let mut sum = DriverStats::default();
+        for p in &mut self.ports {
+            sum.add(&p.driver.stats());
+        }
+        sum
     }
 
     fn drain_events(&mut self, now: Nanos) {
@@ -316,7 +249,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     let _ = reply.send(answer);
                 }
             }
-            Origin::Workload(link, lane) => self.workloads.complete(link, lane, result, latency),
+            Origin::Workload(slot, lane) => self.workloads.complete(slot, lane, result, latency),
         }
     }
 
@@ -419,9 +352,12 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 
     fn run_workload(&mut self, now: Nanos) {
         let mut workloads = std::mem::take(&mut self.workloads);
-        workloads.poll(now, |link, lane, verb| {
-            self.submit(Origin::Workload(link, lane), Target::Link(link, *verb), now)
-                .is_ok()
+        workloads.poll(now, |aim, slot, lane, verb| {
+            let to = match aim {
+                Aim::Link(link) => Target::Link(link, *verb),
+                Aim::Node(node) => Target::Node(node, *verb),
+            };
+            self.submit(Origin::Workload(slot, lane), to, now).is_ok()
         });
         self.workloads = workloads;
     }

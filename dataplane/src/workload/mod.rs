@@ -604,10 +604,31 @@ impl Workload {
     }
 }
 
-/// A queue's workloads: at most one per link, and the report of the last
-/// one that finished on each.
+/// What a workload's verbs are aimed at: a link of the queue, or a node
+/// the queue's fabric reaches by whatever link or path serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aim {
+    Link(LinkId),
+    Node(u64),
+}
+
+impl core::fmt::Display for Aim {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Aim::Link(l) => write!(f, "link {l}"),
+            Aim::Node(n) => write!(f, "node {n}"),
+        }
+    }
+}
+
+/// A queue's workloads: at most one per link and one per node aimed at
+/// through the fabric, and the report of the last one that finished on
+/// each.
 #[derive(Default)]
 pub struct LinkWorkloads {
+    /// Slot `i` aims at `aims[i]`: the links first, then nodes as
+    /// workloads name them.
+    aims: Vec<Aim>,
     running: Vec<Option<Workload>>,
     finished: Vec<Option<Value>>,
 }
@@ -615,6 +636,7 @@ pub struct LinkWorkloads {
 impl LinkWorkloads {
     pub fn new(links: usize) -> LinkWorkloads {
         LinkWorkloads {
+            aims: (0..links as LinkId).map(Aim::Link).collect(),
             running: (0..links).map(|_| None).collect(),
             finished: vec![None; links],
         }
@@ -624,45 +646,60 @@ impl LinkWorkloads {
         self.running.iter().any(Option::is_some)
     }
 
-    /// Starts `spec` on its link, checked against `memory` and the verbs the
-    /// transport runs.
+    fn slot(&self, aim: Aim) -> Option<usize> {
+        self.aims.iter().position(|&a| a == aim)
+    }
+
+    /// Starts `spec` aimed at `aim`, checked against `memory` and the verbs
+    /// the transport runs.
     pub fn start(
         &mut self,
+        aim: Aim,
         spec: WorkloadSpec,
         memory: &impl Store,
         supported: &[&str],
     ) -> Result<(), String> {
-        let link = usize::from(spec.link);
-        let Some(slot) = self.running.get_mut(link) else {
-            return Err(format!(
-                "no link {link} on this queue: it has links 0 to {}",
-                self.running.len() - 1
-            ));
+        let slot = match (self.slot(aim), aim) {
+            (Some(s), _) => s,
+            (None, Aim::Node(_)) if self.aims.len() < 256 => {
+                self.aims.push(aim);
+                self.running.push(None);
+                self.finished.push(None);
+                self.aims.len() - 1
+            }
+            (None, _) => {
+                return Err(format!(
+                    "no {aim} on this queue: it has {} links",
+                    self.aims.iter().filter(|a| matches!(a, Aim::Link(_))).count()
+                ));
+            }
         };
-        if slot.is_some() {
-            return Err(format!("a workload is already running on link {link}"));
+        if self.running[slot].is_some() {
+            return Err(format!("a workload is already running on {aim}"));
         }
-        *slot = Some(Workload::new(spec, memory, supported)?);
-        self.finished[link] = None;
+        self.running[slot] = Some(Workload::new(spec, memory, supported)?);
+        self.finished[slot] = None;
         Ok(())
     }
 
-    pub fn begin_phase(&mut self, link: LinkId, name: String, now: Nanos) -> Result<(), String> {
-        match self.running.get_mut(usize::from(link)) {
-            Some(Some(w)) => {
+    pub fn begin_phase(&mut self, aim: Aim, name: String, now: Nanos) -> Result<(), String> {
+        match self.slot(aim).and_then(|s| self.running[s].as_mut()) {
+            Some(w) => {
                 w.begin_phase(name, now);
                 Ok(())
             }
-            _ => Err(format!("no workload is running on link {link}")),
+            None => Err(format!("no workload is running on {aim}")),
         }
     }
 
-    pub fn status(&self, link: LinkId, now: Nanos) -> Result<Value, String> {
-        let l = usize::from(link);
-        match (self.running.get(l), self.finished.get(l)) {
-            (Some(Some(w)), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
-            (_, Some(Some(done))) => Ok(done.clone()),
-            _ => Err(format!("no workload has run on link {link} of this queue")),
+    pub fn status(&self, aim: Aim, now: Nanos) -> Result<Value, String> {
+        let Some(s) = self.slot(aim) else {
+            return Err(format!("no workload has run on {aim} of this queue"));
+        };
+        match (&self.running[s], &self.finished[s]) {
+            (Some(w), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
+            (_, Some(done)) => Ok(done.clone()),
+            _ => Err(format!("no workload has run on {aim} of this queue")),
         }
     }
 
@@ -673,27 +710,29 @@ impl LinkWorkloads {
         }
     }
 
-    /// Lets every running workload issue verbs through `issue(link, lane,
-    /// verb)`, and files the reports of those that finished.
-    pub fn poll(&mut self, now: Nanos, mut issue: impl FnMut(LinkId, u32, &Verb) -> bool) {
-        for (link, slot) in self.running.iter_mut().enumerate() {
+    /// Lets every running workload issue verbs through `issue(aim, slot,
+    /// lane, verb)`, and files the reports of those that finished.
+    pub fn poll(&mut self, now: Nanos, mut issue: impl FnMut(Aim, u16, u32, &Verb) -> bool) {
+        for (i, slot) in self.running.iter_mut().enumerate() {
             let Some(w) = slot else { continue };
-            w.poll(now, |lane, verb| issue(link as LinkId, lane, verb));
+            let aim = self.aims[i];
+            w.poll(now, |lane, verb| issue(aim, i as u16, lane, verb));
             if w.is_finished() {
-                self.finished[link] = serde_json::to_value(w.report(now)).ok();
+                self.finished[i] = serde_json::to_value(w.report(now)).ok();
                 *slot = None;
             }
         }
     }
 
+    /// A verb of the workload in slot `slot` completed.
     pub fn complete(
         &mut self,
-        link: LinkId,
+        slot: u16,
         lane: u32,
         result: &Result<Output, VerbError>,
         latency: Nanos,
     ) {
-        if let Some(Some(w)) = self.running.get_mut(usize::from(link)) {
+        if let Some(Some(w)) = self.running.get_mut(usize::from(slot)) {
             w.complete(lane, result, latency);
         }
     }

@@ -341,6 +341,9 @@ pub fn expect(node: &Node, bytes: &[u8]) -> Expect {
             Expect::Malformed(Malformed::BadPayload)
         }
         Transition::Tick => Expect::Live,
+        // Well-formed for the link; this node runs no fabric, so nothing
+        // more happens.
+        Transition::Advert | Transition::Forward => Expect::Live,
         // No tick of this node is outstanding.
         Transition::Tock => Expect::StaleSlot,
         Transition::Request | Transition::Commit | Transition::Reverse => {

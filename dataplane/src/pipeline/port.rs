@@ -1,0 +1,121 @@
+//! One port of a polling core: a driver queue on one interface, the links
+//! whose peers it reaches, and its bursts. A core serves one port per
+//! interface its links run over (one on a pair; one per neighbour in a
+//! fabric of veth pairs).
+
+use oae_pmd::{Burst, Driver, MAX_BURST};
+use oae_proto::LinkId;
+use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
+use oae_proto::Nanos;
+
+use super::PipelineCounters;
+use crate::transport::Transport;
+
+pub struct Port<D: Driver> {
+    pub driver: D,
+    mac: [u8; 6],
+    /// The queue's links on this port, and each one's peer.
+    links: Vec<(LinkId, [u8; 6])>,
+    /// The link the next transmitted frame is asked of, round robin.
+    tx_next: usize,
+    rx: Burst<D::Buf>,
+    tx: Burst<D::Buf>,
+    spare: Burst<D::Buf>,
+}
+
+impl<D: Driver> Port<D> {
+    pub fn new(driver: D, links: Vec<(LinkId, [u8; 6])>) -> Port<D> {
+        Port {
+            mac: driver.mac(),
+            driver,
+            links,
+            tx_next: 0,
+            rx: Burst::new(),
+            tx: Burst::new(),
+            spare: Burst::new(),
+        }
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// One receive burst, each OAE frame handed to the link of its source.
+    pub fn receive<T: Transport>(&mut self, transport: &mut T, counters: &mut PipelineCounters, now: Nanos) {
+        self.rx.clear();
+        let n = self.driver.rx_burst(&mut self.rx);
+        if n == 0 {
+            return;
+        }
+        counters.rx_frames += n as u64;
+        for buf in &self.rx {
+            let frame = self.driver.frame(buf);
+            let Some(payload) = eth::oae_payload(frame) else {
+                counters.rx_not_oae += 1;
+                continue;
+            };
+            let source = &frame[6..12];
+            // A handful of peers at most: a scan beats a map.
+            let Some(&(link, _)) = self.links.iter().find(|(_, p)| p == source) else {
+                counters.rx_foreign += 1;
+                continue;
+            };
+            transport.handle_frame(link, payload, now);
+        }
+        self.driver.release(&mut self.rx);
+    }
+
+    /// Transmit bursts until the port's links have nothing more to send or
+    /// the ring is full.
+    pub fn transmit<T: Transport>(&mut self, transport: &mut T, counters: &mut PipelineCounters, now: Nanos) {
+        let links = self.links.len();
+        if links == 0 {
+            return;
+        }
+        loop {
+            if self.spare.is_empty() {
+                self.driver.alloc(&mut self.spare, MAX_BURST);
+            }
+            // Links take turns frame by frame; the burst is done when every
+            // link in a row has nothing to send.
+            let mut idle_links = 0;
+            while self.tx.len() < MAX_BURST && idle_links < links {
+                let Some(mut buf) = self.spare.pop() else {
+                    break;
+                };
+                let (link, peer) = self.links[self.tx_next];
+                self.tx_next = (self.tx_next + 1) % links;
+                let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
+                match transport.poll_transmit(link, now, &mut frame[ETH_HEADER_LEN..]) {
+                    Some(len) => {
+                        // Only once there is a frame: most iterations send
+                        // nothing, and should cost as little as possible.
+                        eth::write_header(frame, peer, self.mac);
+                        self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
+                        self.tx.push(buf);
+                        idle_links = 0;
+                    }
+                    None => {
+                        self.spare.push(buf);
+                        idle_links += 1;
+                    }
+                }
+            }
+            let exhausted = idle_links >= links;
+            if self.tx.is_empty() {
+                return;
+            }
+            let queued = self.tx.len();
+            let sent = self.driver.tx_burst(&mut self.tx);
+            counters.tx_frames += sent as u64;
+            if sent < queued {
+                // Ring full: the rest goes out with the next burst.
+                counters.tx_ring_full += 1;
+                return;
+            }
+            if exhausted || self.spare.is_empty() {
+                return;
+            }
+        }
+    }
+}
