@@ -10,6 +10,8 @@ extern crate std;
 
 #[cfg(feature = "std")]
 pub mod rng;
+#[cfg(feature = "std")]
+pub mod topology;
 
 /// EtherType of OAE frames (IEEE local experimental 2).
 pub const OAE_ETHERTYPE: u16 = 0x88B5;

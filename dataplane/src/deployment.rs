@@ -309,10 +309,70 @@ impl Deployment {
     }
 }
 
+/// The region a fabric node's peers aim their verbs at, and its key.
+pub const FABRIC_TARGET: (u16, u32) = (1, 0x0ae1);
+/// The local region bilateral swaps trade with.
+pub const FABRIC_LOCAL: u16 = 2;
+
+/// The configuration of node `i` of a fabric of veth pairs
+/// (`oae_pmd::netns::Graph`: interface `f<j>` towards neighbour `j`): one
+/// polling core whose links run over a port per neighbour, the fabric on,
+/// node id `i + 1`, the regions [`FABRIC_TARGET`] and [`FABRIC_LOCAL`].
+/// `min_round_ns` as the links need it (raise it where polling cores share
+/// CPUs: a descheduled neighbour must not look dead).
+pub fn fabric_node_toml(i: usize, neighbours: &[usize], min_round_ns: u64) -> String {
+    let peers: String = neighbours
+        .iter()
+        .map(|&j| {
+            let mac = oae_pmd::netns::format_mac(oae_pmd::netns::Graph::mac(j, i));
+            format!("[[queue.peer]]\nmac = \"{mac}\"\niface = \"f{j}\"\n")
+        })
+        .collect();
+    let first = neighbours.first().copied().unwrap_or_default();
+    let (target, key) = FABRIC_TARGET;
+    format!(
+        r#"name = "n{i}"
+node_id = {node}
+
+[[queue]]
+iface = "f{first}"
+queue_id = 0
+fabric = true
+[queue.link]
+slots = 32
+credits = 32
+min_round_ns = {min_round_ns}
+{peers}
+[[region]]
+id = {target}
+key = {key}
+len = 65536
+perms = "rwa"
+
+[[region]]
+id = {FABRIC_LOCAL}
+key = 2
+len = 65536
+perms = "rw"
+"#,
+        node = i + 1,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::SteerBy;
+
+    #[test]
+    fn a_fabric_node_has_a_port_per_neighbour_and_validates() {
+        let cfg: Config = toml::from_str(&fabric_node_toml(1, &[0, 2], 2_000_000)).unwrap();
+        cfg.validate().unwrap();
+        let q = &cfg.queues[0];
+        assert!(q.fabric);
+        let ports: Vec<_> = q.ports().into_iter().map(|(i, l)| (i, l.len())).collect();
+        assert_eq!(ports, [("f0", 1), ("f2", 1)]);
+    }
 
     #[test]
     fn overrides_reach_every_queue_and_are_checked() {

@@ -67,6 +67,8 @@ pub struct FabricStatus {
     /// Transfers this queue initiated whose outcome it does not know yet,
     /// over links and paths.
     pub in_doubt: usize,
+    /// Words of the dataplane's memory locked by tentative transfers.
+    pub locked_words: usize,
     /// Counters by name (`oae_proto::FabricStats`).
     pub counters: serde_json::Value,
 }

@@ -25,6 +25,13 @@ pub enum TransportEvent {
     },
     /// Something worth a log line (a link came up, the QP failed).
     Notice(String),
+    /// The node at the other end of `link` (or path) is a new incarnation:
+    /// whatever a workload knew of its memory is gone.
+    PeerRestarted {
+        link: LinkId,
+        node: u64,
+        notice: String,
+    },
 }
 
 pub trait Transport: Send + 'static {
@@ -135,6 +142,7 @@ impl Transport for Oae {
                 .collect(),
             paths,
             in_doubt: self.node.in_doubt(),
+            locked_words: self.node.memory().locked_words(),
             counters: fabric_counters(self.node.fabric_stats()?),
         })
     }
@@ -151,9 +159,15 @@ impl Transport for Oae {
                     LinkChange::PeerRestarted => "peer restarted",
                 };
                 let kind = if link >= PATH_BASE { "path" } else { "link" };
-                TransportEvent::Notice(format!(
-                    "{kind} {link} {what} (peer node {peer}, epoch {epoch})"
-                ))
+                let notice = format!("{kind} {link} {what} (peer node {peer}, epoch {epoch})");
+                match change {
+                    LinkChange::PeerRestarted => TransportEvent::PeerRestarted {
+                        link,
+                        node: self.node.link_peer(link).unwrap_or(peer),
+                        notice,
+                    },
+                    _ => TransportEvent::Notice(notice),
+                }
             }
         })
     }

@@ -213,6 +213,83 @@ impl Drop for Segment {
     }
 }
 
+/// Namespaces joined as a graph: a veth pair per edge. Namespace `ns[i]`
+/// has interface `f<j>` ([`Graph::ifname`]) towards node `j`, with MAC
+/// [`Graph::mac`]`(i, j)`. Every namespace is deleted on drop, and the
+/// pairs with them.
+#[derive(Debug)]
+pub struct Graph {
+    pub ns: Vec<String>,
+    pub edges: Vec<(usize, usize)>,
+}
+
+impl Graph {
+    /// Creates `nodes` namespaces named `oae-<tag>-<pid>-<n>-<i>` and a
+    /// veth pair for each of `edges`.
+    pub fn create(tag: &str, nodes: usize, edges: &[(usize, usize)]) -> io::Result<Graph> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = format!("oae-{tag}-{}-{n}", std::process::id());
+        let mut graph = Graph {
+            ns: Vec::new(),
+            edges: edges.to_vec(),
+        };
+        // Dropped on failure: whatever was made so far is deleted.
+        for i in 0..nodes {
+            let ns = format!("{base}-{i}");
+            ip(&["netns", "add", &ns])?;
+            graph.ns.push(ns);
+            ip_in(&graph.ns[i], &["link", "set", "lo", "up"])?;
+        }
+        for &(a, b) in edges {
+            let (fa, fb) = (Graph::ifname(b), Graph::ifname(a));
+            ip(&[
+                "link", "add", &fa, "netns", &graph.ns[a], "type", "veth", "peer", "name", &fb,
+                "netns", &graph.ns[b],
+            ])?;
+            for (i, j) in [(a, b), (b, a)] {
+                let (ns, ifname) = (&graph.ns[i], Graph::ifname(j));
+                ip_in(ns, &["link", "set", &ifname, "address", &format_mac(Graph::mac(i, j))])?;
+                ip_in(ns, &["link", "set", &ifname, "up"])?;
+            }
+        }
+        Ok(graph)
+    }
+
+    /// Node `i`'s interface towards node `j`.
+    pub fn ifname(j: usize) -> String {
+        format!("f{j}")
+    }
+
+    /// The MAC of node `i`'s end of the pair to node `j`.
+    pub fn mac(i: usize, j: usize) -> [u8; 6] {
+        [2, 0x0a, 0xf0, 0, i as u8 + 1, j as u8 + 1]
+    }
+
+    /// Takes the pair between `a` and `b` down (both ends), or brings it
+    /// back up: a cable pulled and plugged in again.
+    pub fn set_link(&self, a: usize, b: usize, up: bool) -> io::Result<()> {
+        let state = if up { "up" } else { "down" };
+        for (i, j) in [(a, b), (b, a)] {
+            ip_in(&self.ns[i], &["link", "set", &Graph::ifname(j), state])?;
+        }
+        Ok(())
+    }
+
+    /// A command that runs `program` inside namespace `i`.
+    pub fn command(&self, i: usize, program: &str) -> Command {
+        command_in(&self.ns[i], program)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        for ns in &self.ns {
+            let _ = ip(&["netns", "delete", ns]);
+        }
+    }
+}
+
 /// A command that runs `program` inside namespace `ns`; `ip netns exec`
 /// execs it in place, so the child's PID is the program's.
 pub fn command_in(ns: &str, program: &str) -> Command {

@@ -1,6 +1,7 @@
 //! Several real dataplanes (`oaed` processes), each in a namespace of its
-//! own, all on one Ethernet segment (a bridge in a hub namespace), each with
-//! a link to every other: a triangle for three. Dropping a [`Fabric`] stops
+//! own: all on one Ethernet segment (a bridge in a hub namespace), each
+//! with a link to every other (a triangle for three); or joined as a graph,
+//! a veth pair per link, running the fabric. Dropping a [`Fabric`] stops
 //! every process by its PID and deletes the namespaces.
 
 use std::path::PathBuf;
@@ -8,18 +9,52 @@ use std::process::Stdio;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
+use oae_sim::Shape;
 use oae_dataplane::control::{Request, call};
-use oae_dataplane::status::{DataplaneStatus, LinkStatus};
+use oae_dataplane::deployment::fabric_node_toml;
+use oae_dataplane::status::{DataplaneStatus, FabricStatus, LinkStatus};
 use oae_os::child::Supervised;
-use oae_pmd::netns::{Segment, format_mac};
+use oae_pmd::netns::{Graph, Segment, format_mac};
 use serde_json::Value;
 
 use crate::dataplanes::{
     ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, binary, regions_toml, shut_down, start_oaed,
 };
 
+/// How the dataplanes are joined.
+pub enum Net {
+    /// One segment, a link from each node to every other.
+    Segment(Segment),
+    /// A veth pair per edge of a shape, the fabric on.
+    Graph(Graph, Vec<Vec<usize>>),
+}
+
+impl Net {
+    /// A command that runs `program` in node `i`'s namespace.
+    pub fn command(&self, i: usize, program: &str) -> std::process::Command {
+        match self {
+            Net::Segment(s) => s.command(i, program),
+            Net::Graph(g, _) => g.command(i, program),
+        }
+    }
+
+    fn nodes(&self) -> usize {
+        match self {
+            Net::Segment(s) => s.ns.len(),
+            Net::Graph(g, _) => g.ns.len(),
+        }
+    }
+
+    fn config(&self, i: usize) -> String {
+        match self {
+            Net::Segment(s) => node_config(i, s.ns.len()),
+            Net::Graph(_, adj) => fabric_node_toml(i, &adj[i], SHARED_CPU_MIN_ROUND_NS),
+        }
+    }
+}
+
 pub struct Fabric {
-    pub segment: Segment,
+    pub net: Net,
     pub dir: PathBuf,
     pub sockets: Vec<PathBuf>,
     children: Vec<Option<Supervised>>,
@@ -42,18 +77,7 @@ impl Fabric {
         let macs: Vec<[u8; 6]> = (0..n).map(mac).collect();
         let segment = Segment::create(tag, &macs).expect("create the segment");
         let dir = std::env::temp_dir().join(format!("oae-test-{}", segment.hub));
-        std::fs::create_dir_all(&dir).expect("test directory");
-        let sockets = (0..n).map(|i| dir.join(format!("n{i}.sock"))).collect();
-        let mut fabric = Fabric {
-            segment,
-            dir,
-            sockets,
-            children: (0..n).map(|_| None).collect(),
-            _turn: turn,
-        };
-        for i in 0..n {
-            fabric.launch(i);
-        }
+        let fabric = Fabric::launch_all(Net::Segment(segment), dir, turn);
         fabric.wait_for(
             Duration::from_secs(30),
             "every link of every node up",
@@ -67,13 +91,51 @@ impl Fabric {
         fabric
     }
 
-    fn launch(&mut self, i: usize) {
+    /// `shape` of `n` dataplanes, a veth pair per link, each running the
+    /// fabric; waited for until every node holds the same view of all `n`.
+    pub fn start_graph(tag: &str, shape: Shape, n: usize) -> Fabric {
+        let turn = ONE_SET_AT_A_TIME
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let graph = Graph::create(tag, n, &shape.edges(n)).expect("create the namespaces");
+        let dir = std::env::temp_dir().join(format!("oae-test-{}", graph.ns[0]));
+        let fabric = Fabric::launch_all(Net::Graph(graph, shape.neighbours(n)), dir, turn);
+        fabric.wait_for(Duration::from_secs(60), "every node's view holds every node", |f| {
+            f.views_agree(n)
+        });
+        fabric
+    }
+
+    fn launch_all(net: Net, dir: PathBuf, turn: MutexGuard<'static, ()>) -> Fabric {
+        std::fs::create_dir_all(&dir).expect("test directory");
+        let n = net.nodes();
+        let sockets = (0..n).map(|i| dir.join(format!("n{i}.sock"))).collect();
+        let mut fabric = Fabric {
+            net,
+            dir,
+            sockets,
+            children: (0..n).map(|_| None).collect(),
+            _turn: turn,
+        };
+        for i in 0..n {
+            fabric.launch(i);
+        }
+        fabric
+    }
+
+    /// Starts node `i`'s dataplane (again, after [`Fabric::kill9`]: a new
+    /// incarnation, its memory zeroed).
+    pub fn launch(&mut self, i: usize) {
         let config = self.dir.join(format!("n{i}.toml"));
-        std::fs::write(&config, node_config(i, self.segment.ns.len())).expect("write config");
+        std::fs::write(&config, self.net.config(i)).expect("write config");
         let log = self.log_path(i);
-        let log_file = std::fs::File::create(&log).expect("log file");
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
         let mut cmd = self
-            .segment
+            .net
             .command(i, binary("oaed").to_str().expect("utf-8 path"));
         cmd.arg("--config")
             .arg(&config)
@@ -84,6 +146,33 @@ impl Fabric {
             .stdout(Stdio::null())
             .stderr(log_file);
         self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &log));
+    }
+
+    /// Kills node `i`'s dataplane with SIGKILL: no drain, no goodbye.
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut oaed) = self.children[i].take() {
+            oaed.kill9();
+        }
+    }
+
+    /// Node `i`'s view of the fabric (its first queue's), if it answers.
+    pub fn fabric(&self, i: usize) -> Option<FabricStatus> {
+        let v = self.call(i, &Request::Status).ok()?;
+        let s: DataplaneStatus = serde_json::from_value(v).ok()?;
+        s.queues.into_iter().next()?.fabric
+    }
+
+    /// Every node answers with the same view, of `n` members.
+    pub fn views_agree(&self, n: usize) -> bool {
+        let views: Vec<_> = (0..self.sockets.len()).map(|i| self.fabric(i)).collect();
+        views.iter().all(|v| {
+            v.as_ref().is_some_and(|v| {
+                v.members.len() == n
+                    && views[0]
+                        .as_ref()
+                        .is_some_and(|f| (f.view, &f.members) == (v.view, &v.members))
+            })
+        })
     }
 
     pub fn log_path(&self, i: usize) -> PathBuf {

@@ -119,7 +119,7 @@ fn a_triangle_keeps_exact_ledgers_with_workloads_to_both_neighbours() {
     // node 3 lands in node 3's memory, not node 2's.
     let offset = 60_000;
     let out = oae_tests::run_ok(
-        f.segment
+        f.net
             .command(0, binary("oaectl").to_str().expect("utf-8 path"))
             .arg("--socket")
             .arg(&f.sockets[0])

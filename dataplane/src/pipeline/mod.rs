@@ -203,12 +203,17 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         while let Some(event) = self.transport.poll_event() {
             match event {
                 TransportEvent::Completed { id, result } => self.complete(id, &result, now),
-                TransportEvent::Notice(what) => eprintln!(
-                    "oaed: {} queue {}: {what}",
-                    self.info.iface, self.info.queue_id
-                ),
+                TransportEvent::Notice(what) => self.notice(&what),
+                TransportEvent::PeerRestarted { link, node, notice } => {
+                    self.notice(&notice);
+                    self.workloads.peer_restarted(link, node);
+                }
             }
         }
+    }
+
+    fn notice(&self, what: &str) {
+        eprintln!("oaed: {} queue {}: {what}", self.info.iface, self.info.queue_id);
     }
 
     fn complete(&mut self, id: VerbId, result: &Result<Output, VerbError>, now: Nanos) {

@@ -84,6 +84,10 @@ struct Lane {
     state: LaneState,
     remote: [u8; LANE_BYTES],
     local: [u8; LANE_BYTES],
+    /// The target restarted while this lane's verb was in flight: the verb
+    /// may have run on the new incarnation's memory, so its result teaches
+    /// nothing about the model; the lane reads its bytes again.
+    stale: bool,
 }
 
 struct Phase {
@@ -206,6 +210,7 @@ impl Workload {
                     },
                     remote: [0; LANE_BYTES],
                     local: [0; LANE_BYTES],
+                    stale: false,
                 };
                 let at = first + i * LANE_BYTES;
                 l.local.copy_from_slice(&local[at..at + LANE_BYTES]);
@@ -433,6 +438,17 @@ impl Workload {
         };
         self.lanes[i].state = LaneState::Idle;
         self.ready.push(lane);
+        if core::mem::take(&mut self.lanes[i].stale) && self.contention.is_none() {
+            if let Ok(output) = result {
+                // Not checked, but followed: a bilateral swap's local half
+                // is this side's memory and landed whatever the target was.
+                self.completed[kind as usize] += 1;
+                let _ = self.apply(i, &verb, output, learning);
+                self.lanes[i].state = LaneState::Unknown;
+                return;
+            }
+            self.lanes[i].state = LaneState::Unknown;
+        }
         match result {
             Ok(output) => {
                 self.completed[kind as usize] += 1;
@@ -460,11 +476,31 @@ impl Workload {
                     None => self.errors.push((name, 1)),
                 }
                 // The model stays unknown after a failed first read; after
-                // a peer restart the memory is a new incarnation's.
-                let unknown = learning || matches!(e, VerbError::PeerRestarted);
-                if unknown && self.contention.is_none() {
-                    self.lanes[i].state = LaneState::Unknown;
+                // a peer restart the memory is a new incarnation's, for
+                // every lane: those idle read it again, those busy do once
+                // their verb is back.
+                if self.contention.is_none() {
+                    if learning {
+                        self.lanes[i].state = LaneState::Unknown;
+                    }
+                    if matches!(e, VerbError::PeerRestarted) {
+                        self.target_restarted();
+                    }
                 }
+            }
+        }
+    }
+
+    /// The target is a new incarnation: every lane's model is gone. Idle
+    /// lanes read their bytes again; busy ones do once their verb is back.
+    pub fn target_restarted(&mut self) {
+        if self.contention.is_some() {
+            return;
+        }
+        for lane in &mut self.lanes {
+            match lane.state {
+                LaneState::Busy { .. } => lane.stale = true,
+                _ => lane.state = LaneState::Unknown,
             }
         }
     }
@@ -720,6 +756,20 @@ impl LinkWorkloads {
             if w.is_finished() {
                 self.finished[i] = serde_json::to_value(w.report(now)).ok();
                 *slot = None;
+            }
+        }
+    }
+
+    /// The node at the other end of `link` (a link or a path), node `node`,
+    /// restarted: the workloads aimed at either relearn its memory.
+    pub fn peer_restarted(&mut self, link: LinkId, node: u64) {
+        for (i, w) in self.running.iter_mut().enumerate() {
+            let aimed = match self.aims[i] {
+                Aim::Link(l) => l == link,
+                Aim::Node(n) => n == node,
+            };
+            if let (true, Some(w)) = (aimed, w) {
+                w.target_restarted();
             }
         }
     }

@@ -1,4 +1,11 @@
-//! Which nodes a simulated network joins with links.
+//! The shape of a fabric: which nodes are joined by links. The simulator
+//! builds its networks from it, `oaectl demo --topology` and the tests
+//! their namespaces and veth pairs.
+
+use std::vec;
+use std::vec::Vec;
+use std::string::String;
+use std::format;
 
 /// The shape of a fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +25,41 @@ impl Shape {
             Shape::Ring => "ring",
             Shape::Line => "line",
         }
+    }
+
+    /// Parses `ring:5`, `mesh:4` or `line:3`: a shape and its node count
+    /// (2 to 16).
+    pub fn parse(spec: &str) -> Result<(Shape, usize), String> {
+        let (name, n) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("topology '{spec}': write shape:nodes, e.g. ring:5"))?;
+        let shape = match name {
+            "mesh" => Shape::Mesh,
+            "ring" => Shape::Ring,
+            "line" => Shape::Line,
+            other => {
+                return Err(format!(
+                    "topology '{spec}': unknown shape '{other}' (ring, mesh or line)"
+                ));
+            }
+        };
+        let n: usize = n
+            .parse()
+            .map_err(|_| format!("topology '{spec}': '{n}' is not a node count"))?;
+        if !(2..=16).contains(&n) {
+            return Err(format!("topology '{spec}': 2 to 16 nodes, not {n}"));
+        }
+        Ok((shape, n))
+    }
+
+    /// Every link once, as (lower node, higher node), in order.
+    pub fn edges(self, nodes: usize) -> Vec<(usize, usize)> {
+        let adj = self.neighbours(nodes);
+        let mut edges = Vec::new();
+        for (a, ns) in adj.iter().enumerate() {
+            edges.extend(ns.iter().filter(|&&b| b > a).map(|&b| (a, b)));
+        }
+        edges
     }
 
     /// Each node's neighbours, ascending: a node's link `k` leads to its
@@ -62,6 +104,16 @@ pub fn connected(adj: &[Vec<usize>], down: &[Vec<bool>]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shapes_parse_with_clear_errors() {
+        assert_eq!(Shape::parse("ring:5"), Ok((Shape::Ring, 5)));
+        assert_eq!(Shape::parse("mesh:4").map(|(s, n)| s.edges(n).len()), Ok(6));
+        assert!(Shape::parse("star:4").unwrap_err().contains("unknown shape"));
+        assert!(Shape::parse("ring").unwrap_err().contains("shape:nodes"));
+        assert!(Shape::parse("line:1").unwrap_err().contains("2 to 16"));
+        assert_eq!(Shape::Ring.name(), "ring");
+    }
 
     #[test]
     fn shapes_link_the_right_neighbours() {
