@@ -8,7 +8,10 @@ use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use oae_common::topology::Shape;
 use oae_os::child::Supervised;
+
+use crate::fabric_demo::{self, FabricDemo};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -74,6 +77,15 @@ pub struct DemoArgs {
     /// interfaces), all on one memory per dataplane.
     #[arg(long)]
     queues: Option<u32>,
+    /// A fabric instead of the pair: ring:N, mesh:N or line:N (2 to 16
+    /// nodes), a namespace per node, a veth pair per link, a workload
+    /// between every pair of nodes, one link cut a third of the way in.
+    #[arg(long)]
+    topology: Option<String>,
+    /// With --topology: the link to cut, e.g. 0-1 (by default the first
+    /// whose loss leaves every node a path).
+    #[arg(long)]
+    cut: Option<String>,
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
@@ -179,6 +191,28 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot install the signal handler: {e}"))?;
     }
 
+    if let Some(spec) = &args.topology {
+        let (shape, nodes) = Shape::parse(spec).map_err(|e| format!("--topology: {e}"))?;
+        let cut = match &args.cut {
+            None => None,
+            Some(c) => {
+                let (a, b) = c
+                    .split_once('-')
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    .ok_or_else(|| format!("--cut '{c}': write two node numbers, e.g. 0-1"))?;
+                Some((a, b))
+            }
+        };
+        let demo = FabricDemo {
+            shape,
+            nodes,
+            seconds: args.seconds.unwrap_or(9.0),
+            lanes: args.lanes.unwrap_or(4),
+            cut,
+            oaed,
+        };
+        return fabric_demo::run(&demo, &interrupted);
+    }
     let names: Vec<String> = deployment.dataplane.keys().cloned().collect();
     let macs = [
         parse_mac(&deployment.topology.macs[0]).ok_or("validated")?,

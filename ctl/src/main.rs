@@ -2,6 +2,7 @@
 //! runs the two-namespace demo.
 
 mod demo;
+mod fabric_demo;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -335,8 +335,9 @@ impl<O: Observer, M: Store> Node<O, M> {
 
     /// Queues a verb for node `node`, wherever it is: on the link to it
     /// while that link is usable, else on the path to it through the
-    /// fabric, else on the link (which may come back). Returns the link or
-    /// path that took it.
+    /// fabric (which waits for a route while the routes converge), else on
+    /// the link (which may come back). Returns the link or path that took
+    /// it.
     pub fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, SubmitError> {
         let direct = self
             .links
@@ -348,7 +349,7 @@ impl<O: Observer, M: Store> Node<O, M> {
         {
             return self.submit(d, id, verb).map(|()| d);
         }
-        if let Some(p) = self.fabric.as_deref_mut().and_then(|f| f.usable_path(node)) {
+        if let Some(p) = self.fabric.as_deref_mut().and_then(|f| f.path_for(node)) {
             let path = PATH_BASE + p as LinkId;
             return self.submit(path, id, verb).map(|()| path);
         }

@@ -1843,10 +1843,6 @@ impl Link {
         self.up
     }
 
-    pub fn is_unreachable(&self) -> bool {
-        self.unreachable
-    }
-
     /// The peer's node id, once a HELLO told it (0 before).
     pub fn peer_id(&self) -> u64 {
         self.peer_id
@@ -1893,6 +1889,17 @@ impl Link {
         self.peer_epoch = 0;
         self.knowledge = Knowledge::Nothing;
         self.hello_due = true;
+    }
+
+    /// Something else says the peer is reachable (a path's route): a link
+    /// that gave up on bring-up takes verbs again and keeps saying hello,
+    /// and declares the peer unreachable only after as many unanswered
+    /// HELLOs again.
+    pub fn expect_peer(&mut self) {
+        if self.unreachable && !self.up {
+            self.unreachable = false;
+            self.unanswered_hellos = 0;
+        }
     }
 
     /// Moves the verbs queued here and not yet on a slot to `to`, oldest

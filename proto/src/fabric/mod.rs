@@ -61,6 +61,8 @@ impl FabricConfig {
                 max_class: link.max_class.saturating_sub(1),
                 ordered: false,
                 unreachable_after_rounds: link.unreachable_after_rounds.max(8),
+                // Bring-up crosses several hops: no faster than a round.
+                hello_interval: link.hello_interval.max(link.min_round),
                 echo_patience_rounds: 3,
                 submit_queue: link.submit_queue.min(1024),
                 ..*link
@@ -134,6 +136,7 @@ struct Relay {
 /// What the fabric keeps per link.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Port {
+    up: bool,
     usable: bool,
     peer_epoch: u32,
     relays: VecDeque<Relay>,
@@ -182,6 +185,7 @@ impl Fabric {
 
     pub fn add_port(&mut self) {
         self.ports.push(Port {
+            up: false,
             usable: false,
             peer_epoch: 0,
             relays: VecDeque::with_capacity(self.cfg.relay_queue),
@@ -224,12 +228,20 @@ impl Fabric {
         Some(self.paths.len() - 1)
     }
 
-    /// A path to `node` that can take a verb now: a route exists and the
-    /// path has not given up on its peer.
-    pub fn usable_path(&mut self, node: u64) -> Option<usize> {
-        self.routes.route(node)?;
-        let i = self.path_to(node)?;
-        (!self.paths[i].link.is_unreachable()).then_some(i)
+    /// The path a verb for `node` takes when no usable link leads there:
+    /// the path to it if a route exists, or if one was opened before (the
+    /// routes are converging after a change); the verb then waits on the
+    /// path for a route, as long as the path's bring-up rules allow.
+    pub fn path_for(&mut self, node: u64) -> Option<usize> {
+        let i = match self.routes.route(node) {
+            Some(_) => self.path_to(node)?,
+            None => self.path_index(node)?,
+        };
+        // The fabric's word that the node is there: a path that gave up on
+        // bring-up (its HELLOs cross several busy hops) tries again rather
+        // than fail the verb.
+        self.paths[i].link.expect_peer();
+        Some(i)
     }
 
     /// The routes changed: every link tells its neighbour, and every node
@@ -484,11 +496,12 @@ impl Fabric {
         if let Some(p) = self.path_index(l.peer_id()) {
             l.peer_restarted_elsewhere(self.paths[p].link.peer_epoch(), sh);
         }
-        let usable = l.is_usable();
+        let (up, usable) = (l.is_up(), l.is_usable());
         let port = &mut self.ports[usize::from(link)];
         let restarted = l.peer_epoch() != port.peer_epoch;
         port.peer_epoch = l.peer_epoch();
-        if usable != port.usable || restarted {
+        if (up, usable) != (port.up, port.usable) || restarted {
+            port.up = up;
             port.usable = usable;
             port.advert_due = usable;
             if !usable {
@@ -496,10 +509,11 @@ impl Fabric {
                 port.relays.clear();
             }
             // A restarted neighbour's old vector goes: it speaks anew.
-            let mut changed = self.routes.set_usable(link, false);
-            if usable {
-                changed |= self.routes.set_usable(link, true);
+            let mut changed = false;
+            if restarted {
+                changed |= self.routes.set_state(link, false, false);
             }
+            changed |= self.routes.set_state(link, up, usable);
             if changed {
                 self.routes_changed();
             }
@@ -509,7 +523,10 @@ impl Fabric {
         if usable || l.peer_id() == 0 {
             return;
         }
-        let Some(p) = self.usable_path(l.peer_id()) else {
+        if self.routes.route(l.peer_id()).is_none() {
+            return;
+        }
+        let Some(p) = self.path_for(l.peer_id()) else {
             return;
         };
         let moved = l.hand_over(&mut self.paths[p].link, sh);

@@ -72,7 +72,10 @@ impl View {
 /// What one neighbour last told this node.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Neighbour {
-    /// The link is up and not suspected: its neighbour's vector counts.
+    /// The link is up (not declared unreachable): its neighbour's vector
+    /// counts for the membership.
+    up: bool,
+    /// Up and not suspected: its neighbour's vector counts for routes.
     usable: bool,
     vector: Vec<Heard>,
     /// The neighbour's view number and digest.
@@ -137,16 +140,23 @@ impl Routes {
         &mut self.neighbours[i]
     }
 
-    /// Whether `link` carries traffic now. A link that stops being usable
-    /// forgets its neighbour's vector: it is learned again, whole, from the
+    /// Whether `link` is up, and whether it carries traffic now (up and
+    /// not suspected). A suspected link's routes go at once, so traffic
+    /// takes another path within a few round trips; its neighbour's vector
+    /// still counts for the membership until the link is declared
+    /// unreachable (failure detection counted in the link's rounds), so a
+    /// neighbour that is only slow does not leave the view. A link that
+    /// goes down forgets the vector: it is learned again, whole, from the
     /// neighbour's next advert. True if the routes changed.
-    pub fn set_usable(&mut self, link: LinkId, usable: bool) -> bool {
+    pub fn set_state(&mut self, link: LinkId, up: bool, usable: bool) -> bool {
+        let usable = up && usable;
         let n = self.neighbour(link);
-        if n.usable == usable {
+        if (n.up, n.usable) == (up, usable) {
             return false;
         }
+        n.up = up;
         n.usable = usable;
-        if !usable {
+        if !up {
             n.vector.clear();
             n.view = (0, 0);
         }
@@ -157,7 +167,7 @@ impl Routes {
     /// if the routes changed.
     pub fn heard(&mut self, link: LinkId, view: (u64, u64), vector: &[Heard]) -> bool {
         let n = self.neighbour(link);
-        if !n.usable {
+        if !n.up {
             return false;
         }
         n.view = view;
@@ -231,10 +241,19 @@ impl Routes {
         changed
     }
 
+    /// This node, every node it has a route to, and every node a
+    /// suspected but still up link's neighbour reaches: the newest
+    /// incarnation of each, by node id.
     fn members(&self) -> Vec<Member> {
         let mut m: Vec<Member> = self.table.iter().map(|r| r.member).collect();
-        let at = m.partition_point(|x| x.node < self.me.node);
-        m.insert(at, self.me);
+        m.push(self.me);
+        for n in self.neighbours.iter().filter(|n| n.up && !n.usable) {
+            let reached = n.vector.iter().filter(|h| h.hops.saturating_add(1) < NO_ROUTE);
+            m.extend(reached.map(|h| h.member));
+        }
+        m.sort_unstable_by_key(|x| (x.node, core::cmp::Reverse(x.epoch)));
+        m.dedup_by_key(|x| x.node);
+        m.truncate(MAX_NODES);
         m
     }
 
@@ -271,8 +290,8 @@ mod tests {
     #[test]
     fn shortest_route_wins_and_poisoned_reverse_hides_it_from_its_link() {
         let mut r = Routes::new(m(1));
-        r.set_usable(0, true);
-        r.set_usable(1, true);
+        r.set_state(0, true, true);
+        r.set_state(1, true, true);
         r.heard(
             0,
             (1, 0),
@@ -310,9 +329,9 @@ mod tests {
     }
 
     #[test]
-    fn a_link_that_dies_takes_its_routes_and_renumbers_the_view() {
+    fn a_suspected_link_loses_its_routes_and_a_dead_one_its_members() {
         let mut r = Routes::new(m(1));
-        r.set_usable(0, true);
+        r.set_state(0, true, true);
         r.heard(
             0,
             (1, 0),
@@ -322,8 +341,13 @@ mod tests {
             }],
         );
         let n = r.view().number;
-        assert!(r.set_usable(0, false));
+        // Suspected: the route goes, the member stays.
+        assert!(r.set_state(0, true, false));
         assert!(r.route(2).is_none());
+        assert_eq!(r.view().members, vec![m(1), m(2)]);
+        assert_eq!(r.view().number, n);
+        // Declared unreachable: the member goes too, in a new view.
+        r.set_state(0, false, false);
         assert_eq!(r.view().members, vec![m(1)]);
         assert!(r.view().number > n);
     }
@@ -331,8 +355,8 @@ mod tests {
     #[test]
     fn a_newer_incarnation_wins_over_fewer_hops() {
         let mut r = Routes::new(m(1));
-        r.set_usable(0, true);
-        r.set_usable(1, true);
+        r.set_state(0, true, true);
+        r.set_state(1, true, true);
         r.heard(
             0,
             (1, 0),
@@ -356,7 +380,7 @@ mod tests {
     #[test]
     fn scrambled_state_is_replaced_by_the_next_adverts() {
         let mut r = Routes::new(m(1));
-        r.set_usable(0, true);
+        r.set_state(0, true, true);
         let mut x = 7u64;
         r.scramble(|| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);

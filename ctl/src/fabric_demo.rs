@@ -1,0 +1,318 @@
+//! `oaectl demo --topology ring:5` (or `mesh:4`, `line:3`): a fabric of
+//! dataplanes, one per namespace, a veth pair per link. Every node runs a
+//! workload aimed at every other node (verbs to nodes that are not
+//! neighbours are relayed); a third of the way in, one link is cut for
+//! good. At the end, each workload's ledger is compared with the memory of
+//! both its ends, and the table shows what the cut cost. Everything it
+//! creates it removes, on success, on failure and on Ctrl-C.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use oae_common::topology::Shape;
+use oae_dataplane::control::{Request, WorkloadReport, WorkloadSpec, call};
+use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
+use oae_dataplane::status::{DataplaneStatus, FabricStatus};
+use oae_os::child::Supervised;
+use oae_pmd::netns::Graph;
+
+const STEP: Duration = Duration::from_secs(10);
+/// Liveness rounds of at least 10 ms: the polling cores of every node share
+/// this machine's CPUs, and a neighbour descheduled for a few time slices
+/// must not look dead.
+const MIN_ROUND_NS: u64 = 10_000_000;
+
+/// What the fabric demo was asked to do.
+pub struct FabricDemo {
+    pub shape: Shape,
+    pub nodes: usize,
+    pub seconds: f64,
+    pub lanes: u32,
+    /// Cut this link a third of the way in (none: the first link of the
+    /// shape whose loss leaves every node a path).
+    pub cut: Option<(usize, usize)>,
+    pub oaed: PathBuf,
+}
+
+/// Everything the demo started; dropping it stops the dataplanes and
+/// deletes the namespaces.
+struct Setup {
+    graph: Graph,
+    dataplanes: Vec<Supervised>,
+    sockets: Vec<PathBuf>,
+    dir: PathBuf,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for socket in &self.sockets {
+            let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
+        }
+        for d in &mut self.dataplanes {
+            if let Some((_, true)) = d.stop(true) {
+                eprintln!("oaectl: dataplane {} did not stop; killed it", d.name());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Setup {
+    fn fabric(&self, i: usize) -> Option<FabricStatus> {
+        let v = call(&self.sockets[i], &Request::Status, Duration::from_secs(2)).ok()?;
+        let s: DataplaneStatus = serde_json::from_value(v).ok()?;
+        s.queues.into_iter().next()?.fabric
+    }
+
+    /// Every node holds the same view, of every node.
+    fn views_agree(&self, n: usize) -> bool {
+        let views: Vec<_> = (0..n).map(|i| self.fabric(i)).collect();
+        let first = views[0].as_ref().map(|v| (v.view, v.members.clone()));
+        views.iter().all(|v| {
+            v.as_ref()
+                .is_some_and(|v| v.members.len() == n && Some((v.view, v.members.clone())) == first)
+        })
+    }
+
+    fn report(&self, i: usize, j: usize) -> Result<WorkloadReport, String> {
+        let request = Request::WorkloadStatus {
+            queue: 0,
+            link: 0,
+            node: Some(j as u64 + 1),
+        };
+        serde_json::from_value(call(&self.sockets[i], &request, STEP)?)
+            .map_err(|e| format!("node {i}'s workload for node {j}: {e}"))
+    }
+
+    fn region(&self, i: usize, id: u16) -> Result<String, String> {
+        let v = call(&self.sockets[i], &Request::RegionDump { id, queue: 0 }, STEP)?;
+        Ok(v["data"].as_str().unwrap_or_default().to_string())
+    }
+
+    fn logs(&self) -> String {
+        (0..self.sockets.len())
+            .map(|i| {
+                let text = std::fs::read_to_string(self.dir.join(format!("n{i}.log")))
+                    .unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                format!("--- n{i}:\n{}\n", lines[lines.len().saturating_sub(6)..].join("\n"))
+            })
+            .collect()
+    }
+}
+
+/// Waits for `cond`, checking the dataplanes are alive and Ctrl-C unasked.
+fn wait(
+    setup: &mut Setup,
+    limit: Duration,
+    what: &str,
+    interrupted: &AtomicBool,
+    mut cond: impl FnMut(&Setup) -> bool,
+) -> Result<(), String> {
+    let until = Instant::now() + limit;
+    loop {
+        if interrupted.load(Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        for d in &mut setup.dataplanes {
+            if let Some(status) = d.exited() {
+                let name = d.name().to_string();
+                return Err(format!("dataplane {name} exited ({status})\n{}", setup.logs()));
+            }
+        }
+        if cond(setup) {
+            return Ok(());
+        }
+        if Instant::now() > until {
+            return Err(format!("{what}: not within {limit:?}\n{}", setup.logs()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
+    let n = demo.nodes;
+    let edges = demo.shape.edges(n);
+    let adj = demo.shape.neighbours(n);
+    let cut = match demo.cut {
+        Some((a, b)) if edges.contains(&(a.min(b), a.max(b))) => Some((a.min(b), a.max(b))),
+        Some((a, b)) => return Err(format!("--cut {a}-{b}: no such link in {}:{n}", demo.shape.name())),
+        None => edges.iter().copied().find(|&(a, b)| {
+            let mut down = vec![vec![false; n]; n];
+            down[a][b] = true;
+            down[b][a] = true;
+            oae_common::topology::connected(&adj, &down)
+        }),
+    };
+    println!(
+        "setting up a {}:{n} fabric: {n} namespaces, {} veth pairs ...",
+        demo.shape.name(),
+        edges.len()
+    );
+    let graph = Graph::create("fabric", n, &edges)
+        .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
+    let dir = std::env::temp_dir().join(format!("oae-fabric-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut setup = Setup {
+        graph,
+        dataplanes: Vec::new(),
+        sockets: Vec::new(),
+        dir: dir.clone(),
+    };
+    for (i, neighbours) in adj.iter().enumerate() {
+        let config = dir.join(format!("n{i}.toml"));
+        std::fs::write(&config, fabric_node_toml(i, neighbours, MIN_ROUND_NS))
+            .map_err(|e| e.to_string())?;
+        let socket = dir.join(format!("n{i}.sock"));
+        let log = std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
+        let mut cmd = setup.graph.command(i, &demo.oaed.to_string_lossy());
+        cmd.arg("--config")
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.join(format!("n{i}.state")))
+            .stdout(Stdio::null())
+            .stderr(log);
+        let d = Supervised::spawn(&mut cmd, &format!("n{i}"), Duration::from_secs(6))
+            .map_err(|e| format!("{e} ({})", demo.oaed.display()))?;
+        setup.dataplanes.push(d);
+        setup.sockets.push(socket);
+    }
+    wait(&mut setup, Duration::from_secs(60), "every node's view of every node", interrupted, |s| {
+        s.views_agree(n)
+    })?;
+    let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
+    println!(
+        "view {} agreed by all {n} nodes; node 0 routes: {}",
+        view.view,
+        view.routes
+            .iter()
+            .map(|r| format!("node {} in {} hop(s)", r.node, r.hops))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for i in 0..n {
+        for j in (0..n).filter(|&j| j != i) {
+            let spec = WorkloadSpec {
+                node: Some(j as u64 + 1),
+                first_lane: (i * n + j) as u32 * demo.lanes,
+                region: FABRIC_TARGET.0,
+                key: FABRIC_TARGET.1,
+                local_region: FABRIC_LOCAL,
+                lanes: demo.lanes,
+                seconds: demo.seconds,
+                seed: (i * n + j) as u64,
+                ..Default::default()
+            };
+            call(&setup.sockets[i], &Request::WorkloadStart(spec), STEP)?;
+        }
+    }
+    println!(
+        "workloads between all {} pairs for {:.1} s, {} lanes each",
+        n * (n - 1),
+        demo.seconds,
+        demo.lanes
+    );
+    let started = Instant::now();
+    let mut rerouted = None;
+    if let Some((a, b)) = cut {
+        std::thread::sleep(Duration::from_secs_f64(demo.seconds / 3.0));
+        let before = setup.report(a, b)?.completed;
+        let cut_at = Instant::now();
+        setup.graph.set_link(a, b, false).map_err(|e| e.to_string())?;
+        println!("cut the link {a}-{b} for good");
+        wait(&mut setup, Duration::from_secs(60), "a verb across the cut", interrupted, |s| {
+            s.report(a, b).is_ok_and(|r| r.completed > before)
+        })?;
+        rerouted = Some(cut_at.elapsed());
+    }
+    let remaining = Duration::from_secs_f64(demo.seconds).saturating_sub(started.elapsed());
+    std::thread::sleep(remaining);
+    wait(&mut setup, Duration::from_secs(60), "every workload done", interrupted, |s| {
+        (0..n).all(|i| (0..n).filter(|&j| j != i).all(|j| s.report(i, j).is_ok_and(|r| !r.running)))
+    })?;
+    wait(&mut setup, Duration::from_secs(30), "nothing in doubt, no word locked", interrupted, |s| {
+        (0..n).all(|i| s.fabric(i).is_some_and(|v| v.in_doubt == 0 && v.locked_words == 0))
+    })?;
+    print_table(&setup, n, cut, rerouted)
+}
+
+/// A row per pair, then the verdict: ledgers exact, views agreed.
+fn print_table(
+    setup: &Setup,
+    n: usize,
+    cut: Option<(usize, usize)>,
+    rerouted: Option<Duration>,
+) -> Result<(), String> {
+    println!(
+        "{:>4} {:>4} {:>5} {:>9} {:>7} {:>5} {:>9} {:>10} {:>10}  ledger",
+        "from", "to", "hops", "verbs", "failed", "mism", "p50 us", "p99.9 us", "max us"
+    );
+    let mut exact = true;
+    for i in 0..n {
+        let local = setup.region(i, FABRIC_LOCAL)?;
+        let hops = setup.fabric(i).map(|v| v.routes).unwrap_or_default();
+        for j in (0..n).filter(|&j| j != i) {
+            let r = setup.report(i, j)?;
+            let remote = setup.region(j, FABRIC_TARGET.0)?;
+            let at = 2 * r.first_byte;
+            let ok = remote.get(at..at + r.expected_remote.len()) == Some(r.expected_remote.as_str())
+                && local.get(at..at + r.expected_local.len()) == Some(r.expected_local.as_str())
+                && r.mismatches == 0;
+            exact &= ok;
+            let h = hops.iter().find(|x| x.node == j as u64 + 1).map_or(0, |x| x.hops);
+            println!(
+                "{i:>4} {j:>4} {h:>5} {:>9} {:>7} {:>5} {:>9.1} {:>10.1} {:>10.1}  {}",
+                r.completed,
+                r.failed,
+                r.mismatches,
+                r.latency.p50 as f64 / 1e3,
+                r.latency.p999 as f64 / 1e3,
+                r.latency.max as f64 / 1e3,
+                if ok { "exact" } else { "DIFFERS" }
+            );
+            if !r.errors.is_empty() {
+                let errors: Vec<String> = r.errors.iter().map(|(e, c)| format!("{c} {e}")).collect();
+                println!("{:>10} failed (no effect): {}", "", errors.join(", "));
+            }
+        }
+    }
+    let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
+    let agreed = setup.views_agree(n);
+    if let (Some((a, b)), Some(t)) = (cut, rerouted) {
+        let srtt = view
+            .paths
+            .iter()
+            .find(|p| p.node == b as u64 + 1)
+            .map_or(0, |p| p.srtt_ns);
+        println!(
+            "cut {a}-{b}: the first verb from {a} to {b} over another path completed {:.1} ms \
+             after the cut ({:.1} round trips of that path, {:.0} us each; the polling cores \
+             share the CPUs)",
+            t.as_secs_f64() * 1e3,
+            t.as_nanos() as f64 / srtt.max(1) as f64,
+            srtt as f64 / 1e3
+        );
+    }
+    println!(
+        "view {} {}; relayed frames per node: {}",
+        view.view,
+        if agreed { "agreed by every node" } else { "NOT agreed" },
+        (0..n)
+            .map(|i| setup
+                .fabric(i)
+                .map_or(0, |v| v.counters["relayed"].as_u64().unwrap_or(0))
+                .to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if exact && agreed {
+        println!("every ledger exact on both ends; namespaces, XDP programs and dataplanes removed");
+        Ok(())
+    } else {
+        Err("the fabric check FAILED (see above)".into())
+    }
+}
