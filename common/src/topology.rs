@@ -2,10 +2,10 @@
 //! builds its networks from it, `oaectl demo --topology` and the tests
 //! their namespaces and veth pairs.
 
+use std::format;
+use std::string::String;
 use std::vec;
 use std::vec::Vec;
-use std::string::String;
-use std::format;
 
 /// The shape of a fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +109,11 @@ mod tests {
     fn shapes_parse_with_clear_errors() {
         assert_eq!(Shape::parse("ring:5"), Ok((Shape::Ring, 5)));
         assert_eq!(Shape::parse("mesh:4").map(|(s, n)| s.edges(n).len()), Ok(6));
-        assert!(Shape::parse("star:4").unwrap_err().contains("unknown shape"));
+        assert!(
+            Shape::parse("star:4")
+                .unwrap_err()
+                .contains("unknown shape")
+        );
         assert!(Shape::parse("ring").unwrap_err().contains("shape:nodes"));
         assert!(Shape::parse("line:1").unwrap_err().contains("2 to 16"));
         assert_eq!(Shape::Ring.name(), "ring");

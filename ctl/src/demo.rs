@@ -502,7 +502,15 @@ fn run_workload(
         next_status += status_every;
         let reports = (0..queues)
             .map(|queue| {
-                let v = call(issuer, &Request::WorkloadStatus { queue, link: 0, node: None }, STEP)?;
+                let v = call(
+                    issuer,
+                    &Request::WorkloadStatus {
+                        queue,
+                        link: 0,
+                        node: None,
+                    },
+                    STEP,
+                )?;
                 serde_json::from_value::<WorkloadReport>(v).map_err(|e| e.to_string())
             })
             .collect::<Result<Vec<_>, _>>()?;

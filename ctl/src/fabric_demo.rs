@@ -87,17 +87,24 @@ impl Setup {
     }
 
     fn region(&self, i: usize, id: u16) -> Result<String, String> {
-        let v = call(&self.sockets[i], &Request::RegionDump { id, queue: 0 }, STEP)?;
+        let v = call(
+            &self.sockets[i],
+            &Request::RegionDump { id, queue: 0 },
+            STEP,
+        )?;
         Ok(v["data"].as_str().unwrap_or_default().to_string())
     }
 
     fn logs(&self) -> String {
         (0..self.sockets.len())
             .map(|i| {
-                let text = std::fs::read_to_string(self.dir.join(format!("n{i}.log")))
-                    .unwrap_or_default();
+                let text =
+                    std::fs::read_to_string(self.dir.join(format!("n{i}.log"))).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
-                format!("--- n{i}:\n{}\n", lines[lines.len().saturating_sub(6)..].join("\n"))
+                format!(
+                    "--- n{i}:\n{}\n",
+                    lines[lines.len().saturating_sub(6)..].join("\n")
+                )
             })
             .collect()
     }
@@ -119,7 +126,10 @@ fn wait(
         for d in &mut setup.dataplanes {
             if let Some(status) = d.exited() {
                 let name = d.name().to_string();
-                return Err(format!("dataplane {name} exited ({status})\n{}", setup.logs()));
+                return Err(format!(
+                    "dataplane {name} exited ({status})\n{}",
+                    setup.logs()
+                ));
             }
         }
         if cond(setup) {
@@ -138,7 +148,12 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     let adj = demo.shape.neighbours(n);
     let cut = match demo.cut {
         Some((a, b)) if edges.contains(&(a.min(b), a.max(b))) => Some((a.min(b), a.max(b))),
-        Some((a, b)) => return Err(format!("--cut {a}-{b}: no such link in {}:{n}", demo.shape.name())),
+        Some((a, b)) => {
+            return Err(format!(
+                "--cut {a}-{b}: no such link in {}:{n}",
+                demo.shape.name()
+            ));
+        }
         None => edges.iter().copied().find(|&(a, b)| {
             let mut down = vec![vec![false; n]; n];
             down[a][b] = true;
@@ -166,7 +181,8 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         std::fs::write(&config, fabric_node_toml(i, neighbours, MIN_ROUND_NS))
             .map_err(|e| e.to_string())?;
         let socket = dir.join(format!("n{i}.sock"));
-        let log = std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
+        let log =
+            std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
         let mut cmd = setup.graph.command(i, &demo.oaed.to_string_lossy());
         cmd.arg("--config")
             .arg(&config)
@@ -181,9 +197,13 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         setup.dataplanes.push(d);
         setup.sockets.push(socket);
     }
-    wait(&mut setup, Duration::from_secs(60), "every node's view of every node", interrupted, |s| {
-        s.views_agree(n)
-    })?;
+    wait(
+        &mut setup,
+        Duration::from_secs(60),
+        "every node's view of every node",
+        interrupted,
+        |s| s.views_agree(n),
+    )?;
     let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
     println!(
         "view {} agreed by all {n} nodes; node 0 routes: {}",
@@ -222,21 +242,47 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         std::thread::sleep(Duration::from_secs_f64(demo.seconds / 3.0));
         let before = setup.report(a, b)?.completed;
         let cut_at = Instant::now();
-        setup.graph.set_link(a, b, false).map_err(|e| e.to_string())?;
+        setup
+            .graph
+            .set_link(a, b, false)
+            .map_err(|e| e.to_string())?;
         println!("cut the link {a}-{b} for good");
-        wait(&mut setup, Duration::from_secs(60), "a verb across the cut", interrupted, |s| {
-            s.report(a, b).is_ok_and(|r| r.completed > before)
-        })?;
+        wait(
+            &mut setup,
+            Duration::from_secs(60),
+            "a verb across the cut",
+            interrupted,
+            |s| s.report(a, b).is_ok_and(|r| r.completed > before),
+        )?;
         rerouted = Some(cut_at.elapsed());
     }
     let remaining = Duration::from_secs_f64(demo.seconds).saturating_sub(started.elapsed());
     std::thread::sleep(remaining);
-    wait(&mut setup, Duration::from_secs(60), "every workload done", interrupted, |s| {
-        (0..n).all(|i| (0..n).filter(|&j| j != i).all(|j| s.report(i, j).is_ok_and(|r| !r.running)))
-    })?;
-    wait(&mut setup, Duration::from_secs(30), "nothing in doubt, no word locked", interrupted, |s| {
-        (0..n).all(|i| s.fabric(i).is_some_and(|v| v.in_doubt == 0 && v.locked_words == 0))
-    })?;
+    wait(
+        &mut setup,
+        Duration::from_secs(60),
+        "every workload done",
+        interrupted,
+        |s| {
+            (0..n).all(|i| {
+                (0..n)
+                    .filter(|&j| j != i)
+                    .all(|j| s.report(i, j).is_ok_and(|r| !r.running))
+            })
+        },
+    )?;
+    wait(
+        &mut setup,
+        Duration::from_secs(30),
+        "nothing in doubt, no word locked",
+        interrupted,
+        |s| {
+            (0..n).all(|i| {
+                s.fabric(i)
+                    .is_some_and(|v| v.in_doubt == 0 && v.locked_words == 0)
+            })
+        },
+    )?;
     print_table(&setup, n, cut, rerouted)
 }
 
@@ -259,11 +305,15 @@ fn print_table(
             let r = setup.report(i, j)?;
             let remote = setup.region(j, FABRIC_TARGET.0)?;
             let at = 2 * r.first_byte;
-            let ok = remote.get(at..at + r.expected_remote.len()) == Some(r.expected_remote.as_str())
+            let ok = remote.get(at..at + r.expected_remote.len())
+                == Some(r.expected_remote.as_str())
                 && local.get(at..at + r.expected_local.len()) == Some(r.expected_local.as_str())
                 && r.mismatches == 0;
             exact &= ok;
-            let h = hops.iter().find(|x| x.node == j as u64 + 1).map_or(0, |x| x.hops);
+            let h = hops
+                .iter()
+                .find(|x| x.node == j as u64 + 1)
+                .map_or(0, |x| x.hops);
             println!(
                 "{i:>4} {j:>4} {h:>5} {:>9} {:>7} {:>5} {:>9.1} {:>10.1} {:>10.1}  {}",
                 r.completed,
@@ -275,7 +325,8 @@ fn print_table(
                 if ok { "exact" } else { "DIFFERS" }
             );
             if !r.errors.is_empty() {
-                let errors: Vec<String> = r.errors.iter().map(|(e, c)| format!("{c} {e}")).collect();
+                let errors: Vec<String> =
+                    r.errors.iter().map(|(e, c)| format!("{c} {e}")).collect();
                 println!("{:>10} failed (no effect): {}", "", errors.join(", "));
             }
         }
@@ -300,7 +351,11 @@ fn print_table(
     println!(
         "view {} {}; relayed frames per node: {}",
         view.view,
-        if agreed { "agreed by every node" } else { "NOT agreed" },
+        if agreed {
+            "agreed by every node"
+        } else {
+            "NOT agreed"
+        },
         (0..n)
             .map(|i| setup
                 .fabric(i)
@@ -310,7 +365,9 @@ fn print_table(
             .join(" ")
     );
     if exact && agreed {
-        println!("every ledger exact on both ends; namespaces, XDP programs and dataplanes removed");
+        println!(
+            "every ledger exact on both ends; namespaces, XDP programs and dataplanes removed"
+        );
         Ok(())
     } else {
         Err("the fabric check FAILED (see above)".into())

@@ -89,7 +89,7 @@ enum Cmd {
     Shutdown,
     /// Two namespaces joined by a veth pair, a dataplane in each, a mixed
     /// verb workload with loss injected, and an exactly-once check.
-    Demo(demo::DemoArgs),
+    Demo(Box<demo::DemoArgs>),
     /// A swap-ring region (the host ring of an IPU deployment, or any
     /// region of the swap-ring experiments): header, both sides' liveness
     /// and counters, ring indexes, swap slots by state. Reads the shared

@@ -312,7 +312,10 @@ impl QueueConfig {
     pub fn ports(&self) -> Vec<(&str, Vec<(u16, &str)>)> {
         let mut ports: Vec<(&str, Vec<(u16, &str)>)> = vec![(self.iface.as_str(), Vec::new())];
         let own = self.peer_mac.iter().map(|m| (m.as_str(), None));
-        let listed = self.peers.iter().map(|p| (p.mac.as_str(), p.iface.as_deref()));
+        let listed = self
+            .peers
+            .iter()
+            .map(|p| (p.mac.as_str(), p.iface.as_deref()));
         for (link, (mac, iface)) in own.chain(listed).enumerate() {
             let iface = iface.unwrap_or(&self.iface);
             match ports.iter_mut().find(|(i, _)| *i == iface) {

@@ -99,9 +99,10 @@ perms = "rw"
         let deadline = Instant::now() + Duration::from_secs_f64(seconds + 20.0);
         loop {
             std::thread::sleep(Duration::from_millis(100));
-            let r: WorkloadReport =
-                serde_json::from_value(queues[0].ask(CommandKind::WorkloadStatus(Aim::Link(0)), ASK)?)
-                    .map_err(|e| e.to_string())?;
+            let r: WorkloadReport = serde_json::from_value(
+                queues[0].ask(CommandKind::WorkloadStatus(Aim::Link(0)), ASK)?,
+            )
+            .map_err(|e| e.to_string())?;
             if !r.running {
                 return Ok(OaeRun {
                     verbs_per_s: r.completed as f64 / r.elapsed_s.max(1e-9),

@@ -244,12 +244,31 @@ impl Graph {
         for &(a, b) in edges {
             let (fa, fb) = (Graph::ifname(b), Graph::ifname(a));
             ip(&[
-                "link", "add", &fa, "netns", &graph.ns[a], "type", "veth", "peer", "name", &fb,
-                "netns", &graph.ns[b],
+                "link",
+                "add",
+                &fa,
+                "netns",
+                &graph.ns[a],
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &fb,
+                "netns",
+                &graph.ns[b],
             ])?;
             for (i, j) in [(a, b), (b, a)] {
                 let (ns, ifname) = (&graph.ns[i], Graph::ifname(j));
-                ip_in(ns, &["link", "set", &ifname, "address", &format_mac(Graph::mac(i, j))])?;
+                ip_in(
+                    ns,
+                    &[
+                        "link",
+                        "set",
+                        &ifname,
+                        "address",
+                        &format_mac(Graph::mac(i, j)),
+                    ],
+                )?;
                 ip_in(ns, &["link", "set", &ifname, "up"])?;
             }
         }

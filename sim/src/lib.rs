@@ -9,8 +9,8 @@
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
 pub mod ledger;
-pub use oae_common::topology::{self, Shape};
 pub use oae_common::rng;
+pub use oae_common::topology::{self, Shape};
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -9,12 +9,12 @@ use std::process::Stdio;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oae_sim::Shape;
 use oae_dataplane::control::{Request, call};
 use oae_dataplane::deployment::fabric_node_toml;
 use oae_dataplane::status::{DataplaneStatus, FabricStatus, LinkStatus};
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment, format_mac};
+use oae_sim::Shape;
 use serde_json::Value;
 
 use crate::dataplanes::{
@@ -100,9 +100,11 @@ impl Fabric {
         let graph = Graph::create(tag, n, &shape.edges(n)).expect("create the namespaces");
         let dir = std::env::temp_dir().join(format!("oae-test-{}", graph.ns[0]));
         let fabric = Fabric::launch_all(Net::Graph(graph, shape.neighbours(n)), dir, turn);
-        fabric.wait_for(Duration::from_secs(60), "every node's view holds every node", |f| {
-            f.views_agree(n)
-        });
+        fabric.wait_for(
+            Duration::from_secs(60),
+            "every node's view holds every node",
+            |f| f.views_agree(n),
+        );
         fabric
     }
 

@@ -481,8 +481,15 @@ fn start_workload(d: &Dataplanes, lanes: u32, seconds: f64, seed: u64) {
 
 fn workload(d: &Dataplanes) -> WorkloadReport {
     serde_json::from_value(
-        d.call(0, &Request::WorkloadStatus { queue: 0, link: 0, node: None })
-            .expect("status"),
+        d.call(
+            0,
+            &Request::WorkloadStatus {
+                queue: 0,
+                link: 0,
+                node: None,
+            },
+        )
+        .expect("status"),
     )
     .expect("report")
 }

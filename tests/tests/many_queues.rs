@@ -16,7 +16,14 @@ fn workload(d: &Dataplanes, queue: u16) -> WorkloadReport {
 
 fn workload_of(d: &Dataplanes, i: usize, queue: u16) -> WorkloadReport {
     let v = d
-        .call(i, &Request::WorkloadStatus { queue, link: 0, node: None })
+        .call(
+            i,
+            &Request::WorkloadStatus {
+                queue,
+                link: 0,
+                node: None,
+            },
+        )
         .unwrap_or_else(|e| panic!("workload status of dataplane {i} queue {queue}: {e}"));
     serde_json::from_value(v).expect("workload report")
 }

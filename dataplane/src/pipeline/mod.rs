@@ -213,7 +213,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn notice(&self, what: &str) {
-        eprintln!("oaed: {} queue {}: {what}", self.info.iface, self.info.queue_id);
+        eprintln!(
+            "oaed: {} queue {}: {what}",
+            self.info.iface, self.info.queue_id
+        );
     }
 
     fn complete(&mut self, id: VerbId, result: &Result<Output, VerbError>, now: Nanos) {

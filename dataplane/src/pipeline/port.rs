@@ -5,8 +5,8 @@
 
 use oae_pmd::{Burst, Driver, MAX_BURST};
 use oae_proto::LinkId;
-use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
 use oae_proto::Nanos;
+use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
 
 use super::PipelineCounters;
 use crate::transport::Transport;
@@ -41,7 +41,12 @@ impl<D: Driver> Port<D> {
     }
 
     /// One receive burst, each OAE frame handed to the link of its source.
-    pub fn receive<T: Transport>(&mut self, transport: &mut T, counters: &mut PipelineCounters, now: Nanos) {
+    pub fn receive<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        counters: &mut PipelineCounters,
+        now: Nanos,
+    ) {
         self.rx.clear();
         let n = self.driver.rx_burst(&mut self.rx);
         if n == 0 {
@@ -67,7 +72,12 @@ impl<D: Driver> Port<D> {
 
     /// Transmit bursts until the port's links have nothing more to send or
     /// the ring is full.
-    pub fn transmit<T: Transport>(&mut self, transport: &mut T, counters: &mut PipelineCounters, now: Nanos) {
+    pub fn transmit<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        counters: &mut PipelineCounters,
+        now: Nanos,
+    ) {
         let links = self.links.len();
         if links == 0 {
             return;

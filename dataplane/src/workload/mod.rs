@@ -706,7 +706,10 @@ impl LinkWorkloads {
             (None, _) => {
                 return Err(format!(
                     "no {aim} on this queue: it has {} links",
-                    self.aims.iter().filter(|a| matches!(a, Aim::Link(_))).count()
+                    self.aims
+                        .iter()
+                        .filter(|a| matches!(a, Aim::Link(_)))
+                        .count()
                 ));
             }
         };

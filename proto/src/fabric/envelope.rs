@@ -5,9 +5,9 @@ use super::routes::{Heard, Member};
 use crate::wire::SLICE;
 
 /// ADVERT: view number u64, view digest u64, count u8, then count ×
-/// (node u64, epoch u32, hops u8).
+/// (node u64, epoch u32, hops over usable links u8, hops over up links u8).
 pub const ADVERT_HEAD: usize = 17;
-pub const ADVERT_ENTRY: usize = 13;
+pub const ADVERT_ENTRY: usize = 14;
 
 /// FORWARD: destination u64, source u64, hops left u8, kind u8, body length
 /// u16, then the body.
@@ -153,6 +153,7 @@ pub fn encode_advert(
         p[at..at + 8].copy_from_slice(&h.member.node.to_be_bytes());
         p[at + 8..at + 12].copy_from_slice(&h.member.epoch.to_be_bytes());
         p[at + 12] = h.hops;
+        p[at + 13] = h.reach;
         n += 1;
     }
     p[16] = n as u8;
@@ -181,6 +182,7 @@ pub fn decode_advert(p: &[u8], out: &mut Vec<Heard>) -> Option<(u64, u64)> {
         out.push(Heard {
             member,
             hops: e[12],
+            reach: e[13],
         });
     }
     Some((
@@ -200,10 +202,12 @@ mod tests {
             Heard {
                 member: Member { node: 7, epoch: 3 },
                 hops: 0,
+                reach: 0,
             },
             Heard {
                 member: Member { node: 9, epoch: 1 },
-                hops: 2,
+                hops: 16,
+                reach: 2,
             },
         ];
         assert_eq!(encode_advert(&mut p, (4, 5), entries.iter().copied()), 2);

@@ -429,7 +429,7 @@ impl Fabric {
         buf: &mut [u8],
         epoch: u32,
     ) -> Option<usize> {
-        let entries = 1 + self.routes.table().len();
+        let entries = 1 + self.routes.view().members.len();
         let class = wire::class_for_payload(envelope::advert_len(entries), l.class_to_peer())
             .unwrap_or(l.class_to_peer());
         let view = (self.routes.view().number, self.routes.view().digest());

@@ -1,6 +1,13 @@
 //! Routes learned from the neighbours' adverts (distance vector), and the
 //! membership view they imply.
 //!
+//! Two distances per node travel in every advert: over *usable* links (up
+//! and not suspected), which traffic follows and which changes within a
+//! few round trips of a link falling silent; and over links that are
+//! merely *up* (not yet declared unreachable after the links' configured
+//! silent rounds), which the membership follows, so that a neighbour only
+//! slow for a moment, anywhere in the fabric, does not change the view.
+//!
 //! Everything here is derived from the last advert of each usable
 //! neighbour: a node keeps no route of its own making. That is what makes
 //! it self-stabilising. Whatever the tables hold after a fault (or after
@@ -28,7 +35,10 @@ pub struct Member {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Heard {
     pub member: Member,
+    /// Hops over usable links ([`NO_ROUTE`]: none).
     pub hops: u8,
+    /// Hops over links that are up ([`NO_ROUTE`]: none).
+    pub reach: u8,
 }
 
 /// How this node reaches another: the first link and the hops to it.
@@ -86,8 +96,10 @@ struct Neighbour {
 pub struct Routes {
     me: Member,
     neighbours: Vec<Neighbour>,
-    /// Sorted by node id; never holds `me`.
+    /// Over usable links, sorted by node id; never holds `me`.
     table: Vec<Route>,
+    /// Over links that are up, likewise: the other members.
+    reach: Vec<Route>,
     view: View,
 }
 
@@ -97,6 +109,7 @@ impl Routes {
             me,
             neighbours: Vec::new(),
             table: Vec::with_capacity(MAX_NODES),
+            reach: Vec::with_capacity(MAX_NODES),
             view: View {
                 number: 1,
                 members: vec![me],
@@ -180,59 +193,49 @@ impl Routes {
     }
 
     /// The entries to advertise on `link`: this node at 0 hops, then every
-    /// route, those that go out through `link` itself poisoned (split
-    /// horizon with poisoned reverse: a neighbour never learns a route
-    /// back through itself).
+    /// node reached, each distance that goes out through `link` itself
+    /// poisoned (split horizon with poisoned reverse: a neighbour never
+    /// learns a way back through itself).
     pub fn advert(&self, link: LinkId) -> impl Iterator<Item = Heard> + '_ {
+        let hops = move |table: &[Route], node: u64| match table
+            .binary_search_by_key(&node, |r| r.member.node)
+        {
+            Ok(i) if table[i].via != link => table[i].hops,
+            _ => NO_ROUTE,
+        };
         core::iter::once(Heard {
             member: self.me,
             hops: 0,
+            reach: 0,
         })
-        .chain(self.table.iter().map(move |r| Heard {
+        .chain(self.reach.iter().map(move |r| Heard {
             member: r.member,
-            hops: if r.via == link { NO_ROUTE } else { r.hops },
+            hops: hops(&self.table, r.member.node),
+            reach: hops(&self.reach, r.member.node),
         }))
     }
 
-    /// Rebuilds the table from the usable neighbours' vectors and renumbers
-    /// the view if its members changed. True if the table changed.
+    /// Rebuilds both tables from the neighbours' vectors and renumbers the
+    /// view if its members changed. True if the routes changed.
     fn recompute(&mut self) -> bool {
         let before = core::mem::take(&mut self.table);
         let mut table = before.clone();
         table.clear();
+        let mut reach = core::mem::take(&mut self.reach);
+        reach.clear();
         for (l, n) in self.neighbours.iter().enumerate() {
-            if !n.usable {
-                continue;
-            }
-            for h in &n.vector {
-                let hops = h.hops.saturating_add(1);
-                if h.member.node == self.me.node || hops >= NO_ROUTE {
-                    continue;
+            for h in n.vector.iter().filter(|h| h.member.node != self.me.node) {
+                if n.usable {
+                    offer(&mut table, h.member, h.hops, l as LinkId);
                 }
-                let offer = Route {
-                    member: h.member,
-                    hops,
-                    via: l as LinkId,
-                };
-                match table.binary_search_by_key(&h.member.node, |r| r.member.node) {
-                    Ok(i) => {
-                        // The newest incarnation first, then the fewest
-                        // hops, then the lowest link: a total order, so
-                        // equal inputs give equal tables.
-                        let r = table[i];
-                        let better = (offer.member.epoch, core::cmp::Reverse(offer.hops))
-                            > (r.member.epoch, core::cmp::Reverse(r.hops));
-                        if better {
-                            table[i] = offer;
-                        }
-                    }
-                    Err(i) if table.len() < MAX_NODES => table.insert(i, offer),
-                    Err(_) => {}
+                if n.up {
+                    offer(&mut reach, h.member, h.reach, l as LinkId);
                 }
             }
         }
         let changed = table != before;
         self.table = table;
+        self.reach = reach;
         let members = self.members();
         if members != self.view.members {
             self.view.members = members;
@@ -241,19 +244,11 @@ impl Routes {
         changed
     }
 
-    /// This node, every node it has a route to, and every node a
-    /// suspected but still up link's neighbour reaches: the newest
-    /// incarnation of each, by node id.
+    /// This node and every node reached over links that are up.
     fn members(&self) -> Vec<Member> {
-        let mut m: Vec<Member> = self.table.iter().map(|r| r.member).collect();
-        m.push(self.me);
-        for n in self.neighbours.iter().filter(|n| n.up && !n.usable) {
-            let reached = n.vector.iter().filter(|h| h.hops.saturating_add(1) < NO_ROUTE);
-            m.extend(reached.map(|h| h.member));
-        }
-        m.sort_unstable_by_key(|x| (x.node, core::cmp::Reverse(x.epoch)));
-        m.dedup_by_key(|x| x.node);
-        m.truncate(MAX_NODES);
+        let mut m: Vec<Member> = self.reach.iter().map(|r| r.member).collect();
+        let at = m.partition_point(|x| x.node < self.me.node);
+        m.insert(at, self.me);
         m
     }
 
@@ -270,12 +265,37 @@ impl Routes {
                         epoch: next() as u32 % 4,
                     },
                     hops: (next() % 20) as u8,
+                    reach: (next() % 20) as u8,
                 });
             }
         }
         self.view.number = next() % 1000;
         self.view.members.clear();
         self.recompute();
+    }
+}
+
+/// Takes a neighbour's offer of `member` at `hops` (its distance) through
+/// `via` into `table` if it is better: the newest incarnation first, then
+/// the fewest hops, then the first link offering it (a total order, so
+/// equal inputs give equal tables).
+fn offer(table: &mut Vec<Route>, member: Member, hops: u8, via: LinkId) {
+    let hops = hops.saturating_add(1);
+    if hops >= NO_ROUTE {
+        return;
+    }
+    let route = Route { member, hops, via };
+    match table.binary_search_by_key(&member.node, |r| r.member.node) {
+        Ok(i) => {
+            let r = table[i];
+            if (member.epoch, core::cmp::Reverse(hops))
+                > (r.member.epoch, core::cmp::Reverse(r.hops))
+            {
+                table[i] = route;
+            }
+        }
+        Err(i) if table.len() < MAX_NODES => table.insert(i, route),
+        Err(_) => {}
     }
 }
 
@@ -287,44 +307,27 @@ mod tests {
         Member { node, epoch: 1 }
     }
 
+    /// An entry `hops` away over usable links and over up ones.
+    fn h(member: Member, hops: u8) -> Heard {
+        Heard {
+            member,
+            hops,
+            reach: hops,
+        }
+    }
+
     #[test]
     fn shortest_route_wins_and_poisoned_reverse_hides_it_from_its_link() {
         let mut r = Routes::new(m(1));
         r.set_state(0, true, true);
         r.set_state(1, true, true);
-        r.heard(
-            0,
-            (1, 0),
-            &[
-                Heard {
-                    member: m(2),
-                    hops: 0,
-                },
-                Heard {
-                    member: m(3),
-                    hops: 2,
-                },
-            ],
-        );
-        r.heard(
-            1,
-            (1, 0),
-            &[Heard {
-                member: m(3),
-                hops: 0,
-            }],
-        );
+        r.heard(0, (1, 0), &[h(m(2), 0), h(m(3), 2)]);
+        r.heard(1, (1, 0), &[h(m(3), 0)]);
         assert_eq!(r.route(3).map(|x| (x.via, x.hops)), Some((1, 1)));
         assert_eq!(r.route(2).map(|x| (x.via, x.hops)), Some((0, 1)));
         let on1: Vec<_> = r.advert(1).collect();
-        assert!(on1.contains(&Heard {
-            member: m(3),
-            hops: NO_ROUTE
-        }));
-        assert!(on1.contains(&Heard {
-            member: m(2),
-            hops: 1
-        }));
+        assert!(on1.contains(&h(m(3), NO_ROUTE)), "{on1:?}");
+        assert!(on1.contains(&h(m(2), 1)), "{on1:?}");
         assert_eq!(r.view().members, vec![m(1), m(2), m(3)]);
     }
 
@@ -332,21 +335,24 @@ mod tests {
     fn a_suspected_link_loses_its_routes_and_a_dead_one_its_members() {
         let mut r = Routes::new(m(1));
         r.set_state(0, true, true);
-        r.heard(
-            0,
-            (1, 0),
-            &[Heard {
-                member: m(2),
-                hops: 0,
-            }],
-        );
+        r.heard(0, (1, 0), &[h(m(2), 0), h(m(3), 1)]);
         let n = r.view().number;
-        // Suspected: the route goes, the member stays.
+        // Suspected: the routes go, the members stay, and the advert says
+        // so: reached, but no route.
         assert!(r.set_state(0, true, false));
         assert!(r.route(2).is_none());
-        assert_eq!(r.view().members, vec![m(1), m(2)]);
+        assert_eq!(r.view().members, vec![m(1), m(2), m(3)]);
         assert_eq!(r.view().number, n);
-        // Declared unreachable: the member goes too, in a new view.
+        let out: Vec<_> = r.advert(1).collect();
+        assert!(
+            out.contains(&Heard {
+                member: m(3),
+                hops: NO_ROUTE,
+                reach: 2
+            }),
+            "{out:?}"
+        );
+        // Declared unreachable: the members go too, in a new view.
         r.set_state(0, false, false);
         assert_eq!(r.view().members, vec![m(1)]);
         assert!(r.view().number > n);
@@ -357,24 +363,11 @@ mod tests {
         let mut r = Routes::new(m(1));
         r.set_state(0, true, true);
         r.set_state(1, true, true);
-        r.heard(
-            0,
-            (1, 0),
-            &[Heard {
-                member: m(2),
-                hops: 0,
-            }],
-        );
+        r.heard(0, (1, 0), &[h(m(2), 0)]);
         let newer = Member { node: 2, epoch: 2 };
-        r.heard(
-            1,
-            (1, 0),
-            &[Heard {
-                member: newer,
-                hops: 3,
-            }],
-        );
+        r.heard(1, (1, 0), &[h(newer, 3)]);
         assert_eq!(r.route(2).map(|x| (x.member, x.via)), Some((newer, 1)));
+        assert_eq!(r.view().members, vec![m(1), newer]);
     }
 
     #[test]
@@ -386,14 +379,7 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             x >> 11
         });
-        r.heard(
-            0,
-            (5000, 0),
-            &[Heard {
-                member: m(2),
-                hops: 0,
-            }],
-        );
+        r.heard(0, (5000, 0), &[h(m(2), 0)]);
         assert_eq!(r.table().len(), 1);
         assert_eq!(r.view().members, vec![m(1), m(2)]);
         assert!(r.view().number >= 5000);
