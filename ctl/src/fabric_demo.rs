@@ -256,6 +256,9 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         )?;
         rerouted = Some(cut_at.elapsed());
     }
+    if cut.is_none() {
+        println!("no link can be cut without cutting a node off: no cut");
+    }
     let remaining = Duration::from_secs_f64(demo.seconds).saturating_sub(started.elapsed());
     std::thread::sleep(remaining);
     wait(

@@ -14,6 +14,7 @@ pub mod config;
 pub mod fabric;
 mod link;
 pub mod memory;
+mod unhashed;
 pub mod verb;
 pub mod wire;
 

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use crate::config::{LinkConfig, Nanos};
 use crate::fabric::envelope::{Outcome, Resolution};
 use crate::memory::{LockOwner, Store, Undo};
+use crate::unhashed::Unhashed;
 use crate::verb::{self, Output, Refusal, ReverseReason, Verb, VerbError};
 use crate::wire::{
     self, Context, Frame, Knowledge, MAX_FRAME, Machine, Malformed, Role, SLICE, Transition,
@@ -153,40 +154,6 @@ pub struct LinkStats {
     pub presumed_commits: u64,
     pub completions_ok: u64,
     pub completions_err: u64,
-}
-
-/// Link state left out of the link's identity (`Hash`, `Eq`): the model
-/// checker compares whole nodes, and state that only records (counters:
-/// otherwise every discarded duplicate would make a new state) or that is
-/// an index over other state (the queue of frames owed an answer, whose
-/// live entries are exactly the slots' and the tick's own order numbers)
-/// would split one protocol state into many.
-#[derive(Clone, Debug, Default)]
-struct Unhashed<T>(T);
-
-impl<T> core::hash::Hash for Unhashed<T> {
-    fn hash<H: core::hash::Hasher>(&self, _: &mut H) {}
-}
-
-impl<T> PartialEq for Unhashed<T> {
-    fn eq(&self, _: &Unhashed<T>) -> bool {
-        true
-    }
-}
-
-impl<T> Eq for Unhashed<T> {}
-
-impl<T> core::ops::Deref for Unhashed<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> core::ops::DerefMut for Unhashed<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
 }
 
 /// A snapshot of a link for status displays and invariant checks.

@@ -211,7 +211,9 @@ fn a_ring_relays_and_survives_a_cut_a_partition_and_a_restart() {
          the other way round after {:.1} ms ({} round trips of the {:.0} us path); fabric \
          counters {stats:?}",
         rerouted_after.as_secs_f64() * 1e3,
-        (rerouted_after.as_nanos() as u64).checked_div(srtt).unwrap_or(0),
+        (rerouted_after.as_nanos() as u64)
+            .checked_div(srtt)
+            .unwrap_or(0),
         srtt as f64 / 1e3
     );
 }

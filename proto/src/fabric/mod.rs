@@ -26,6 +26,7 @@ use std::collections::VecDeque;
 use crate::config::{ConfigError, LinkConfig, Nanos};
 use crate::link::{Link, Shared};
 use crate::memory::Store;
+use crate::unhashed::Unhashed;
 use crate::wire::{self, MAX_FRAME, Transition};
 use crate::{LinkId, Observer};
 use envelope::{Forward, Kind, Outcome, Resolution};
@@ -160,9 +161,11 @@ pub(crate) struct Fabric {
     pub paths: Vec<Path>,
     /// Where the next look for a path frame starts, so paths share links.
     next_path: usize,
-    heard: Vec<Heard>,
-    resolutions: Vec<Resolution>,
-    stats: FabricStats,
+    /// Scratch space, kept to avoid allocating per frame.
+    heard: Unhashed<Vec<Heard>>,
+    resolutions: Unhashed<Vec<Resolution>>,
+    /// Counters record, never steer: not part of the state.
+    stats: Unhashed<FabricStats>,
 }
 
 impl Fabric {
@@ -173,9 +176,9 @@ impl Fabric {
             ports: Vec::new(),
             paths: Vec::with_capacity(MAX_NODES),
             next_path: 0,
-            heard: Vec::with_capacity(MAX_NODES),
-            resolutions: Vec::with_capacity(usize::from(crate::config::MAX_SLOTS)),
-            stats: FabricStats::default(),
+            heard: Unhashed(Vec::with_capacity(MAX_NODES)),
+            resolutions: Unhashed(Vec::with_capacity(usize::from(crate::config::MAX_SLOTS))),
+            stats: Unhashed(FabricStats::default()),
         };
         for _ in 0..links {
             f.add_port();
@@ -346,11 +349,15 @@ impl Fabric {
                 if res.initiator_epoch != sh.epoch {
                     return;
                 }
-                let settled = links
-                    .iter_mut()
-                    .find(|l| l.peer_id() == fwd.src)
-                    .is_some_and(|l| l.resolved(&res, outcome, sh));
-                self.stats.resolved_as_initiator += u64::from(settled);
+                let Some(l) = links.iter().position(|l| l.peer_id() == fwd.src) else {
+                    return;
+                };
+                if links[l].resolved(&res, outcome, sh) {
+                    self.stats.resolved_as_initiator += 1;
+                    // A reversed verb goes again: over the path now, not
+                    // when the link's next round comes.
+                    self.watch(l as LinkId, links, sh);
+                }
             }
         }
     }
