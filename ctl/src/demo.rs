@@ -210,6 +210,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             lanes: args.lanes.unwrap_or(4),
             cut,
             oaed,
+            report: args.report.clone(),
         };
         return fabric_demo::run(&demo, &interrupted);
     }

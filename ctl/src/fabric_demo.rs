@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use oae_common::topology::Shape;
-use oae_dataplane::control::{Request, WorkloadReport, WorkloadSpec, call};
+use oae_dataplane::control::{
+    FabricDemoReport, PairReport, Request, WorkloadReport, WorkloadSpec, call,
+};
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
 use oae_dataplane::status::{DataplaneStatus, FabricStatus};
 use oae_os::child::Supervised;
@@ -34,6 +36,8 @@ pub struct FabricDemo {
     /// shape whose loss leaves every node a path).
     pub cut: Option<(usize, usize)>,
     pub oaed: PathBuf,
+    /// Write the report as JSON here too.
+    pub report: Option<PathBuf>,
 }
 
 /// Everything the demo started; dropping it stops the dataplanes and
@@ -241,6 +245,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     if let Some((a, b)) = cut {
         std::thread::sleep(Duration::from_secs_f64(demo.seconds / 3.0));
         let before = setup.report(a, b)?.completed;
+        phase(&setup, n, "cut")?;
         let cut_at = Instant::now();
         setup
             .graph
@@ -286,88 +291,14 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             })
         },
     )?;
-    print_table(&setup, n, cut, rerouted)
-}
-
-/// A row per pair, then the verdict: ledgers exact, views agreed.
-fn print_table(
-    setup: &Setup,
-    n: usize,
-    cut: Option<(usize, usize)>,
-    rerouted: Option<Duration>,
-) -> Result<(), String> {
-    println!(
-        "{:>4} {:>4} {:>5} {:>9} {:>7} {:>5} {:>9} {:>10} {:>10}  ledger",
-        "from", "to", "hops", "verbs", "failed", "mism", "p50 us", "p99.9 us", "max us"
-    );
-    let mut exact = true;
-    for i in 0..n {
-        let local = setup.region(i, FABRIC_LOCAL)?;
-        let hops = setup.fabric(i).map(|v| v.routes).unwrap_or_default();
-        for j in (0..n).filter(|&j| j != i) {
-            let r = setup.report(i, j)?;
-            let remote = setup.region(j, FABRIC_TARGET.0)?;
-            let at = 2 * r.first_byte;
-            let ok = remote.get(at..at + r.expected_remote.len())
-                == Some(r.expected_remote.as_str())
-                && local.get(at..at + r.expected_local.len()) == Some(r.expected_local.as_str())
-                && r.mismatches == 0;
-            exact &= ok;
-            let h = hops
-                .iter()
-                .find(|x| x.node == j as u64 + 1)
-                .map_or(0, |x| x.hops);
-            println!(
-                "{i:>4} {j:>4} {h:>5} {:>9} {:>7} {:>5} {:>9.1} {:>10.1} {:>10.1}  {}",
-                r.completed,
-                r.failed,
-                r.mismatches,
-                r.latency.p50 as f64 / 1e3,
-                r.latency.p999 as f64 / 1e3,
-                r.latency.max as f64 / 1e3,
-                if ok { "exact" } else { "DIFFERS" }
-            );
-            if !r.errors.is_empty() {
-                let errors: Vec<String> =
-                    r.errors.iter().map(|(e, c)| format!("{c} {e}")).collect();
-                println!("{:>10} failed (no effect): {}", "", errors.join(", "));
-            }
-        }
+    let report = gather(&setup, demo, cut, rerouted)?;
+    print_table(&report);
+    if let Some(path) = &demo.report {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text)
+            .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
     }
-    let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
-    let agreed = setup.views_agree(n);
-    if let (Some((a, b)), Some(t)) = (cut, rerouted) {
-        let srtt = view
-            .paths
-            .iter()
-            .find(|p| p.node == b as u64 + 1)
-            .map_or(0, |p| p.srtt_ns);
-        println!(
-            "cut {a}-{b}: the first verb from {a} to {b} over another path completed {:.1} ms \
-             after the cut ({:.1} round trips of that path, {:.0} us each; the polling cores \
-             share the CPUs)",
-            t.as_secs_f64() * 1e3,
-            t.as_nanos() as f64 / srtt.max(1) as f64,
-            srtt as f64 / 1e3
-        );
-    }
-    println!(
-        "view {} {}; relayed frames per node: {}",
-        view.view,
-        if agreed {
-            "agreed by every node"
-        } else {
-            "NOT agreed"
-        },
-        (0..n)
-            .map(|i| setup
-                .fabric(i)
-                .map_or(0, |v| v.counters["relayed"].as_u64().unwrap_or(0))
-                .to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    if exact && agreed {
+    if report.exact && report.views_agree {
         println!(
             "every ledger exact on both ends; namespaces, XDP programs and dataplanes removed"
         );
@@ -375,4 +306,120 @@ fn print_table(
     } else {
         Err("the fabric check FAILED (see above)".into())
     }
+}
+
+/// Starts phase `name` of every workload: verbs completing from now on
+/// count in its own figures too.
+fn phase(setup: &Setup, n: usize, name: &str) -> Result<(), String> {
+    for i in 0..n {
+        for j in (0..n).filter(|&j| j != i) {
+            let request = Request::WorkloadPhase {
+                queue: 0,
+                link: 0,
+                node: Some(j as u64 + 1),
+                name: name.into(),
+            };
+            call(&setup.sockets[i], &request, STEP)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every workload's report, its ledger compared with both ends' memory.
+fn gather(
+    setup: &Setup,
+    demo: &FabricDemo,
+    cut: Option<(usize, usize)>,
+    rerouted: Option<Duration>,
+) -> Result<FabricDemoReport, String> {
+    let n = demo.nodes;
+    let mut pairs = Vec::new();
+    for i in 0..n {
+        let local = setup.region(i, FABRIC_LOCAL)?;
+        let routes = setup.fabric(i).map(|v| v.routes).unwrap_or_default();
+        for j in (0..n).filter(|&j| j != i) {
+            let r = setup.report(i, j)?;
+            let remote = setup.region(j, FABRIC_TARGET.0)?;
+            let at = 2 * r.first_byte;
+            let same =
+                |image: &str, expected: &str| image.get(at..at + expected.len()) == Some(expected);
+            pairs.push(PairReport {
+                from: i,
+                to: j,
+                hops: routes
+                    .iter()
+                    .find(|x| x.node == j as u64 + 1)
+                    .map_or(0, |x| x.hops),
+                ledger_exact: same(&remote, &r.expected_remote)
+                    && same(&local, &r.expected_local)
+                    && r.mismatches == 0,
+                workload: r,
+            });
+        }
+    }
+    let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
+    let srtt = cut
+        .and_then(|(_, b)| view.paths.iter().find(|p| p.node == b as u64 + 1))
+        .map(|p| p.srtt_ns);
+    Ok(FabricDemoReport {
+        topology: format!("{}:{n}", demo.shape.name()),
+        seconds: demo.seconds,
+        lanes: demo.lanes,
+        cut,
+        reroute_ms: rerouted.map(|t| t.as_secs_f64() * 1e3),
+        reroute_path_rtts: rerouted
+            .zip(srtt)
+            .map(|(t, s)| t.as_nanos() as f64 / s.max(1) as f64),
+        path_srtt_us: srtt.map(|s| s as f64 / 1e3),
+        exact: pairs.iter().all(|p| p.ledger_exact),
+        pairs,
+        views_agree: setup.views_agree(n),
+        view: view.view,
+    })
+}
+
+/// A row per pair, then what the cut cost and the verdict.
+fn print_table(r: &FabricDemoReport) {
+    println!(
+        "{:>4} {:>4} {:>5} {:>9} {:>7} {:>5} {:>9} {:>10} {:>10}  ledger",
+        "from", "to", "hops", "verbs", "failed", "mism", "p50 us", "p99.9 us", "max us"
+    );
+    for p in &r.pairs {
+        let w = &p.workload;
+        println!(
+            "{:>4} {:>4} {:>5} {:>9} {:>7} {:>5} {:>9.1} {:>10.1} {:>10.1}  {}",
+            p.from,
+            p.to,
+            p.hops,
+            w.completed,
+            w.failed,
+            w.mismatches,
+            w.latency.p50 as f64 / 1e3,
+            w.latency.p999 as f64 / 1e3,
+            w.latency.max as f64 / 1e3,
+            if p.ledger_exact { "exact" } else { "DIFFERS" }
+        );
+        if !w.errors.is_empty() {
+            let errors: Vec<String> = w.errors.iter().map(|(e, c)| format!("{c} {e}")).collect();
+            println!("{:>10} failed (no effect): {}", "", errors.join(", "));
+        }
+    }
+    if let (Some((a, b)), Some(ms)) = (r.cut, r.reroute_ms) {
+        println!(
+            "cut {a}-{b}: the first verb from {a} to {b} over another path completed {ms:.1} ms \
+             after the cut ({:.1} round trips of that path, {:.0} us each; the polling cores \
+             share the CPUs)",
+            r.reroute_path_rtts.unwrap_or(0.0),
+            r.path_srtt_us.unwrap_or(0.0)
+        );
+    }
+    println!(
+        "view {} {}",
+        r.view,
+        if r.views_agree {
+            "agreed by every node"
+        } else {
+            "NOT agreed"
+        }
+    );
 }

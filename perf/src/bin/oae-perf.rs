@@ -45,6 +45,10 @@ enum Cmd {
     /// Verbs/s with one and two queues (one link each) per dataplane, over
     /// AF_XDP and DPDK net_memif, every queue on one shared memory.
     Scale(RunArgs),
+    /// Through a link cut: a ring of four dataplanes running the fabric
+    /// (the cut link's traffic takes the other way round) against a pair
+    /// whose one link goes down, OAE and the RC model.
+    Fabric(RunArgs),
     /// Checks that a results directory is complete and well formed.
     Check { dir: PathBuf },
     /// Writes a results directory's report and plots again from its
@@ -148,6 +152,7 @@ fn main() -> ExitCode {
         Cmd::Failure(a) => (a, vec![Experiment::Failure]),
         Cmd::Ipu(a) => (a, vec![Experiment::Ipu]),
         Cmd::Scale(a) => (a, vec![Experiment::Scale]),
+        Cmd::Fabric(a) => (a, vec![Experiment::Fabric]),
         Cmd::Report { dir } => {
             return match suite::rerender(dir) {
                 Ok(()) => {

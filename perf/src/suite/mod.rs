@@ -39,15 +39,19 @@ pub enum Experiment {
     Ipu,
     /// Queues and links per dataplane, on one shared memory.
     Scale,
+    /// A link cut in a fabric (traffic takes another path) against a link
+    /// down between two nodes, OAE and the RC model.
+    Fabric,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 5] = [
+    pub const ALL: [Experiment; 6] = [
         Experiment::LineRate,
         Experiment::Latency,
         Experiment::Failure,
         Experiment::Ipu,
         Experiment::Scale,
+        Experiment::Fabric,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +61,7 @@ impl Experiment {
             Experiment::Failure => "failure",
             Experiment::Ipu => "ipu",
             Experiment::Scale => "scale",
+            Experiment::Fabric => "fabric",
         }
     }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use oae_swapring::wave::{Variant, Workload};
 
-use super::trial::{DemoTrial, DriverChoice, Placement, RedisTrial, Trial};
+use super::trial::{DemoTrial, DriverChoice, FabricTrial, Placement, RedisTrial, Trial};
 use super::{Experiment, Options};
 
 /// One subject under one setting, run once per repetition.
@@ -91,6 +91,7 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
             Experiment::Failure => failure(opts, &mut items),
             Experiment::Ipu => ipu(&mut items),
             Experiment::Scale => scale(opts, &mut items),
+            Experiment::Fabric => fabric(opts, &mut items),
         }
     }
     items
@@ -217,6 +218,26 @@ fn scale(opts: &Options, items: &mut Vec<PlanItem>) {
     }
 }
 
+/// Through a link cut: a ring of four running the fabric, its link 0-1 cut
+/// for good a third of the way in; a pair whose one link goes down once in
+/// the middle third for 1 s, over OAE and over the RC model.
+fn fabric(opts: &Options, items: &mut Vec<PlanItem>) {
+    items.push(PlanItem::new(
+        Experiment::Fabric,
+        "oae",
+        &[("topology", "ring:4".into())],
+        Trial::Fabric(FabricTrial { topology: "ring:4" }),
+    ));
+    for transport in ["oae", "rc-model"] {
+        items.push(PlanItem::new(
+            Experiment::Fabric,
+            transport,
+            &[("topology", "pair".into())],
+            Trial::Demo(DemoTrial::outage(transport, opts.failure_lanes)),
+        ));
+    }
+}
+
 /// Emulated non-posted read costs of the IPU experiment, ns.
 pub const IPU_READ_NS: [u64; 2] = [0, 750];
 
@@ -286,6 +307,8 @@ mod tests {
         ));
         assert_eq!(count(Experiment::Ipu, "bilateral"), 2 * IPU_READ_NS.len());
         assert_eq!(count(Experiment::Scale, "oae"), 2 * SCALE_QUEUES.len());
+        assert_eq!(count(Experiment::Fabric, "oae"), 2);
+        assert_eq!(count(Experiment::Fabric, "rc-model"), 1);
         let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
         assert_eq!(slugs.len(), items.len(), "log file names must not collide");
     }

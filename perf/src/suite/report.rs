@@ -684,6 +684,9 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
     if r.experiments.contains(&Experiment::Scale) {
         scale_section(&mut out, ms);
     }
+    if r.experiments.contains(&Experiment::Fabric) {
+        fabric_section(&mut out, ms);
+    }
     if r.experiments.contains(&Experiment::Ipu) {
         let _ = writeln!(
             out,
@@ -795,6 +798,58 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         }
     }
     out
+}
+
+/// Through a link cut: the fabric's other way round against a pair's one
+/// link, OAE and the RC model.
+fn fabric_section(out: &mut String, ms: &[Measurement]) {
+    out.push_str(
+        "## Through a link cut\n\nThe ring: four dataplanes in four namespaces, a veth pair \
+         per link, the fabric on, a workload of 4 lanes from every node to every other; the \
+         link 0-1 is cut for good a third of the way in, and the figures are those of the \
+         workloads between 0 and 1 (both ways), which then go the other way round, three \
+         hops. The pairs: two dataplanes, one link, which goes down once in the middle third \
+         for 1 s and comes back; OAE's verbs wait for it, the RC model's queue pair \
+         fails when its retries run out (8 ACK timeouts of about 67 ms). All four \
+         dataplanes of the ring share this machine's two CPUs, so a relayed round trip \
+         includes scheduler delays: the figures show that traffic continues and at what \
+         cost here, not the cost on cores of their own.\n\n\
+         | subject | link | verbs/s across it before | while down | failed while down | \
+         p50 us | p99.9 us | max us | first verb over another path |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    if let Some(m) = find(ms, Experiment::Fabric, "oae", &[("topology", "ring:4")]) {
+        let f = |k: &str| m.metrics.get(k);
+        let _ = writeln!(
+            out,
+            "| OAE fabric, ring:4 | 0-1 cut for good | {} | {} | {} | {} | {} | {} | {} ms, {} round trips of its path |",
+            fmt_fig(f("cut_pair_before_verbs_per_s"), 1.0, 0),
+            fmt_fig(f("cut_pair_after_verbs_per_s"), 1.0, 0),
+            fmt_fig(f("cut_pair_after_failed"), 1.0, 0),
+            fmt_fig(f("after_p50_us"), 1.0, 0),
+            fmt_fig(f("after_p999_us"), 1.0, 0),
+            fmt_fig(f("after_max_us"), 1.0, 0),
+            fmt_fig(f("reroute_ms"), 1.0, 1),
+            fmt_fig(f("reroute_path_rtts"), 1.0, 1),
+        );
+    }
+    for (subject, name) in [("oae", "OAE pair"), ("rc-model", "RC model pair")] {
+        let Some(m) = find(ms, Experiment::Fabric, subject, &[("topology", "pair")]) else {
+            continue;
+        };
+        let f = |k: &str| m.metrics.get(k);
+        let _ = writeln!(
+            out,
+            "| {name} | down 1 s, middle third | {} (whole run) | {} (middle third) | {} | {} | {} | {} | none: one link |",
+            fmt_fig(f("verbs_per_s"), 1.0, 0),
+            fmt_fig(f("during_verbs_per_s"), 1.0, 0),
+            fmt_fig(f("during_failed"), 1.0, 0),
+            fmt_fig(f("during_p50_us"), 1.0, 0),
+            fmt_fig(f("during_p999_us"), 1.0, 0),
+            fmt_fig(f("during_max_us"), 1.0, 0),
+        );
+    }
+    out.push('\n');
 }
 
 /// Verbs/s with one and two queues (a link each) per dataplane.

@@ -578,6 +578,33 @@ pub fn plots(r: &Results) -> Vec<(String, String)> {
             out.push(("scale-verbs.svg".into(), svg));
         }
     }
+    if r.experiments.contains(&Experiment::Fabric) {
+        let bars: Vec<Bar> = r
+            .measurements
+            .iter()
+            .filter(|m| m.experiment == Experiment::Fabric)
+            .filter_map(|m| match m.param("topology") {
+                Some("pair") => bar(
+                    format!("{} pair, link down", m.subject),
+                    Some(m),
+                    "during_verbs_per_s",
+                ),
+                _ => bar(
+                    "OAE fabric ring:4, link cut".into(),
+                    Some(m),
+                    "cut_pair_after_verbs_per_s",
+                ),
+            })
+            .collect();
+        if let Some(svg) = bar_chart(
+            "Verbs/s between a link's ends while it is down",
+            "verbs/s",
+            Scale::Linear,
+            &bars,
+        ) {
+            out.push(("fabric-cut-verbs.svg".into(), svg));
+        }
+    }
     if r.experiments.contains(&Experiment::Ipu) {
         for read in ["0", "750"] {
             let bars: Vec<Bar> = r

@@ -13,6 +13,7 @@ use oae_os::child::Supervised;
 use std::time::{Duration, Instant};
 
 use oae_common::CORRUPT_RANDOM_OFFSET;
+use oae_dataplane::control::FabricDemoReport;
 use oae_dataplane::deployment::{Deployment, flap_times};
 use oae_pmd::afxdp::AfXdpConfig;
 use oae_pmd::netns::VethPair;
@@ -106,6 +107,10 @@ pub struct DemoTrial {
     faults: [u32; 3],
     /// Queues per dataplane, each with its own workload of `lanes` lanes.
     queues: u32,
+    /// How long each flap keeps the link down (the demo's default if none).
+    flap_ms: Option<u32>,
+    /// The trial runs at least this long, whatever `--failure-secs` says.
+    min_secs: f64,
 }
 
 impl DemoTrial {
@@ -121,6 +126,8 @@ impl DemoTrial {
             placement: Placement::CrossCore,
             faults: [0; 3],
             queues: 1,
+            flap_ms: None,
+            min_secs: 0.0,
         }
     }
 
@@ -146,11 +153,24 @@ impl DemoTrial {
             placement,
             faults: [0; 3],
             queues: 1,
+            flap_ms: None,
+            min_secs: 0.0,
         }
     }
 
     /// Failure injection: the verbs both transports run, faults in the
     /// middle third.
+    /// The link down once in the middle third for 1 s: longer than the
+    /// RC model's retries last (8 ACK timeouts of about 67 ms), so its
+    /// queue pair fails; 6 s at least, so the outage fits the middle third.
+    pub fn outage(transport: &'static str, lanes: u32) -> DemoTrial {
+        DemoTrial {
+            flap_ms: Some(1000),
+            min_secs: 6.0,
+            ..DemoTrial::failure(transport, lanes, [0, 0, 1])
+        }
+    }
+
     pub fn failure(transport: &'static str, lanes: u32, faults: [u32; 3]) -> DemoTrial {
         DemoTrial {
             driver: DriverChoice::AfXdp,
@@ -162,6 +182,8 @@ impl DemoTrial {
             placement: Placement::CrossCore,
             faults,
             queues: 1,
+            flap_ms: None,
+            min_secs: 0.0,
         }
     }
 }
@@ -182,6 +204,8 @@ pub struct RedisTrial {
 #[derive(Clone, Debug)]
 pub enum Trial {
     Demo(DemoTrial),
+    /// `oaectl demo --topology`: a fabric with a link cut.
+    Fabric(FabricTrial),
     /// The TCP baseline of the failure matrix.
     Redis(RedisTrial),
     /// The raw AF_XDP reflector's best flood rate.
@@ -224,6 +248,7 @@ pub fn run(trial: &Trial, opts: &Options, log: &Path, rep: usize) -> Result<Outc
             read_ns,
         } => offload(opts, *workload, *variant, *read_ns, rep),
         Trial::Demo(d) => demo(d, opts, log),
+        Trial::Fabric(f) => fabric(f, opts, log),
         Trial::Redis(r) => redis(r, opts, log),
         Trial::RawFlood => raw_flood(opts),
         Trial::RawPingPong(p) => raw_ping_pong(opts, *p),
@@ -247,7 +272,7 @@ fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
     let report = log.with_extension("json");
     let _ = std::fs::remove_file(&report);
     let secs = if d.failure {
-        opts.failure_secs
+        opts.failure_secs.max(d.min_secs)
     } else {
         opts.secs
     };
@@ -273,6 +298,9 @@ fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
     if d.queues > 1 {
         cmd.args(["--queues", &d.queues.to_string()]);
     }
+    if let Some(ms) = d.flap_ms {
+        cmd.args(["--flap-ms", &ms.to_string()]);
+    }
     match (d.failure, d.placement) {
         (true, _) => {}
         (false, Placement::CrossCore) => {
@@ -297,6 +325,104 @@ fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
     })?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
     Ok(demo_outcome(&v, d.transport == "rc-model"))
+}
+
+/// A fabric of dataplanes (`oaectl demo --topology`), one namespace each,
+/// with a link cut for good a third of the way in.
+#[derive(Clone, Debug)]
+pub struct FabricTrial {
+    pub topology: &'static str,
+}
+
+/// Lanes of each workload of a fabric trial (one per ordered pair).
+const FABRIC_LANES: u32 = 4;
+/// Bring-up of a fabric (every view agreed) before its workloads start.
+const FABRIC_BRING_UP: Duration = Duration::from_secs(60);
+
+fn fabric(f: &FabricTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
+    let report = log.with_extension("json");
+    let _ = std::fs::remove_file(&report);
+    // Long enough for a third before the cut and two after it.
+    let secs = opts.failure_secs.max(3.0);
+    let mut cmd = Command::new(&opts.oaectl);
+    cmd.arg("demo")
+        .args(["--topology", f.topology])
+        .args(["--seconds", &secs.to_string()])
+        .args(["--lanes", &FABRIC_LANES.to_string()])
+        .arg("--report")
+        .arg(&report);
+    let status = run_bounded(
+        cmd,
+        log,
+        Duration::from_secs_f64(secs) + FABRIC_BRING_UP + GRACE,
+        "oaectl demo --topology",
+    )?;
+    let text = std::fs::read_to_string(&report).map_err(|_| {
+        let tail = tail(log);
+        format!(
+            "oaectl demo --topology exited ({status}) without a report: {}\n{tail}",
+            tail.lines().last().unwrap_or_default().trim()
+        )
+    })?;
+    let r: FabricDemoReport =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
+    fabric_outcome(&r)
+}
+
+/// Figures of a fabric run: the whole fabric's rate, and the cut link's
+/// ends (both directions) before and after the cut.
+pub fn fabric_outcome(r: &FabricDemoReport) -> Result<Outcome, String> {
+    let (a, b) = r
+        .cut
+        .ok_or("the fabric trial's topology has no link to cut")?;
+    let mut o = Outcome::default();
+    let total: u64 = r.pairs.iter().map(|p| p.workload.completed).sum();
+    o.set("verbs_per_s", total as f64 / r.seconds.max(1e-9));
+    let (mut before, mut after, mut before_s, mut after_s, mut failed) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let mut latency = Value::Null;
+    for p in r
+        .pairs
+        .iter()
+        .filter(|p| (p.from, p.to) == (a, b) || (p.from, p.to) == (b, a))
+    {
+        let w = &p.workload;
+        let cut = w
+            .phases
+            .iter()
+            .find(|ph| ph.name == "cut")
+            .ok_or("a workload across the cut has no cut phase")?;
+        before += (w.completed - cut.completed) as f64;
+        after += cut.completed as f64;
+        before_s = cut.started_s;
+        after_s = (w.elapsed_s - cut.started_s).max(1e-9);
+        failed += cut.failed as f64;
+        if (p.from, p.to) == (a, b) {
+            latency = serde_json::to_value(cut.latency).map_err(|e| e.to_string())?;
+        }
+    }
+    o.set("cut_pair_before_verbs_per_s", before / before_s.max(1e-9));
+    o.set("cut_pair_after_verbs_per_s", after / after_s);
+    o.set("cut_pair_after_failed", failed);
+    percentiles(&mut o, "after_", &latency);
+    o.set("reroute_ms", r.reroute_ms.unwrap_or(f64::NAN));
+    o.set("reroute_path_rtts", r.reroute_path_rtts.unwrap_or(f64::NAN));
+    o.set("path_srtt_us", r.path_srtt_us.unwrap_or(f64::NAN));
+    let pass = r.exact && r.views_agree;
+    o.set("exactly_once_pass", if pass { 1.0 } else { 0.0 });
+    o.tail_us = o.metrics["after_p999_us"];
+    o.headline = format!(
+        "cut {a}-{b}: {:.0} -> {:.0} verbs/s across it, rerouted in {:.1} ms, p99.9 after {:.0} us{}",
+        o.metrics["cut_pair_before_verbs_per_s"],
+        o.metrics["cut_pair_after_verbs_per_s"],
+        o.metrics["reroute_ms"],
+        o.tail_us,
+        if pass {
+            ", exactly-once PASS"
+        } else {
+            ", exactly-once FAIL"
+        }
+    );
+    Ok(o)
 }
 
 /// Figures from `oaectl demo --report`.
