@@ -211,6 +211,12 @@ impl<O: Observer, M: Store> Node<O, M> {
         cfg: FabricConfig,
         link: &LinkConfig,
     ) -> Result<(), ConfigError> {
+        if self.fabric.is_some() {
+            return Err(ConfigError {
+                field: "fabric",
+                problem: "already enabled on this node".into(),
+            });
+        }
         cfg.validate(link)?;
         let me = Member {
             node: self.node_id,
@@ -336,9 +342,11 @@ impl<O: Observer, M: Store> Node<O, M> {
 
     /// Queues a verb for node `node`, wherever it is: on the link to it
     /// while that link is usable, else on the path to it through the
-    /// fabric (which waits for a route while the routes converge), else on
-    /// the link (which may come back). Returns the link or path that took
-    /// it.
+    /// fabric (which waits for a route while the routes converge; a verb
+    /// too large for a path's frames waits on the link), else on the link
+    /// (which may come back). Returns the link or path that took it; if
+    /// the link later becomes unusable, the verb may move to the path and
+    /// its completion then names the path.
     pub fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, SubmitError> {
         let direct = self
             .links
@@ -352,7 +360,11 @@ impl<O: Observer, M: Store> Node<O, M> {
         }
         if let Some(p) = self.fabric.as_deref_mut().and_then(|f| f.path_for(node)) {
             let path = PATH_BASE + p as LinkId;
-            return self.submit(path, id, verb).map(|()| path);
+            let carried = self.any_link(path).is_some_and(|l| l.carries(&verb));
+            // A verb too large for a path's frames waits for the link.
+            if carried || direct.is_none() {
+                return self.submit(path, id, verb).map(|()| path);
+            }
         }
         match direct {
             Some(d) => self.submit(d, id, verb).map(|()| d),
@@ -369,30 +381,42 @@ impl<O: Observer, M: Store> Node<O, M> {
         let (links, fabric, mut sh) = self.parts();
         let received = links[usize::from(link)].handle_frame(frame, now, &mut sh);
         if let Some(f) = fabric {
+            // First the link's new state (a frame may have brought it up,
+            // and the routes must know before its ADVERT is taken).
+            f.follow(link, links, &mut sh);
             if let Received::Fabric(t) = received {
                 let payload = &frame[wire::HEADER_LEN..frame.len() - wire::TRAILER_LEN];
                 f.receive(link, t, payload, now, links, &mut sh);
             }
-            f.watch(link, links, &mut sh);
         }
     }
 
     /// Writes the next frame due on `link` into `buf` (at least
     /// [`wire::MAX_FRAME`] bytes) and returns its length: the fabric's
-    /// frames for the link first (its adverts, relayed frames, frames of
-    /// paths routed through it), then the link's own.
+    /// frames for the link (its adverts, relayed frames, frames of paths
+    /// routed through it) and the link's own, taking turns.
     pub fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
         if usize::from(link) >= self.links.len() {
             return None;
         }
         let (links, fabric, mut sh) = self.parts();
         let l = &mut links[usize::from(link)];
-        if let Some(f) = fabric
-            && let Some(len) = f.poll_transmit(link, l, now, buf, &mut sh)
-        {
-            return Some(len);
+        let Some(f) = fabric else {
+            return l.poll_transmit(now, buf, &mut sh);
+        };
+        let fabric_first = f.turn(link);
+        for fabric in [fabric_first, !fabric_first] {
+            let len = if fabric {
+                f.poll_transmit(link, l, now, buf, &mut sh)
+            } else {
+                l.poll_transmit(now, buf, &mut sh)
+            };
+            if len.is_some() {
+                f.sent(link, fabric);
+                return len;
+            }
         }
-        l.poll_transmit(now, buf, &mut sh)
+        None
     }
 
     /// When `handle_timeout` next has work to do.
@@ -405,7 +429,7 @@ impl<O: Observer, M: Store> Node<O, M> {
         for i in 0..links.len() {
             links[i].handle_timeout(now, &mut sh);
             if let Some(f) = fabric.as_deref_mut() {
-                f.watch(i as LinkId, links, &mut sh);
+                f.follow(i as LinkId, links, &mut sh);
             }
         }
         if let Some(f) = fabric {

@@ -242,7 +242,7 @@ pub(crate) enum Received {
 /// over it. About four round trips after the last frame heard.
 const SUSPECT_AFTER_PROBES: u32 = 2;
 /// Silent rounds after which a link is suspected dead.
-const SUSPECT_AFTER_ROUNDS: u32 = 2;
+pub(crate) const SUSPECT_AFTER_ROUNDS: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Link {
@@ -262,6 +262,13 @@ pub(crate) struct Link {
     next_hello: Nanos,
     /// HELLOs sent since the link was last up (or since it was created).
     unanswered_hellos: u32,
+    /// While up, the peer said hello as if it had not heard this end: it
+    /// declared the link down, so the way to it is broken. Cleared by any
+    /// other frame of the peer's.
+    peer_lost_us: bool,
+    /// An incarnation of the peer known dead from another path: its
+    /// HELLOs, late, must not bring the link up again.
+    dead_epoch: u32,
 
     srtt: Nanos,
     round: u64,
@@ -342,6 +349,8 @@ impl Link {
             hello_due: true,
             next_hello: 0,
             unanswered_hellos: 0,
+            peer_lost_us: false,
+            dead_epoch: 0,
             srtt: cfg.initial_rtt,
             round: 0,
             round_started: 0,
@@ -840,6 +849,7 @@ impl Link {
         self.heard_this_round = true;
         self.silent_rounds = 0;
         self.unanswered_probes = 0;
+        self.peer_lost_us = false;
         if !self.up {
             // Only an end that is up sends anything but HELLO, so this frame
             // proves the peer knows that we know it.
@@ -906,7 +916,7 @@ impl Link {
             return self.count_malformed(Malformed::BadPayload);
         }
         let epoch = frame.sender_epoch;
-        if epoch < self.peer_epoch {
+        if epoch < self.peer_epoch || epoch <= self.dead_epoch {
             self.stats.stale_epoch += 1;
             return;
         }
@@ -930,6 +940,7 @@ impl Link {
         }
         self.heard_this_round = true;
         self.silent_rounds = 0;
+        self.peer_lost_us = self.up && frame.context.knowledge < Knowledge::KnowYouKnowMe;
         if frame.receiver_epoch == sh.epoch {
             self.knowledge = Knowledge::KnowYouKnowMe;
             if !self.up {
@@ -1830,10 +1841,13 @@ impl Link {
 
     /// Up and heard from lately: fit for new traffic. A link that fell
     /// silent for two rounds, or left two probes unanswered (about four
-    /// round trips after its last frame when verbs are in flight), is
-    /// suspected; new verbs then take another path while one exists.
+    /// round trips after its last frame when verbs are in flight), or
+    /// whose peer says hello as if it had lost this end (the way towards
+    /// it is broken), is suspected; new verbs then take another path while
+    /// one exists.
     pub fn is_usable(&self) -> bool {
         self.up
+            && !self.peer_lost_us
             && self.silent_rounds < SUSPECT_AFTER_ROUNDS
             && self.unanswered_probes < SUSPECT_AFTER_PROBES
     }
@@ -1853,6 +1867,7 @@ impl Link {
         }
         self.peer_restarted(sh);
         self.reset_sender_slots();
+        self.dead_epoch = self.peer_epoch;
         self.peer_epoch = 0;
         self.knowledge = Knowledge::Nothing;
         self.hello_due = true;
@@ -1879,23 +1894,30 @@ impl Link {
     ) -> usize {
         let mut moved = 0;
         for which in 0..3 {
-            loop {
-                let queue = match which {
-                    0 => &mut self.after_commits,
-                    1 => &mut self.ready,
-                    _ => &mut self.backoff,
-                };
-                let Some(&v) = queue.front() else { break };
+            let queue = match which {
+                0 => &mut self.after_commits,
+                1 => &mut self.ready,
+                _ => &mut self.backoff,
+            };
+            // Verbs too large for `to`'s frames stay, in order, and wait
+            // for this link.
+            for _ in 0..queue.len() {
+                let v = queue.pop_front().expect("counted");
                 let p = &self.verbs[v as usize];
-                if !to.submit(p.id, &p.verb, sh) {
-                    return moved;
+                if p.verb.class(to.cfg.max_class).is_some() && to.submit(p.id, &p.verb, sh) {
+                    self.free_verbs.push(v);
+                    moved += 1;
+                } else {
+                    queue.push_back(v);
                 }
-                queue.pop_front();
-                self.free_verbs.push(v);
-                moved += 1;
             }
         }
         moved
+    }
+
+    /// Whether `verb` fits this link's frames.
+    pub fn carries(&self, verb: &Verb) -> bool {
+        verb.class(self.cfg.max_class).is_some()
     }
 
     /// Calls `f` with the decision owed for every transfer this end has

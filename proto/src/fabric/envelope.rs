@@ -102,7 +102,7 @@ impl Resolution {
     }
 
     pub fn decode(b: &[u8]) -> Option<Resolution> {
-        if b.len() != RESOLVE_LEN && b.len() != RESOLVED_LEN {
+        if b.len() != RESOLVE_LEN {
             return None;
         }
         Some(Resolution {
@@ -128,7 +128,7 @@ impl Resolution {
             2 => Outcome::TargetRestarted,
             _ => return None,
         };
-        Some((Resolution::decode(b)?, outcome))
+        Some((Resolution::decode(&b[..RESOLVE_LEN])?, outcome))
     }
 }
 

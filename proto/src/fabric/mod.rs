@@ -91,6 +91,14 @@ impl FabricConfig {
                 "must be below the links' max_class: a path's frame travels inside a FORWARD",
             );
         }
+        if link.unreachable_after_rounds <= crate::link::SUSPECT_AFTER_ROUNDS {
+            return fail(
+                "unreachable_after_rounds",
+                "must be at least 3 with the fabric: a link is suspected after 2 silent \
+                 rounds, and its queued verbs move to another path before it is declared \
+                 unreachable",
+            );
+        }
         if self.advert_rounds == 0 || self.relay_queue == 0 || self.max_hops == 0 {
             return fail(
                 "fabric",
@@ -115,6 +123,10 @@ pub struct FabricStats {
     pub dropped_no_route: u64,
     pub dropped_hops: u64,
     pub dropped_queue_full: u64,
+    /// Relayed or path frames too large for the next link's frames.
+    pub dropped_too_large: u64,
+    /// A path was needed and the table of paths was full.
+    pub dropped_no_path: u64,
     /// Relayed frames that waited on a link that stopped being usable.
     pub dropped_link_lost: u64,
     pub paths_opened: u64,
@@ -123,6 +135,9 @@ pub struct FabricStats {
     pub resolves_sent: u64,
     /// Decisions carried out here for a peer's link.
     pub resolved_as_target: u64,
+    /// RESOLVE or RESOLVED frames this node could not act on: stale, or
+    /// from a node it has no single link to.
+    pub resolves_ignored: u64,
     /// Transfers of this node settled by an answer over a path.
     pub resolved_as_initiator: u64,
 }
@@ -142,6 +157,8 @@ struct Port {
     peer_epoch: u32,
     relays: VecDeque<Relay>,
     advert_due: bool,
+    /// The fabric's frames and the link's own take turns on the link.
+    fabric_next: bool,
     last_advert_round: u64,
     last_resolve_round: u64,
 }
@@ -161,8 +178,9 @@ pub(crate) struct Fabric {
     pub paths: Vec<Path>,
     /// Where the next look for a path frame starts, so paths share links.
     next_path: usize,
-    /// Scratch space, kept to avoid allocating per frame.
+    /// Scratch space, kept to avoid allocating or zeroing per frame.
     heard: Unhashed<Vec<Heard>>,
+    scratch: Unhashed<Box<[u8; MAX_FRAME]>>,
     resolutions: Unhashed<Vec<Resolution>>,
     /// Counters record, never steer: not part of the state.
     stats: Unhashed<FabricStats>,
@@ -177,6 +195,7 @@ impl Fabric {
             paths: Vec::with_capacity(MAX_NODES),
             next_path: 0,
             heard: Unhashed(Vec::with_capacity(MAX_NODES)),
+            scratch: Unhashed(Box::new([0; MAX_FRAME])),
             resolutions: Unhashed(Vec::with_capacity(usize::from(crate::config::MAX_SLOTS))),
             stats: Unhashed(FabricStats::default()),
         };
@@ -193,6 +212,7 @@ impl Fabric {
             peer_epoch: 0,
             relays: VecDeque::with_capacity(self.cfg.relay_queue),
             advert_due: false,
+            fabric_next: true,
             last_advert_round: 0,
             last_resolve_round: 0,
         });
@@ -312,7 +332,7 @@ impl Fabric {
         match fwd.kind {
             Kind::Path => {
                 let Some(i) = self.path_to(fwd.src) else {
-                    self.stats.dropped_no_route += 1;
+                    self.stats.dropped_no_path += 1;
                     return;
                 };
                 // A fabric frame inside a path is meaningless: the path
@@ -327,11 +347,14 @@ impl Fabric {
                 let outcome = if res.target_epoch != sh.epoch {
                     Outcome::TargetRestarted
                 } else {
-                    let settled = links
-                        .iter_mut()
-                        .find(|l| l.peer_id() == fwd.src)
-                        .is_some_and(|l| l.resolve(&res, sh));
+                    let mut to_src = links.iter_mut().filter(|l| l.peer_id() == fwd.src);
+                    let settled = match (to_src.next(), to_src.next()) {
+                        // One link to the source: the decision is for it.
+                        (Some(l), None) => l.resolve(&res, sh),
+                        _ => false,
+                    };
                     if !settled {
+                        self.stats.resolves_ignored += 1;
                         return;
                     }
                     Outcome::Settled
@@ -349,14 +372,19 @@ impl Fabric {
                 if res.initiator_epoch != sh.epoch {
                     return;
                 }
-                let Some(l) = links.iter().position(|l| l.peer_id() == fwd.src) else {
+                let mut to_src = links
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.peer_id() == fwd.src);
+                let (Some((l, _)), None) = (to_src.next(), to_src.next()) else {
+                    self.stats.resolves_ignored += 1;
                     return;
                 };
                 if links[l].resolved(&res, outcome, sh) {
                     self.stats.resolved_as_initiator += 1;
                     // A reversed verb goes again: over the path now, not
                     // when the link's next round comes.
-                    self.watch(l as LinkId, links, sh);
+                    self.follow(l as LinkId, links, sh);
                 }
             }
         }
@@ -390,6 +418,18 @@ impl Fabric {
 
     // ----- transmit ---------------------------------------------------------
 
+    /// Whether the fabric's frame goes before the link's own next on
+    /// `link`: they take turns, so relays neither wait behind a busy
+    /// link's answers nor hold them up.
+    pub fn turn(&self, link: LinkId) -> bool {
+        self.ports[usize::from(link)].fabric_next
+    }
+
+    /// A frame went out on `link`: the fabric's, or the link's own.
+    pub fn sent(&mut self, link: LinkId, fabric: bool) {
+        self.ports[usize::from(link)].fabric_next = !fabric;
+    }
+
     /// The next fabric frame for `link`, if one is due: its ADVERT, a
     /// relayed frame, or a frame of a path routed through it.
     pub fn poll_transmit<O: Observer, M: Store>(
@@ -422,7 +462,7 @@ impl Fabric {
                         |p| p[..len].copy_from_slice(&relay.payload[..len]),
                     ));
                 }
-                None => self.stats.dropped_queue_full += 1,
+                None => self.stats.dropped_too_large += 1,
             }
         }
         self.poll_paths(link, l, now, buf, sh)
@@ -461,20 +501,20 @@ impl Fabric {
     ) -> Option<usize> {
         let n = self.paths.len();
         let me = self.routes.me().node;
-        let mut inner = [0u8; MAX_FRAME];
+        let inner = &mut self.scratch[..];
         for k in 0..n {
             let i = (self.next_path + k) % n;
             let peer = self.paths[i].peer;
             if self.routes.route(peer).is_none_or(|r| r.via != link) {
                 continue;
             }
-            let Some(len) = self.paths[i].link.poll_transmit(now, &mut inner, sh) else {
+            let Some(len) = self.paths[i].link.poll_transmit(now, inner, sh) else {
                 continue;
             };
             self.next_path = (i + 1) % n;
             let total = envelope::FORWARD_HEAD + len;
             let Some(class) = wire::class_for_payload(total, l.class_to_peer()) else {
-                self.stats.dropped_queue_full += 1;
+                self.stats.dropped_too_large += 1;
                 continue;
             };
             let hops = self.cfg.max_hops;
@@ -487,70 +527,92 @@ impl Fabric {
         None
     }
 
-    // ----- watching the links -----------------------------------------------
+    // ----- following the links ----------------------------------------------
 
-    /// Follows `link` after it handled an input: routes through it come and
-    /// go with its usability; while it is not usable, its queued verbs move
-    /// to the path to its peer and its transfers in doubt are resolved
-    /// over that path, once per round of the link.
-    pub fn watch<O: Observer, M: Store>(
+    /// Follows `link` after it handled an input: a restart of its peer
+    /// learned by the path, the routes through it, and while it is not
+    /// usable, failover and resolution over the path to its peer.
+    pub fn follow<O: Observer, M: Store>(
         &mut self,
         link: LinkId,
         links: &mut [Link],
         sh: &mut Shared<'_, O, M>,
     ) {
-        let l = &mut links[usize::from(link)];
-        if let Some(p) = self.path_index(l.peer_id()) {
-            l.peer_restarted_elsewhere(self.paths[p].link.peer_epoch(), sh);
+        let peer = links[usize::from(link)].peer_id();
+        if let Some(p) = self.path_index(peer) {
+            links[usize::from(link)].peer_restarted_elsewhere(self.paths[p].link.peer_epoch(), sh);
         }
+        self.follow_state(link, &links[usize::from(link)]);
+        let l = &links[usize::from(link)];
+        // A peer reached by two links cannot tell which of them a
+        // decision sent by another path is for: those links settle their
+        // transfers themselves.
+        let alone = links.iter().filter(|o| o.peer_id() == peer).count() == 1;
+        if l.is_usable() || peer == 0 || !alone || self.routes.route(peer).is_none() {
+            return;
+        }
+        self.fail_over(&mut links[usize::from(link)], sh);
+        self.resolve_doubts(link, &mut links[usize::from(link)], sh.epoch);
+    }
+
+    /// Routes come and go with the link's state; a restarted neighbour's
+    /// old vector goes (it speaks anew); a usable link advertises every
+    /// `advert_rounds` of its rounds.
+    fn follow_state(&mut self, link: LinkId, l: &Link) {
         let (up, usable) = (l.is_up(), l.is_usable());
         let port = &mut self.ports[usize::from(link)];
         let restarted = l.peer_epoch() != port.peer_epoch;
         port.peer_epoch = l.peer_epoch();
-        if (up, usable) != (port.up, port.usable) || restarted {
-            port.up = up;
-            port.usable = usable;
-            port.advert_due = usable;
-            if !usable {
-                self.stats.dropped_link_lost += port.relays.len() as u64;
-                port.relays.clear();
+        if (up, usable) == (port.up, port.usable) && !restarted {
+            if usable && l.round() >= port.last_advert_round + self.cfg.advert_rounds {
+                port.advert_due = true;
             }
-            // A restarted neighbour's old vector goes: it speaks anew.
-            let mut changed = false;
-            if restarted {
-                changed |= self.routes.set_state(link, false, false);
-            }
-            changed |= self.routes.set_state(link, up, usable);
-            if changed {
-                self.routes_changed();
-            }
-        } else if usable && l.round() >= port.last_advert_round + self.cfg.advert_rounds {
-            port.advert_due = true;
-        }
-        if usable || l.peer_id() == 0 {
             return;
         }
-        if self.routes.route(l.peer_id()).is_none() {
-            return;
+        port.up = up;
+        port.usable = usable;
+        port.advert_due = usable;
+        if !usable {
+            self.stats.dropped_link_lost += port.relays.len() as u64;
+            port.relays.clear();
         }
+        let mut changed = false;
+        if restarted {
+            changed |= self.routes.set_state(link, false, false);
+        }
+        changed |= self.routes.set_state(link, up, usable);
+        if changed {
+            self.routes_changed();
+        }
+    }
+
+    /// Verbs queued on the unusable link `l`, and not yet sent, move to
+    /// the path to its peer (those the path's frames can carry).
+    fn fail_over<O: Observer, M: Store>(&mut self, l: &mut Link, sh: &mut Shared<'_, O, M>) {
         let Some(p) = self.path_for(l.peer_id()) else {
+            self.stats.dropped_no_path += 1;
             return;
         };
         let moved = l.hand_over(&mut self.paths[p].link, sh);
         self.stats.verbs_rerouted += moved as u64;
+    }
+
+    /// Once per round of the unusable link `l`: a RESOLVE to its peer for
+    /// every transfer it has not settled.
+    fn resolve_doubts(&mut self, link: LinkId, l: &mut Link, epoch: u32) {
         let port = &mut self.ports[usize::from(link)];
-        if l.round() > port.last_resolve_round {
-            port.last_resolve_round = l.round();
-            self.resolutions.clear();
-            let resolutions = &mut self.resolutions;
-            l.doubts(sh.epoch, |r| resolutions.push(r));
-            let peer = l.peer_id();
-            for i in 0..self.resolutions.len() {
-                let mut body = [0; envelope::RESOLVE_LEN];
-                self.resolutions[i].encode(&mut body);
-                self.stats.resolves_sent += 1;
-                self.send_to(peer, Kind::Resolve, &body);
-            }
+        if l.round() <= port.last_resolve_round {
+            return;
+        }
+        port.last_resolve_round = l.round();
+        self.resolutions.clear();
+        let resolutions = &mut self.resolutions;
+        l.doubts(epoch, |r| resolutions.push(r));
+        for i in 0..self.resolutions.len() {
+            let mut body = [0; envelope::RESOLVE_LEN];
+            self.resolutions[i].encode(&mut body);
+            self.stats.resolves_sent += 1;
+            self.send_to(l.peer_id(), Kind::Resolve, &body);
         }
     }
 }

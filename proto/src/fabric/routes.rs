@@ -160,7 +160,7 @@ impl Routes {
     /// unreachable (failure detection counted in the link's rounds), so a
     /// neighbour that is only slow does not leave the view. A link that
     /// goes down forgets the vector: it is learned again, whole, from the
-    /// neighbour's next advert. True if the routes changed.
+    /// neighbour's next advert. True if anything to advertise changed.
     pub fn set_state(&mut self, link: LinkId, up: bool, usable: bool) -> bool {
         let usable = up && usable;
         let n = self.neighbour(link);
@@ -177,7 +177,7 @@ impl Routes {
     }
 
     /// A neighbour's advert on `link`: its whole vector and its view. True
-    /// if the routes changed.
+    /// if anything to advertise changed.
     pub fn heard(&mut self, link: LinkId, view: (u64, u64), vector: &[Heard]) -> bool {
         let n = self.neighbour(link);
         if !n.up {
@@ -186,10 +186,12 @@ impl Routes {
         n.view = view;
         n.vector.clear();
         n.vector.extend(vector.iter().take(MAX_NODES).copied());
-        if view.0 > self.view.number {
+        // A larger number is taken, and passed on.
+        let adopted = view.0 > self.view.number;
+        if adopted {
             self.view.number = view.0;
         }
-        self.recompute()
+        self.recompute() || adopted
     }
 
     /// The entries to advertise on `link`: this node at 0 hops, then every
@@ -216,10 +218,11 @@ impl Routes {
     }
 
     /// Rebuilds both tables from the neighbours' vectors and renumbers the
-    /// view if its members changed. True if the routes changed.
+    /// view if its members changed. True if anything a neighbour hears of
+    /// (routes, reach, view) changed.
     fn recompute(&mut self) -> bool {
-        let before = core::mem::take(&mut self.table);
-        let mut table = before.clone();
+        let (before, reach_before) = (self.table.clone(), self.reach.clone());
+        let mut table = core::mem::take(&mut self.table);
         table.clear();
         let mut reach = core::mem::take(&mut self.reach);
         reach.clear();
@@ -233,13 +236,14 @@ impl Routes {
                 }
             }
         }
-        let changed = table != before;
+        let mut changed = table != before || reach != reach_before;
         self.table = table;
         self.reach = reach;
         let members = self.members();
         if members != self.view.members {
             self.view.members = members;
             self.view.number = self.view.number.saturating_add(1);
+            changed = true;
         }
         changed
     }
