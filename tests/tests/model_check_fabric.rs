@@ -430,8 +430,8 @@ fn explore(max_rounds: [u8; 3], examples: &[&str], complete: bool) {
 
 /// Three rounds at A and two at B (each suspects the cut link after two
 /// silent rounds), none at C: every interleaving of the six lanes, the cut
-/// at any point after the submission. Measured: about 1.45 M unique
-/// states, 55 s. Settling the transfer over C is reachable; the verb's
+/// at any point after the submission. Measured: about 1.1 M unique
+/// states, 40 s. Settling the transfer over C is reachable; the verb's
 /// retry over the path needs a round more at each end (below).
 #[test]
 fn a_transfer_in_doubt_on_a_cut_link_is_resolved_through_the_third_node() {
@@ -440,7 +440,7 @@ fn a_transfer_in_doubt_on_a_cut_link_is_resolved_through_the_third_node() {
 
 /// A round more at A and at B: the retried verb completes `Ok` over the
 /// path through C. Too large to finish here (20 M states generated in
-/// 200 s cover about 4.8 M unique states, depth first, with no invariant
+/// 200 s cover about 5 M unique states, depth first, with no invariant
 /// broken and both examples reached); run with `--ignored`.
 #[test]
 #[ignore = "a bounded search of about 200 s; run with --ignored"]
