@@ -269,6 +269,12 @@ pub(crate) struct Link {
     /// An incarnation of the peer known dead from another path: its
     /// HELLOs, late, must not bring the link up again.
     dead_epoch: u32,
+    /// When the peer was last heard, and whether a minimum round has
+    /// passed since (as of the last `handle_timeout`): unanswered probes
+    /// mean a dead link only then, not while the peer is merely
+    /// descheduled for less than the configured round.
+    last_heard_at: Nanos,
+    quiet_for_a_round: bool,
 
     srtt: Nanos,
     round: u64,
@@ -351,6 +357,8 @@ impl Link {
             unanswered_hellos: 0,
             peer_lost_us: false,
             dead_epoch: 0,
+            last_heard_at: 0,
+            quiet_for_a_round: false,
             srtt: cfg.initial_rtt,
             round: 0,
             round_started: 0,
@@ -557,6 +565,7 @@ impl Link {
     }
 
     pub fn handle_timeout<O: Observer, M: Store>(&mut self, now: Nanos, sh: &mut Shared<'_, O, M>) {
+        self.quiet_for_a_round = now.saturating_sub(self.last_heard_at) >= self.cfg.min_round;
         if !self.up && now >= self.next_hello {
             self.hello_due = true;
             self.next_hello = now.saturating_add(self.cfg.hello_interval);
@@ -850,6 +859,8 @@ impl Link {
         self.silent_rounds = 0;
         self.unanswered_probes = 0;
         self.peer_lost_us = false;
+        self.last_heard_at = now;
+        self.quiet_for_a_round = false;
         if !self.up {
             // Only an end that is up sends anything but HELLO, so this frame
             // proves the peer knows that we know it.
@@ -1840,16 +1851,21 @@ impl Link {
     }
 
     /// Up and heard from lately: fit for new traffic. A link that fell
-    /// silent for two rounds, or left two probes unanswered (about four
-    /// round trips after its last frame when verbs are in flight), or
+    /// silent for two rounds, or left two probes unanswered with nothing
+    /// heard for a minimum round (about four round trips after its last
+    /// frame when verbs are in flight and rounds are short; where polling
+    /// cores share CPUs, `min_round` says how long a descheduled peer may
+    /// be quiet), or
     /// whose peer says hello as if it had lost this end (the way towards
     /// it is broken), is suspected; new verbs then take another path while
     /// one exists.
     pub fn is_usable(&self) -> bool {
+        let probes_unanswered =
+            self.unanswered_probes >= SUSPECT_AFTER_PROBES && self.quiet_for_a_round;
         self.up
             && !self.peer_lost_us
             && self.silent_rounds < SUSPECT_AFTER_ROUNDS
-            && self.unanswered_probes < SUSPECT_AFTER_PROBES
+            && !probes_unanswered
     }
 
     /// Another path brought word (a HELLO of its own, from the peer) that
