@@ -808,7 +808,7 @@ fn fabric_section(out: &mut String, ms: &[Measurement]) {
          per link, the fabric on, a workload of 4 lanes from every node to every other; the \
          link 0-1 is cut for good a third of the way in, and the figures are those of the \
          workloads between 0 and 1 (both ways), which then go the other way round, three \
-         hops. The pairs: two dataplanes, one link, which goes down once in the middle third \
+         hops: before the cut, and from the first verb across it on. The pairs: two dataplanes, one link, which goes down once in the middle third \
          for 1 s and comes back; OAE's verbs wait for it, the RC model's queue pair \
          fails when its retries run out (8 ACK timeouts of about 67 ms). All four \
          dataplanes of the ring share this machine's two CPUs, so a relayed round trip \
