@@ -539,16 +539,20 @@ impl Fabric {
         sh: &mut Shared<'_, O, M>,
     ) {
         let peer = links[usize::from(link)].peer_id();
-        if let Some(p) = self.path_index(peer) {
+        // A usable link hears its peer's restarts itself; the scans below
+        // are for links that cannot, and stay off the path of every frame.
+        let usable = links[usize::from(link)].is_usable();
+        if !usable && let Some(p) = self.path_index(peer) {
             links[usize::from(link)].peer_restarted_elsewhere(self.paths[p].link.peer_epoch(), sh);
         }
         self.follow_state(link, &links[usize::from(link)]);
-        let l = &links[usize::from(link)];
+        if links[usize::from(link)].is_usable() || peer == 0 || self.routes.route(peer).is_none() {
+            return;
+        }
         // A peer reached by two links cannot tell which of them a
         // decision sent by another path is for: those links settle their
         // transfers themselves.
-        let alone = links.iter().filter(|o| o.peer_id() == peer).count() == 1;
-        if l.is_usable() || peer == 0 || !alone || self.routes.route(peer).is_none() {
+        if links.iter().filter(|o| o.peer_id() == peer).count() > 1 {
             return;
         }
         self.fail_over(&mut links[usize::from(link)], sh);
