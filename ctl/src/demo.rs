@@ -6,12 +6,12 @@
 
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use oae_common::topology::Shape;
-use oae_os::child::Supervised;
 
 use crate::fabric_demo::{self, FabricDemo};
+use crate::running::Running;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -97,33 +97,11 @@ pub struct DemoArgs {
     report: Option<PathBuf>,
 }
 
-/// Everything the demo started; dropping it stops the dataplanes and
-/// deletes the namespaces.
+/// Everything the demo started. The dataplanes come first, so they stop
+/// before the namespaces (and the veth pair and its XDP programs) go.
 struct Setup {
-    dataplanes: Vec<Supervised>,
-    sockets: Vec<PathBuf>,
-    dir: PathBuf,
-    pair: Option<VethPair>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        for socket in &self.sockets {
-            let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
-        }
-        for d in &mut self.dataplanes {
-            let pid = d.id();
-            if let Some((_, true)) = d.stop(true) {
-                eprintln!(
-                    "oaectl: dataplane {} (pid {pid:?}) did not stop; killed it",
-                    d.name()
-                );
-            }
-        }
-        // Deleting the namespaces deletes the veth pair and its XDP programs.
-        self.pair.take();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    running: Running,
+    _pair: VethPair,
 }
 
 pub fn run(args: &DemoArgs) -> Result<(), String> {
@@ -219,16 +197,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         parse_mac(&deployment.topology.macs[0]).ok_or("validated")?,
         parse_mac(&deployment.topology.macs[1]).ok_or("validated")?,
     ];
-    let dir = std::env::temp_dir().join(format!("oae-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let config_file = dir.join("deployment.toml");
+    let mut running =
+        Running::new(std::env::temp_dir().join(format!("oae-demo-{}", std::process::id())))?;
+    let config_file = running.dir.join("deployment.toml");
     std::fs::write(&config_file, &text).map_err(|e| e.to_string())?;
-    let mut setup = Setup {
-        dataplanes: Vec::new(),
-        sockets: Vec::new(),
-        dir: dir.clone(),
-        pair: None,
-    };
     let queues = args.queues.unwrap_or(1);
     println!("setting up two namespaces joined by a veth pair ...");
     let pair = VethPair::create_with_queues("demo", Some(macs), queues)
@@ -237,32 +209,19 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         "  {} ({}) <-> {} ({})",
         pair.ns[0], pair.ifname[0], pair.ns[1], pair.ifname[1]
     );
-    let ns = pair.ns.clone();
-    setup.pair = Some(pair);
-
     for (i, name) in names.iter().enumerate() {
-        let socket = dir.join(format!("{name}.sock"));
-        let log =
-            std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &ns[i]])
+        cmd.args(["netns", "exec", &pair.ns[i]])
             .arg(&oaed)
             .arg("--config")
             .arg(&config_file)
-            .args(["--name", name])
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.join(format!("{name}.state")))
-            .stdout(Stdio::null())
-            .stderr(log);
-        // A shutdown request is answered within the drain (2 s): beyond
-        // that, the dataplane is killed by its PID.
-        let dataplane = Supervised::spawn(&mut cmd, name, Duration::from_secs(6))
-            .map_err(|e| format!("{e} ({})", oaed.display()))?;
-        setup.dataplanes.push(dataplane);
-        setup.sockets.push(socket);
+            .args(["--name", name]);
+        running.start(cmd, name, &oaed)?;
     }
+    let mut setup = Setup {
+        running,
+        _pair: pair,
+    };
 
     wait_for_links(&mut setup, &interrupted)?;
     println!(
@@ -274,6 +233,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let check = exactly_once_check(&setup, &reports)?;
     let report = WorkloadReport::side_by_side(&reports);
     let stats: Vec<Value> = setup
+        .running
         .sockets
         .iter()
         .map(|s| call(s, &Request::Stats, STEP))
@@ -308,28 +268,11 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     }
 }
 
-fn log_tail(setup: &Setup, name: &str) -> String {
-    let text = std::fs::read_to_string(setup.dir.join(format!("{name}.log"))).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(8)..].join("\n")
-}
-
 fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if interrupted.load(Ordering::Relaxed) {
-            return Err("interrupted".into());
-        }
-        for d in &mut setup.dataplanes {
-            if let Some(status) = d.exited() {
-                let name = d.name().to_string();
-                return Err(format!(
-                    "dataplane {name} exited ({status}) during start-up:\n{}",
-                    log_tail(setup, &name)
-                ));
-            }
-        }
-        let up = setup.sockets.iter().all(|s| {
+        setup.running.check(interrupted)?;
+        let up = setup.running.sockets.iter().all(|s| {
             call(s, &Request::Status, Duration::from_secs(1))
                 .ok()
                 .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
@@ -339,14 +282,9 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
             return Ok(());
         }
         if Instant::now() > deadline {
-            let logs: Vec<String> = setup
-                .dataplanes
-                .iter()
-                .map(|d| format!("--- {}:\n{}", d.name(), log_tail(setup, d.name())))
-                .collect();
             return Err(format!(
                 "the links did not come up within 20 s\n{}",
-                logs.join("\n")
+                setup.running.logs()
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -354,7 +292,7 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
 }
 
 fn set_faults(setup: &Setup, change: &FaultChange) -> Result<(), String> {
-    for s in &setup.sockets {
+    for s in &setup.running.sockets {
         call(s, &Request::Fault(change.clone()), STEP)?;
     }
     Ok(())
@@ -393,7 +331,7 @@ fn run_workload(
     scope: FaultScope,
     interrupted: &AtomicBool,
 ) -> Result<Vec<WorkloadReport>, String> {
-    let issuer = &setup.sockets[0];
+    let issuer = &setup.running.sockets[0];
     // A workload per queue of the issuer, each with lanes of its own.
     let queues = deployment
         .dataplane
@@ -573,7 +511,10 @@ fn exactly_once_check(setup: &Setup, reports: &[WorkloadReport]) -> Result<Check
         let v = call(socket, &Request::RegionDump { id, queue: 0 }, STEP)?;
         Ok(v["data"].as_str().unwrap_or_default().to_string())
     };
-    let (remote, local) = (dump(&setup.sockets[1], 1)?, dump(&setup.sockets[0], 2)?);
+    let (remote, local) = (
+        dump(&setup.running.sockets[1], 1)?,
+        dump(&setup.running.sockets[0], 2)?,
+    );
     let images = reports.iter().flat_map(|r| {
         [
             (

@@ -7,8 +7,7 @@
 //! creates it removes, on success, on failure and on Ctrl-C.
 
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use oae_common::topology::Shape;
@@ -17,8 +16,9 @@ use oae_dataplane::control::{
 };
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
 use oae_dataplane::status::{DataplaneStatus, FabricStatus};
-use oae_os::child::Supervised;
 use oae_pmd::netns::Graph;
+
+use crate::running::Running;
 
 const STEP: Duration = Duration::from_secs(10);
 /// Liveness rounds of at least 10 ms: the polling cores of every node share
@@ -40,32 +40,21 @@ pub struct FabricDemo {
     pub report: Option<PathBuf>,
 }
 
-/// Everything the demo started; dropping it stops the dataplanes and
-/// deletes the namespaces.
+/// Everything the demo started. The dataplanes come first, so they stop
+/// before the namespaces (and the veth pairs) go.
 struct Setup {
+    running: Running,
     graph: Graph,
-    dataplanes: Vec<Supervised>,
-    sockets: Vec<PathBuf>,
-    dir: PathBuf,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        for socket in &self.sockets {
-            let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
-        }
-        for d in &mut self.dataplanes {
-            if let Some((_, true)) = d.stop(true) {
-                eprintln!("oaectl: dataplane {} did not stop; killed it", d.name());
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 impl Setup {
     fn fabric(&self, i: usize) -> Option<FabricStatus> {
-        let v = call(&self.sockets[i], &Request::Status, Duration::from_secs(2)).ok()?;
+        let v = call(
+            &self.running.sockets[i],
+            &Request::Status,
+            Duration::from_secs(2),
+        )
+        .ok()?;
         let s: DataplaneStatus = serde_json::from_value(v).ok()?;
         s.queues.into_iter().next()?.fabric
     }
@@ -86,31 +75,17 @@ impl Setup {
             link: 0,
             node: Some(j as u64 + 1),
         };
-        serde_json::from_value(call(&self.sockets[i], &request, STEP)?)
+        serde_json::from_value(call(&self.running.sockets[i], &request, STEP)?)
             .map_err(|e| format!("node {i}'s workload for node {j}: {e}"))
     }
 
     fn region(&self, i: usize, id: u16) -> Result<String, String> {
         let v = call(
-            &self.sockets[i],
+            &self.running.sockets[i],
             &Request::RegionDump { id, queue: 0 },
             STEP,
         )?;
         Ok(v["data"].as_str().unwrap_or_default().to_string())
-    }
-
-    fn logs(&self) -> String {
-        (0..self.sockets.len())
-            .map(|i| {
-                let text =
-                    std::fs::read_to_string(self.dir.join(format!("n{i}.log"))).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                format!(
-                    "--- n{i}:\n{}\n",
-                    lines[lines.len().saturating_sub(6)..].join("\n")
-                )
-            })
-            .collect()
     }
 }
 
@@ -124,23 +99,15 @@ fn wait(
 ) -> Result<(), String> {
     let until = Instant::now() + limit;
     loop {
-        if interrupted.load(Ordering::Relaxed) {
-            return Err("interrupted".into());
-        }
-        for d in &mut setup.dataplanes {
-            if let Some(status) = d.exited() {
-                let name = d.name().to_string();
-                return Err(format!(
-                    "dataplane {name} exited ({status})\n{}",
-                    setup.logs()
-                ));
-            }
-        }
+        setup.running.check(interrupted)?;
         if cond(setup) {
             return Ok(());
         }
         if Instant::now() > until {
-            return Err(format!("{what}: not within {limit:?}\n{}", setup.logs()));
+            return Err(format!(
+                "{what}: not within {limit:?}\n{}",
+                setup.running.logs()
+            ));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -172,35 +139,17 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     );
     let graph = Graph::create("fabric", n, &edges)
         .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
-    let dir = std::env::temp_dir().join(format!("oae-fabric-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut setup = Setup {
-        graph,
-        dataplanes: Vec::new(),
-        sockets: Vec::new(),
-        dir: dir.clone(),
-    };
+    let mut running =
+        Running::new(std::env::temp_dir().join(format!("oae-fabric-{}", std::process::id())))?;
     for (i, neighbours) in adj.iter().enumerate() {
-        let config = dir.join(format!("n{i}.toml"));
+        let config = running.dir.join(format!("n{i}.toml"));
         std::fs::write(&config, fabric_node_toml(i, neighbours, MIN_ROUND_NS))
             .map_err(|e| e.to_string())?;
-        let socket = dir.join(format!("n{i}.sock"));
-        let log =
-            std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
-        let mut cmd = setup.graph.command(i, &demo.oaed.to_string_lossy());
-        cmd.arg("--config")
-            .arg(&config)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(dir.join(format!("n{i}.state")))
-            .stdout(Stdio::null())
-            .stderr(log);
-        let d = Supervised::spawn(&mut cmd, &format!("n{i}"), Duration::from_secs(6))
-            .map_err(|e| format!("{e} ({})", demo.oaed.display()))?;
-        setup.dataplanes.push(d);
-        setup.sockets.push(socket);
+        let mut cmd = graph.command(i, &demo.oaed.to_string_lossy());
+        cmd.arg("--config").arg(&config);
+        running.start(cmd, &format!("n{i}"), &demo.oaed)?;
     }
+    let mut setup = Setup { running, graph };
     wait(
         &mut setup,
         Duration::from_secs(60),
@@ -231,7 +180,11 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
                 seed: (i * n + j) as u64,
                 ..Default::default()
             };
-            call(&setup.sockets[i], &Request::WorkloadStart(spec), STEP)?;
+            call(
+                &setup.running.sockets[i],
+                &Request::WorkloadStart(spec),
+                STEP,
+            )?;
         }
     }
     println!(
@@ -322,7 +275,7 @@ fn phase(setup: &Setup, n: usize, name: &str) -> Result<(), String> {
                 node: Some(j as u64 + 1),
                 name: name.into(),
             };
-            call(&setup.sockets[i], &request, STEP)?;
+            call(&setup.running.sockets[i], &request, STEP)?;
         }
     }
     Ok(())

@@ -3,6 +3,7 @@
 
 mod demo;
 mod fabric_demo;
+mod running;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
