@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_dataplane::config::{IdlePolicy, KickPolicy};
+use oae_dataplane::control::{CpuUse, FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_dataplane::status::DataplaneStatus;
 use oae_pmd::netns::{VethPair, parse_mac};
@@ -77,6 +78,17 @@ pub struct DemoArgs {
     /// interfaces), all on one memory per dataplane.
     #[arg(long)]
     queues: Option<u32>,
+    /// Every queue's idle policy: spin (the default), yield, or sleep on
+    /// the socket until a frame, a request or the next timer.
+    #[arg(long, value_enum)]
+    idle: Option<IdlePolicy>,
+    /// When every queue kicks its transmit ring: immediate (the default)
+    /// or adaptive (held while receive bursts keep coming, bounded).
+    #[arg(long, value_enum)]
+    kicks: Option<KickPolicy>,
+    /// AF_XDP preferred busy polling on every queue.
+    #[arg(long)]
+    busy_poll: bool,
     /// A fabric instead of the pair: ring:N, mesh:N or line:N (2 to 16
     /// nodes), a namespace per node, a veth pair per link, a workload
     /// between every pair of nodes, one link cut a third of the way in.
@@ -121,6 +133,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         cores: args.cores.clone(),
         min_round_ns: args.min_round_us.map(|us| us.saturating_mul(1000)),
         queues: args.queues,
+        idle: args.idle,
+        kicks: args.kicks,
+        busy_poll: args.busy_poll.then_some(true),
     };
     let mut deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
     deployment.apply(&overrides).map_err(|e| e.to_string())?;
@@ -229,7 +244,13 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         settings.seconds
     );
     let scope = args.fault_scope.unwrap_or_default();
+    let cpu_before = polling_cpu(&setup)?;
     let reports = run_workload(&setup, &deployment, &settings, scope, &interrupted)?;
+    let cpu: Vec<CpuUse> = polling_cpu(&setup)?
+        .iter()
+        .zip(&cpu_before)
+        .map(|(after, before)| after.since(before))
+        .collect();
     let check = exactly_once_check(&setup, &reports)?;
     let report = WorkloadReport::side_by_side(&reports);
     let stats: Vec<Value> = setup
@@ -239,6 +260,16 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         .map(|s| call(s, &Request::Stats, STEP))
         .collect::<Result<_, _>>()?;
     print_table(&names, &settings, scope, &report, &stats, &check);
+    println!(
+        "  {:<34} {}",
+        "CPU while the workload ran",
+        names
+            .iter()
+            .zip(&cpu)
+            .map(|(n, c)| format!("{n} {:.2} s ({:.2} user)", c.total_s(), c.user_s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     if args.json || args.report.is_some() {
         let v = serde_json::json!({"impairment": settings.impairment(),
                                    "settings": {"seconds": settings.seconds, "lanes": settings.lanes,
@@ -247,7 +278,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                                                 "flaps": settings.flaps, "flap_ms": settings.flap_ms,
                                                 "fault_scope": scope.to_string(),
                                                 "verbs": settings.verbs},
-                                   "queues": reports.len(),
+                                   "queues": reports.len(), "cpu": cpu,
                                    "workload": report, "workloads": reports, "stats": stats,
                                    "exactly_once": check.ok(), "differences": check.differences});
         let text = serde_json::to_string_pretty(&v).unwrap_or_default();
@@ -322,6 +353,25 @@ fn schedule(settings: &DemoSettings) -> Vec<(f64, Step)> {
     }
     steps.push((2.0 * third, Step::Restore));
     steps
+}
+
+/// CPU time each dataplane's polling threads have used so far.
+fn polling_cpu(setup: &Setup) -> Result<Vec<CpuUse>, String> {
+    setup
+        .running
+        .sockets
+        .iter()
+        .map(|s| {
+            let stats = call(s, &Request::Stats, STEP)?;
+            let mut sum = CpuUse::default();
+            for q in stats["queues"].as_array().into_iter().flatten() {
+                let c: CpuUse = serde_json::from_value(q["cpu"].clone())
+                    .map_err(|e| format!("a queue's stats carry no CPU time: {e}"))?;
+                sum.add(&c);
+            }
+            Ok(sum)
+        })
+        .collect()
 }
 
 fn run_workload(

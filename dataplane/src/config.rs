@@ -263,6 +263,88 @@ pub struct QueueConfig {
     pub ring_size: Option<u32>,
     #[serde(default)]
     pub link: LinkSettings,
+    #[serde(default)]
+    pub poll: PollSettings,
+}
+
+/// How a queue's polling core polls (`[queue.poll]`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PollSettings {
+    /// What the core does when a loop iteration finds nothing to do.
+    #[serde(default)]
+    pub idle: IdlePolicy,
+    /// With `idle = "sleep"`: how long an idle core keeps polling (yielding
+    /// between polls) before it sleeps, microseconds (default 50).
+    pub spin_us: Option<u32>,
+    /// When the transmit ring is kicked (AF_XDP: a `sendto` per kick).
+    #[serde(default)]
+    pub kicks: KickPolicy,
+    /// AF_XDP preferred busy polling (`SO_PREFER_BUSY_POLL`): the polling
+    /// core runs the queue's receive processing itself.
+    #[serde(default)]
+    pub busy_poll: bool,
+}
+
+impl PollSettings {
+    pub const DEFAULT_SPIN_US: u32 = 50;
+
+    pub fn spin_us(&self) -> u32 {
+        self.spin_us.unwrap_or(Self::DEFAULT_SPIN_US)
+    }
+
+    fn validate(&self, driver: DriverKind) -> Result<(), String> {
+        if self.spin_us() > 1_000_000 {
+            return Err(format!(
+                "poll.spin_us = {} is over a second: use at most 1000000",
+                self.spin_us()
+            ));
+        }
+        if driver == DriverKind::Dpdk {
+            if self.idle == IdlePolicy::Sleep {
+                return Err(
+                    "poll.idle = \"sleep\" needs a socket to sleep on, which a DPDK \
+                            queue has not: use \"spin\" or \"yield\""
+                        .into(),
+                );
+            }
+            if self.busy_poll {
+                return Err(
+                    "poll.busy_poll is an AF_XDP socket option: remove it for a DPDK \
+                            queue"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What an idle polling core does.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdlePolicy {
+    /// Keep polling: the lowest latency, a whole CPU always.
+    #[default]
+    Spin,
+    /// Poll, but give the CPU to any other runnable thread between polls.
+    Yield,
+    /// Sleep on the socket until a frame, a submission, a control request
+    /// or the link's next timer, as DPDK's receive interrupt mode does.
+    Sleep,
+}
+
+/// When a polling core kicks its transmit ring.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum KickPolicy {
+    /// After every transmit burst.
+    #[default]
+    Immediate,
+    /// Held while receive bursts keep coming (so one system call sends
+    /// the answers of several), for a bounded number of frames and loop
+    /// iterations; at once when a receive burst comes back empty.
+    Adaptive,
 }
 
 /// A peer this queue has a link to.
@@ -610,6 +692,7 @@ impl Config {
                     q.frames
                 )));
             }
+            q.poll.validate(q.driver).map_err(at)?;
             match q.driver {
                 DriverKind::AfXdp if q.dpdk_port.is_some() => {
                     return Err(at(
@@ -874,6 +957,42 @@ mod tests {
         assert!(bad.contains("not a MAC address"), "{bad}");
         let rc = two_queues(&format!("transport = \"rc-model\"\n{peers}"), b).unwrap_err();
         assert!(rc.contains("give each its own queue"), "{rc}");
+    }
+
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn poll_settings_are_read_and_those_a_driver_cannot_honour_refused() {
+        let with = |driver: &str, poll: &str| {
+            parse_one(&format!(
+                "{}\n[dpdk]\nvdevs = [\"net_ring0\"]\n",
+                ONE.replace("iface = \"eth0\"", driver).replace(
+                    "[queue.link]",
+                    &format!("[queue.poll]\n{poll}\n[queue.link]")
+                )
+            ))
+        };
+        let afxdp = "iface = \"eth0\"";
+        let dpdk = "driver = \"dpdk\"\ndpdk_port = \"net_ring0\"";
+        let cfg = with(
+            afxdp,
+            "idle = \"sleep\"\nkicks = \"adaptive\"\nbusy_poll = true",
+        )
+        .unwrap();
+        let p = cfg.queues[0].poll;
+        assert_eq!(
+            (p.idle, p.kicks, p.busy_poll),
+            (IdlePolicy::Sleep, KickPolicy::Adaptive, true)
+        );
+        assert_eq!(p.spin_us(), PollSettings::DEFAULT_SPIN_US);
+        with(dpdk, "idle = \"yield\"").unwrap();
+        let sleep = with(dpdk, "idle = \"sleep\"").unwrap_err();
+        assert!(sleep.contains("use \"spin\" or \"yield\""), "{sleep}");
+        let busy = with(dpdk, "busy_poll = true").unwrap_err();
+        assert!(busy.contains("remove it for a DPDK queue"), "{busy}");
+        let long = with(afxdp, "spin_us = 5000000").unwrap_err();
+        assert!(long.contains("use at most 1000000"), "{long}");
+        let typo = with(afxdp, "idle = \"nap\"").unwrap_err();
+        assert!(typo.contains("spin") && typo.contains("sleep"), "{typo}");
     }
 
     #[test]

@@ -122,7 +122,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
 
 fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path) {
     for q in &shared.queues {
-        q.stop.store(true, Ordering::Relaxed);
+        q.request_stop();
     }
     let mut reports = Vec::new();
     for t in threads {

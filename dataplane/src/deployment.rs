@@ -9,7 +9,9 @@ use std::path::Path;
 use oae_pmd::netns::parse_mac;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, ConfigError, TransportKind, in_file, read, toml_error};
+use crate::config::{
+    Config, ConfigError, IdlePolicy, KickPolicy, TransportKind, in_file, read, toml_error,
+};
 
 /// How a multi-dataplane file's network is built.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -254,6 +256,10 @@ pub struct QueueOverrides {
     /// (AF_XDP: queue `k` of the interface, steered by queue; DPDK
     /// net_memif: port `net_memif<k>`, interface id `k` on the same socket).
     pub queues: Option<u32>,
+    /// Every queue's `[queue.poll]` idle policy, kicks and busy polling.
+    pub idle: Option<IdlePolicy>,
+    pub kicks: Option<KickPolicy>,
+    pub busy_poll: Option<bool>,
 }
 
 impl Deployment {
@@ -296,6 +302,15 @@ impl Deployment {
                 }
                 if let Some(ns) = o.min_round_ns {
                     q.link.min_round_ns = Some(ns);
+                }
+                if let Some(idle) = o.idle {
+                    q.poll.idle = idle;
+                }
+                if let Some(kicks) = o.kicks {
+                    q.poll.kicks = kicks;
+                }
+                if let Some(on) = o.busy_poll {
+                    q.poll.busy_poll = on;
                 }
             }
             cfg.validate().map_err(ConfigError)?;
@@ -384,6 +399,9 @@ mod tests {
             cores: Some(vec![1, 1]),
             min_round_ns: Some(2_000_000),
             queues: None,
+            idle: Some(IdlePolicy::Sleep),
+            kicks: Some(KickPolicy::Adaptive),
+            busy_poll: Some(true),
         };
         let mut d = parse();
         d.apply(&o).unwrap();
@@ -395,6 +413,9 @@ mod tests {
             assert_eq!(q.core, Some(1));
             assert_eq!((q.link.slots, q.link.credits), (Some(256), Some(256)));
             assert_eq!(q.link.min_round_ns, Some(2_000_000));
+            assert_eq!(q.poll.idle, IdlePolicy::Sleep);
+            assert_eq!(q.poll.kicks, KickPolicy::Adaptive);
+            assert!(q.poll.busy_poll);
         }
         let one_core = QueueOverrides {
             cores: Some(vec![0]),

@@ -9,7 +9,6 @@
 //! its result, or with an error saying it had no effect.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -116,7 +115,7 @@ impl EmbeddedQueue {
     // keeping a copy; boxing it would allocate once per submission.
     #[allow(clippy::result_large_err)]
     pub fn submit(&self, submission: Submission) -> Result<(), Submission> {
-        self.shared.submissions.push(submission)
+        self.shared.submit(submission)
     }
 
     /// The next completion, if one is ready.
@@ -146,7 +145,7 @@ impl EmbeddedQueue {
     }
 
     fn halt(&mut self) -> Option<FinalReport> {
-        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.request_stop();
         self.thread.take()?.join().ok().flatten()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oae_pmd::Driver;
-use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode};
+use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode, BusyPoll};
 #[cfg(feature = "dpdk")]
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
@@ -17,7 +17,7 @@ use oae_proto::{FabricConfig, NoObserver, Node, SharedMemory, Store};
 use oae_rc_model::RcEndpoint;
 
 use crate::config::{
-    BindModeSetting, Config, DriverKind, QueueConfig, TransportKind, XdpModeSetting,
+    BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, TransportKind, XdpModeSetting,
 };
 use crate::host::HostPort;
 use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
@@ -100,8 +100,9 @@ pub fn build_queue(
         plan.push((iface.to_string(), links));
     }
     let parts = Parts {
-        shared: Arc::new(QueueShared::new(4096)),
+        shared: Arc::new(QueueShared::new(4096)?),
         inflight,
+        poll: q.poll,
         info: QueueInfo {
             index: index as u16,
             iface: q.label().to_string(),
@@ -127,7 +128,11 @@ pub fn build_queue(
         DriverKind::AfXdp => {
             let mut ports = Vec::new();
             for (iface, links) in plan {
-                ports.push(Port::new(open_afxdp(q, &iface, steering)?, links));
+                ports.push(Port::new(
+                    open_afxdp(q, &iface, steering)?,
+                    links,
+                    q.poll.kicks,
+                ));
             }
             let name = format!("af_xdp ({})", ports[0].driver.bind_mode());
             assemble(ports, name, transport, parts)?
@@ -137,7 +142,8 @@ pub fn build_queue(
             let driver = open_dpdk(config, q)?;
             let name = format!("dpdk ({})", driver.name());
             let links = plan.into_iter().flat_map(|(_, links)| links).collect();
-            assemble(vec![Port::new(driver, links)], name, transport, parts)?
+            let port = Port::new(driver, links, q.poll.kicks);
+            assemble(vec![port], name, transport, parts)?
         }
         #[cfg(not(feature = "dpdk"))]
         DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
@@ -157,6 +163,7 @@ enum AnyTransport {
 struct Parts {
     shared: Arc<QueueShared>,
     inflight: usize,
+    poll: PollSettings,
     info: QueueInfo,
     host: Option<HostPort>,
 }
@@ -203,6 +210,7 @@ where
         parts.shared,
         parts.host,
         parts.inflight,
+        parts.poll,
     );
     Ok(Box::new(move |drain| pipeline.run(drain)))
 }
@@ -232,6 +240,7 @@ fn open_afxdp(
         comp_size: ring,
         rx_size: ring,
         tx_size: ring,
+        busy_poll: q.poll.busy_poll.then(BusyPoll::default),
         mode: match q.bind_mode {
             BindModeSetting::Auto => BindMode::Auto,
             BindModeSetting::ZeroCopy => BindMode::ZeroCopy,

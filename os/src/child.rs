@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::cpu::{self, CpuTime};
+
 /// How often a bounded wait looks at the child.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -18,6 +20,7 @@ pub struct Supervised {
     child: Option<Child>,
     name: String,
     grace: Duration,
+    cpu: Option<CpuTime>,
 }
 
 impl Supervised {
@@ -30,6 +33,7 @@ impl Supervised {
             child: Some(child),
             name: name.to_string(),
             grace,
+            cpu: None,
         })
     }
 
@@ -43,7 +47,23 @@ impl Supervised {
 
     /// Its exit status if it has exited (then it is reaped).
     pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut()?.try_wait().ok().flatten()
+        let before = cpu::reaped_children();
+        let status = self.child.as_mut()?.try_wait().ok().flatten()?;
+        self.note_cpu(&before);
+        Some(status)
+    }
+
+    /// The CPU time it used, once reaped. Read as what this process's
+    /// reaped children used across the reaping, so it is exact when no
+    /// other thread reaps a child at the same moment.
+    pub fn cpu(&self) -> Option<CpuTime> {
+        self.cpu
+    }
+
+    fn note_cpu(&mut self, before: &CpuTime) {
+        if self.cpu.is_none() {
+            self.cpu = Some(cpu::reaped_children().since(before));
+        }
     }
 
     /// Waits up to `limit` for it to exit by itself.
@@ -64,7 +84,10 @@ impl Supervised {
     pub fn kill9(&mut self) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
         let _ = child.kill();
-        child.wait().ok()
+        let before = cpu::reaped_children();
+        let status = child.wait().ok()?;
+        self.note_cpu(&before);
+        Some(status)
     }
 
     /// Ends it: SIGTERM (unless `asked` says it was asked another way, such
@@ -98,6 +121,7 @@ mod tests {
         let grace = Duration::from_secs(5);
         let mut quick = Supervised::spawn(Command::new("true").arg("x"), "true", grace).unwrap();
         assert!(quick.wait_for(Duration::from_secs(10)).unwrap().success());
+        assert!(quick.cpu().is_some(), "a reaped child's CPU time is known");
         // `sleep` dies of SIGTERM at once.
         let mut sleeper =
             Supervised::spawn(Command::new("sleep").arg("60"), "sleep", grace).unwrap();

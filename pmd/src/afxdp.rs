@@ -69,6 +69,12 @@ const XDP_HEADROOM: usize = 256;
 /// moves in copy mode (the default is 32).
 const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 
+/// `setsockopt` options of preferred busy polling (Linux 5.11+; the same
+/// numbers on every architecture this builds for).
+const SO_BUSY_POLL: libc::c_int = 46;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
 /// How long a queue reported busy is retried: long enough for the kernel
 /// to finish releasing a socket closed just before.
 const BUSY_GRACE: Duration = Duration::from_secs(1);
@@ -130,6 +136,27 @@ pub struct AfXdpConfig {
     /// Bind with `XDP_USE_NEED_WAKEUP`: the kernel says when it needs a
     /// system call to make progress, so a busy-polling loop makes fewer.
     pub need_wakeup: bool,
+    /// Preferred busy polling: the socket's own system calls run the
+    /// queue's NAPI processing, instead of interrupts and softirqs.
+    pub busy_poll: Option<BusyPoll>,
+}
+
+/// Settings of preferred busy polling (`SO_PREFER_BUSY_POLL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// `SO_BUSY_POLL`: how long one system call may poll, microseconds.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: most packets one poll processes.
+    pub budget: u32,
+}
+
+impl Default for BusyPoll {
+    fn default() -> BusyPoll {
+        BusyPoll {
+            usecs: 20,
+            budget: MAX_BURST as u32,
+        }
+    }
 }
 
 impl Default for AfXdpConfig {
@@ -145,6 +172,7 @@ impl Default for AfXdpConfig {
             tx_size: 2048,
             mode: BindMode::Auto,
             need_wakeup: true,
+            busy_poll: None,
         }
     }
 }
@@ -332,6 +360,8 @@ pub struct Wakeups {
     pub fill: u64,
     /// Wakeups that failed with an unexpected error.
     pub failed: u64,
+    /// `recvfrom` calls that ran the queue's processing (busy polling).
+    pub busy_polls: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -366,6 +396,9 @@ pub struct AfXdp {
     tx_size: u32,
     zero_copy: bool,
     need_wakeup: bool,
+    busy_poll: bool,
+    /// `tx_burst` only queues: [`Driver::kick`] sends.
+    hold_kicks: bool,
     tx_budget: Option<u32>,
     mac: [u8; 6],
     stats: DriverStats,
@@ -453,6 +486,16 @@ impl AfXdp {
         let tx_budget = (!zero_copy)
             .then(|| set_tx_budget(fd, config.tx_size).ok())
             .flatten();
+        if let Some(b) = config.busy_poll {
+            set_busy_poll(fd, b).map_err(|source| AfXdpError::Os {
+                what: format!(
+                    "enabling preferred busy polling ({} us, budget {}); \
+                     set busy_poll = false if this kernel lacks it",
+                    b.usecs, b.budget
+                ),
+                source,
+            })?;
+        }
 
         let frames = descs.len();
         let mut driver = AfXdp {
@@ -473,6 +516,8 @@ impl AfXdp {
             tx_size: config.tx_size,
             zero_copy,
             need_wakeup: config.need_wakeup,
+            busy_poll: config.busy_poll.is_some(),
+            hold_kicks: false,
             tx_budget,
             mac,
             stats: DriverStats::default(),
@@ -642,6 +687,32 @@ impl AfXdp {
     }
 }
 
+impl AfXdp {
+    /// With preferred busy polling, an empty receive ring is this thread's
+    /// cue to run the queue's processing itself: a non-blocking `recvfrom`
+    /// does, within the socket's busy-poll budget.
+    fn run_napi(&mut self) {
+        let fd = self.fd();
+        // SAFETY: a zero-length receive into no buffer: the kernel writes
+        // nothing to user memory; `fd` is this driver's open socket.
+        let rc = unsafe {
+            libc::recvfrom(
+                fd,
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
+            self.wakeups.failed += 1;
+        } else {
+            self.wakeups.busy_polls += 1;
+        }
+    }
+}
+
 /// A socket bound to its queue, with its UMEM and the UMEM's frames.
 struct Bound {
     umem: Umem,
@@ -688,7 +759,12 @@ impl Driver for AfXdp {
 
     fn rx_burst(&mut self, out: &mut Burst<FrameDesc>) -> usize {
         self.reap_completions();
-        self.kick_tx();
+        if !self.hold_kicks {
+            self.kick_tx();
+        }
+        if self.busy_poll && self.rx.nb_avail(1) == 0 {
+            self.run_napi();
+        }
         let room = out.remaining_capacity();
         let ready = if room == 0 {
             0
@@ -800,7 +876,9 @@ impl Driver for AfXdp {
         if !bufs.is_empty() {
             self.stats.tx_ring_full += 1;
         }
-        self.kick_tx();
+        if !self.hold_kicks || !bufs.is_empty() {
+            self.kick_tx();
+        }
         done
     }
 
@@ -815,6 +893,8 @@ impl Driver for AfXdp {
     fn stats(&mut self) -> DriverStats {
         self.reap_completions();
         let mut stats = self.stats;
+        stats.tx_kicks = self.wakeups.tx;
+        stats.busy_polls = self.wakeups.busy_polls;
         // Kernel counters stay zero if the query fails: they are advisory,
         // and the socket is still usable.
         if let Ok(k) = self.rx.fd().xdp_statistics() {
@@ -830,6 +910,25 @@ impl Driver for AfXdp {
 
     fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    fn hold_kicks(&mut self, hold: bool) {
+        self.hold_kicks = hold;
+        if !hold {
+            self.kick_tx();
+        }
+    }
+
+    fn unkicked(&mut self) -> usize {
+        self.tx_pending() as usize
+    }
+
+    fn kick(&mut self) {
+        self.kick_tx();
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(AsFd::as_fd(self))
     }
 }
 
@@ -973,6 +1072,30 @@ fn set_tx_budget(fd: RawFd, budget: u32) -> io::Result<u32> {
         return Err(io::Error::last_os_error());
     }
     Ok(budget)
+}
+
+fn set_busy_poll(fd: RawFd, b: BusyPoll) -> io::Result<()> {
+    for (option, value) in [
+        (SO_PREFER_BUSY_POLL, 1),
+        (SO_BUSY_POLL, b.usecs),
+        (SO_BUSY_POLL_BUDGET, b.budget),
+    ] {
+        // SAFETY: the kernel reads exactly `size_of::<u32>()` bytes from
+        // `value`, which outlives the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&raw const value).cast::<c_void>(),
+                mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Receive queues the interface reports through ethtool, if it does.

@@ -8,6 +8,8 @@
 //! transmitted as is (a reflector needs no copy). Nothing here allocates per
 //! packet: buffers come from a pool sized when the driver is created.
 
+use std::os::fd::BorrowedFd;
+
 use arrayvec::ArrayVec;
 
 /// Most frames one burst carries.
@@ -58,6 +60,26 @@ pub trait Driver {
 
     /// The interface's MAC address, for the source of transmitted frames.
     fn mac(&self) -> [u8; 6];
+
+    /// Whether [`Driver::tx_burst`] leaves the system call that makes the
+    /// kernel send (the kick) to [`Driver::kick`], so a caller can send the
+    /// frames of several bursts with one. Drivers whose transmission needs
+    /// no system call ignore it.
+    fn hold_kicks(&mut self, _hold: bool) {}
+
+    /// Frames queued for transmission whose kick is held.
+    fn unkicked(&mut self) -> usize {
+        0
+    }
+
+    /// Makes the NIC send every frame queued for transmission.
+    fn kick(&mut self) {}
+
+    /// A descriptor that polls readable when frames arrive, for an idle
+    /// polling core to sleep on; `None` if the driver has none.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// Counters of one driver queue. Kernel counters are zero where the driver
@@ -88,6 +110,11 @@ pub struct DriverStats {
     pub kernel_tx_invalid: u64,
     /// Kernel: times the transmit ring was found empty.
     pub kernel_tx_ring_empty: u64,
+    /// System calls that made the kernel transmit (AF_XDP `sendto`).
+    pub tx_kicks: u64,
+    /// System calls that ran the queue's receive processing (AF_XDP
+    /// preferred busy polling).
+    pub busy_polls: u64,
 }
 
 impl DriverStats {
@@ -104,6 +131,8 @@ impl DriverStats {
         self.kernel_rx_invalid += o.kernel_rx_invalid;
         self.kernel_tx_invalid += o.kernel_tx_invalid;
         self.kernel_tx_ring_empty += o.kernel_tx_ring_empty;
+        self.tx_kicks += o.tx_kicks;
+        self.busy_polls += o.busy_polls;
     }
 }
 

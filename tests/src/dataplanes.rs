@@ -59,6 +59,8 @@ pub struct Options {
     /// Queues per veth end, one polling core and one link each, steered by
     /// queue (AF_XDP only).
     pub queues: u32,
+    /// Every queue's `[queue.poll]` table, e.g. `idle = "sleep"`.
+    pub poll: Option<&'static str>,
 }
 
 /// How the two dataplanes reach each other.
@@ -94,6 +96,7 @@ impl Default for Options {
             rc_model: false,
             host_ring_cost: None,
             queues: 1,
+            poll: None,
         }
     }
 }
@@ -354,7 +357,10 @@ peer_mac = "{peer}"
 slots = {slots}
 credits = {slots}
 unreachable_after_rounds = {unreach}
-{min_round}"#,
+{min_round}{poll}"#,
+                    poll = o.poll.map_or_else(String::new, |p| {
+                        format!("[dataplane.{name}.queue.poll]\n{p}\n")
+                    }),
                     transport = if o.rc_model {
                         "transport = \"rc-model\"\n"
                     } else {

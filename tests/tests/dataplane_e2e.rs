@@ -619,6 +619,95 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
     assert_eq!(d.link(0)["up"], true);
 }
 
+/// A polling core's CPU time so far (seconds) and its idle counters.
+fn polling_cpu(d: &Dataplanes, i: usize) -> (f64, Value) {
+    let q = d.stats(i)["queues"][0].clone();
+    let cpu = q["cpu"]["user_s"].as_f64().unwrap() + q["cpu"]["system_s"].as_f64().unwrap();
+    (cpu, q["idle"].clone())
+}
+
+#[test]
+fn sleeping_cores_keep_the_link_up_and_leave_the_cpu() {
+    if !oae_tests::require_root("sleeping_cores_keep_the_link_up_and_leave_the_cpu") {
+        return;
+    }
+    let options = Options {
+        poll: Some("idle = \"sleep\""),
+        ..Options::default()
+    };
+    let d = Dataplanes::start("sleep", &options);
+    let counters = |i: usize| d.stats(i)["queues"][0]["links"][0].clone();
+    let before: Vec<(Value, Value, f64)> = (0..2)
+        .map(|i| (d.link(i), counters(i), polling_cpu(&d, i).0))
+        .collect();
+    // An idle stretch of a second, about 500 of the links' 2 ms rounds,
+    // watched throughout: the point is what happens while nothing does.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(1) {
+        for i in 0..2 {
+            let link = d.link(i);
+            assert_eq!(link["up"], true, "side {i} while idle: {link}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let wall = started.elapsed().as_secs_f64();
+    for (i, (link_before, counters_before, cpu_before)) in before.iter().enumerate() {
+        let (link, counted) = (d.link(i), counters(i));
+        let (cpu, idle) = polling_cpu(&d, i);
+        let heard =
+            counted["rx_frames"].as_u64().unwrap() - counters_before["rx_frames"].as_u64().unwrap();
+        // Liveness ran while the cores slept: a tick or its tock every
+        // round (bounded below loosely: a loaded machine stretches rounds),
+        // and neither end saw its peer restart or vanish.
+        assert!(
+            heard >= 50,
+            "side {i}: {heard} frames in {wall:.2} s: {counted}"
+        );
+        assert_eq!(
+            link["peer_epoch"], link_before["peer_epoch"],
+            "side {i}: {link}"
+        );
+        assert_eq!(
+            counted["unreachable_declared"], counters_before["unreachable_declared"],
+            "side {i}: {counted}"
+        );
+        // A spinning core uses all of the wall time; a sleeping one a
+        // sliver (the bound leaves room for a loaded machine's wakeups).
+        let used = cpu - cpu_before;
+        eprintln!("side {i}: {used:.3} s of CPU in {wall:.2} s idle, {heard} frames heard, {idle}");
+        assert!(
+            used < 0.5 * wall,
+            "side {i} used {used:.3} s of CPU in {wall:.2} s idle: {idle}"
+        );
+        assert!(idle["sleeps"].as_u64().unwrap() > 0, "side {i}: {idle}");
+    }
+    // Asleep or not, a verb gets its answer, and a workload keeps
+    // exactly-once.
+    let (region, key, offset) = target(64);
+    let out = verb(
+        &d,
+        VerbSpec::Cas {
+            region,
+            key,
+            offset,
+            expected: 0,
+            new: 7,
+        },
+    )
+    .expect("CAS on a sleeping pair");
+    assert_eq!(
+        out,
+        OutputView::Cas {
+            old: 0,
+            swapped: true
+        }
+    );
+    start_workload(&d, 16, 1.0, 5);
+    let r = wait_workload(&d, Duration::from_secs(30));
+    assert!(r.completed > 0, "{r:?}");
+    assert_exactly_once(&d, &r);
+}
+
 #[test]
 fn link_down_and_up_from_the_xdp_fault_map_keep_exactly_once() {
     if !oae_tests::require_root("link_down_and_up_from_the_xdp_fault_map_keep_exactly_once") {

@@ -1,7 +1,7 @@
 //! The control interface of a polling core: what the rest of the process
 //! shares with it, the questions it answers between bursts, and its answers.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::time::Duration;
 
@@ -11,9 +11,10 @@ use oae_proto::verb::Verb;
 use oae_proto::{LinkId, Nanos, RegionSpec, Store};
 use serde_json::{Value, json};
 
+use super::idle::Waker;
 use super::{Origin, Pipeline, Target, driver_json};
 use crate::api::{Completion, Submission};
-use crate::control::{Percentiles, WorkloadSpec};
+use crate::control::{CpuUse, Percentiles, WorkloadSpec};
 use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
 use crate::workload::Aim;
@@ -24,19 +25,38 @@ pub struct QueueShared {
     pub submissions: ArrayQueue<Submission>,
     pub completions: ArrayQueue<Completion>,
     /// Set to stop: no new work, finish or reverse what is in flight, exit.
+    /// Through [`QueueShared::request_stop`], which wakes a sleeping core.
     pub stop: AtomicBool,
     pub stopped: AtomicBool,
+    /// Wakes the polling core when it sleeps (`poll.idle = "sleep"`).
+    pub(super) waker: Waker,
 }
 
 impl QueueShared {
-    pub fn new(depth: usize) -> QueueShared {
-        QueueShared {
+    pub fn new(depth: usize) -> Result<QueueShared, String> {
+        Ok(QueueShared {
             commands: ArrayQueue::new(64),
             submissions: ArrayQueue::new(depth),
             completions: ArrayQueue::new(depth),
             stop: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
-        }
+            waker: Waker::new()?,
+        })
+    }
+
+    /// Queues a verb for the polling core; a full queue hands it back.
+    #[allow(clippy::result_large_err, reason = "handed back for a retry")]
+    pub fn submit(&self, submission: Submission) -> Result<(), Submission> {
+        self.submissions.push(submission)?;
+        self.waker.wake();
+        Ok(())
+    }
+
+    /// Asks the polling core to stop: no new work, finish or reverse what
+    /// is in flight, exit.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.waker.wake();
     }
 
     /// Asks the polling core a control question and waits up to `timeout`
@@ -46,6 +66,7 @@ impl QueueShared {
         self.commands
             .push(Command { what, reply })
             .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
+        self.waker.wake();
         answer
             .recv_timeout(timeout)
             .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
@@ -129,6 +150,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         "counters": h.counters(),
                     })),
                     "driver": driver_json(&self.driver_stats()),
+                    "idle": self.idle.counters(),
+                    // Answered on the polling thread: its own CPU time.
+                    "cpu": CpuUse::from(oae_os::cpu::this_thread()),
                     "transport": self.transport.name(),
                     "links": self.per_link(|t, l| t.stats(l)),
                 })),

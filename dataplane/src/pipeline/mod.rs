@@ -7,11 +7,14 @@
 //! are answered on the same thread, between bursts (`commands`).
 
 mod commands;
+mod idle;
 mod port;
 
 pub use commands::{Command, CommandKind, QueueShared};
+pub use idle::IdleCounters;
 pub use port::Port;
 
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
@@ -26,7 +29,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
-use crate::control::OutputView;
+use crate::config::PollSettings;
+use crate::control::{CpuUse, OutputView};
 use crate::host::HostPort;
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
@@ -91,6 +95,7 @@ pub struct Pipeline<D: Driver, T: Transport> {
     workloads: LinkWorkloads,
     latency: Histogram<u64>,
     counters: PipelineCounters,
+    idle: idle::Idle,
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
@@ -101,6 +106,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         shared: Arc<QueueShared>,
         host: Option<HostPort>,
         inflight_capacity: usize,
+        poll: PollSettings,
     ) -> Pipeline<D, T> {
         let links = transport.links();
         Pipeline {
@@ -117,6 +123,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             workloads: LinkWorkloads::new(links),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
+            idle: idle::Idle::new(&poll),
         }
     }
 
@@ -128,7 +135,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     /// the final counters.
     pub fn run(mut self, drain: Duration) -> FinalReport {
         while !self.shared.stop.load(Ordering::Relaxed) {
-            self.iterate(true);
+            if self.iterate(true) {
+                self.idle.busy();
+            } else {
+                self.rest();
+            }
         }
         self.workloads.stop();
         // Finish or reverse what is in flight: keep the link running, accept
@@ -139,6 +150,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
         self.refuse_queued_submissions();
         let report = FinalReport {
+            cpu: CpuUse::from(oae_os::cpu::this_thread()),
+            idle: self.idle.counters(),
             info: self.info.clone(),
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
             pipeline: self.counters,
@@ -155,8 +168,53 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         self.transport.is_quiescent() && self.inflight.iter().all(Option::is_none)
     }
 
-    /// One burst: receive, timers, events, submissions, transmit.
-    fn iterate(&mut self, accepting: bool) {
+    /// What moved so far: an iteration that changes none of it was idle.
+    fn progress(&self) -> [u64; 4] {
+        let c = &self.counters;
+        [
+            c.rx_frames,
+            c.tx_frames,
+            c.tx_ring_full,
+            c.app_submitted + c.app_refused,
+        ]
+    }
+
+    /// An iteration found nothing to do: spin, yield or sleep, as the
+    /// queue's idle policy says.
+    fn rest(&mut self) {
+        let now = self.now();
+        let cap = if self.host.is_some() {
+            idle::HOST_RING_SLEEP
+        } else {
+            Duration::MAX
+        };
+        match self.idle.rest(now, self.transport.poll_timeout(), cap) {
+            idle::Rest::Spin => {}
+            idle::Rest::Yield => std::thread::yield_now(),
+            idle::Rest::Sleep(limit) => {
+                for port in &mut self.ports {
+                    port.flush();
+                }
+                let sockets: arrayvec::ArrayVec<BorrowedFd<'_>, 16> = self
+                    .ports
+                    .iter()
+                    .filter_map(|p| p.driver.wait_fd())
+                    .take(16)
+                    .collect();
+                let shared = &self.shared;
+                self.idle.sleep(limit, &sockets, &shared.waker, || {
+                    !shared.submissions.is_empty()
+                        || !shared.commands.is_empty()
+                        || shared.stop.load(Ordering::Relaxed)
+                });
+            }
+        }
+    }
+
+    /// One burst: receive, timers, events, submissions, transmit. Returns
+    /// whether anything moved.
+    fn iterate(&mut self, accepting: bool) -> bool {
+        let before = self.progress();
         let now = self.now();
         self.counters.bursts += 1;
         self.receive(now);
@@ -176,6 +234,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         if let Some(host) = &mut self.host {
             host.flush();
         }
+        self.progress() != before
     }
 
     fn receive(&mut self, now: Nanos) {
@@ -375,6 +434,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 #[derive(Debug, Serialize)]
 pub struct FinalReport {
     pub info: QueueInfo,
+    /// CPU time the polling thread used, bring-up and drain included.
+    pub cpu: CpuUse,
+    pub idle: IdleCounters,
     pub in_flight_at_exit: usize,
     pub pipeline: PipelineCounters,
     #[serde(serialize_with = "serialize_driver")]
@@ -400,5 +462,7 @@ pub fn driver_json(d: &DriverStats) -> Value {
         "kernel_rx_invalid": d.kernel_rx_invalid,
         "kernel_tx_invalid": d.kernel_tx_invalid,
         "kernel_tx_ring_empty": d.kernel_tx_ring_empty,
+        "tx_kicks": d.tx_kicks,
+        "busy_polls": d.busy_polls,
     })
 }

@@ -9,7 +9,13 @@ use oae_proto::Nanos;
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
 
 use super::PipelineCounters;
+use crate::config::KickPolicy;
 use crate::transport::Transport;
+
+/// Adaptive kicks: frames held at most before a kick…
+const KICK_AT_FRAMES: usize = 32;
+/// …and loop iterations at most.
+const KICK_AFTER_ITERATIONS: u32 = 4;
 
 pub struct Port<D: Driver> {
     pub driver: D,
@@ -21,10 +27,17 @@ pub struct Port<D: Driver> {
     rx: Burst<D::Buf>,
     tx: Burst<D::Buf>,
     spare: Burst<D::Buf>,
+    adaptive_kicks: bool,
+    /// Frames the last receive burst brought.
+    received: usize,
+    /// Iterations the frames waiting for a kick have been held.
+    held_for: u32,
 }
 
 impl<D: Driver> Port<D> {
-    pub fn new(driver: D, links: Vec<(LinkId, [u8; 6])>) -> Port<D> {
+    pub fn new(mut driver: D, links: Vec<(LinkId, [u8; 6])>, kicks: KickPolicy) -> Port<D> {
+        let adaptive_kicks = kicks == KickPolicy::Adaptive;
+        driver.hold_kicks(adaptive_kicks);
         Port {
             mac: driver.mac(),
             driver,
@@ -33,7 +46,36 @@ impl<D: Driver> Port<D> {
             rx: Burst::new(),
             tx: Burst::new(),
             spare: Burst::new(),
+            adaptive_kicks,
+            received: 0,
+            held_for: 0,
         }
+    }
+
+    /// With adaptive kicks, after a transmit: the frames queued wait for
+    /// the next iteration while receive bursts keep coming (their answers
+    /// will join them), up to a bound; they go at once when one came back
+    /// empty.
+    fn settle_kick(&mut self) {
+        if !self.adaptive_kicks {
+            return;
+        }
+        let held = self.driver.unkicked();
+        if held == 0 {
+            self.held_for = 0;
+            return;
+        }
+        self.held_for += 1;
+        if self.received == 0 || held >= KICK_AT_FRAMES || self.held_for > KICK_AFTER_ITERATIONS {
+            self.driver.kick();
+            self.held_for = 0;
+        }
+    }
+
+    /// Sends whatever waits for a kick: before the core sleeps.
+    pub fn flush(&mut self) {
+        self.driver.kick();
+        self.held_for = 0;
     }
 
     pub fn mac(&self) -> [u8; 6] {
@@ -49,6 +91,7 @@ impl<D: Driver> Port<D> {
     ) {
         self.rx.clear();
         let n = self.driver.rx_burst(&mut self.rx);
+        self.received = n;
         if n == 0 {
             return;
         }
@@ -73,6 +116,16 @@ impl<D: Driver> Port<D> {
     /// Transmit bursts until the port's links have nothing more to send or
     /// the ring is full.
     pub fn transmit<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        counters: &mut PipelineCounters,
+        now: Nanos,
+    ) {
+        self.fill_and_send(transport, counters, now);
+        self.settle_kick();
+    }
+
+    fn fill_and_send<T: Transport>(
         &mut self,
         transport: &mut T,
         counters: &mut PipelineCounters,
