@@ -245,8 +245,11 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     );
     let scope = args.fault_scope.unwrap_or_default();
     let cpu_before = polling_cpu(&setup)?;
+    let cpu_clock = std::time::Instant::now();
     let reports = run_workload(&setup, &deployment, &settings, scope, &interrupted)?;
-    let cpu: Vec<CpuUse> = polling_cpu(&setup)?
+    let cpu_after = polling_cpu(&setup)?;
+    let cpu_wall_s = cpu_clock.elapsed().as_secs_f64();
+    let cpu: Vec<CpuUse> = cpu_after
         .iter()
         .zip(&cpu_before)
         .map(|(after, before)| after.since(before))
@@ -266,7 +269,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         names
             .iter()
             .zip(&cpu)
-            .map(|(n, c)| format!("{n} {:.2} s ({:.2} user)", c.total_s(), c.user_s))
+            .map(|(n, c)| format!("{n} {:.2} s of {cpu_wall_s:.2} s", c.total_s()))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -278,7 +281,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                                                 "flaps": settings.flaps, "flap_ms": settings.flap_ms,
                                                 "fault_scope": scope.to_string(),
                                                 "verbs": settings.verbs},
-                                   "queues": reports.len(), "cpu": cpu,
+                                   "queues": reports.len(), "cpu": cpu, "cpu_wall_s": cpu_wall_s,
                                    "workload": report, "workloads": reports, "stats": stats,
                                    "exactly_once": check.ok(), "differences": check.differences});
         let text = serde_json::to_string_pretty(&v).unwrap_or_default();

@@ -51,6 +51,26 @@ pub fn this_process() -> CpuTime {
     CpuTime::of(UsageWho::RUSAGE_SELF)
 }
 
+/// CPU time of running process `pid` so far (all its threads), from
+/// `/proc/<pid>/stat`; `None` once it has exited.
+pub fn of_process(pid: u32) -> Option<CpuTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields count from
+    // the last ')'. utime and stime are fields 14 and 15, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&t| t > 0)? as f64;
+    Some(CpuTime {
+        user_s: utime / ticks,
+        system_s: stime / ticks,
+    })
+}
+
 /// CPU time of every child reaped so far (and of what they reaped).
 pub fn reaped_children() -> CpuTime {
     CpuTime::of(UsageWho::RUSAGE_CHILDREN)

@@ -437,6 +437,20 @@ pub struct RawReport {
     #[serde(serialize_with = "driver_counters")]
     pub reflector_stats: DriverStats,
     pub machine: MachineFacts,
+    /// CPU time over wall time of the generator's and the reflector's
+    /// threads, from socket open to exit (not in the JSON line).
+    #[serde(skip)]
+    pub cpu_cores: [f64; 2],
+}
+
+/// CPU time the calling thread used since `since`, over the wall time.
+fn cores_used(since: &(oae_os::cpu::CpuTime, Instant)) -> f64 {
+    let cpu = oae_os::cpu::this_thread().since(&since.0).total_s();
+    cpu / since.1.elapsed().as_secs_f64().max(1e-9)
+}
+
+fn thread_clock() -> (oae_os::cpu::CpuTime, Instant) {
+    (oae_os::cpu::this_thread(), Instant::now())
 }
 
 /// Sets the flag when dropped, so a failing or panicking thread still
@@ -481,9 +495,17 @@ where
                     return None;
                 }
             };
+            let clock = thread_clock();
             let _ = ready_tx.send(Ok(end.description.clone()));
             let stats = reflect(&mut end.driver, stop);
-            Some((end.description.clone(), core, stats, end.driver.stats()))
+            let cores = cores_used(&clock);
+            Some((
+                end.description.clone(),
+                core,
+                stats,
+                end.driver.stats(),
+                cores,
+            ))
         });
 
         let generator = s.spawn(move || {
@@ -491,6 +513,7 @@ where
             netns::enter(&pair.ns[0]).map_err(|e| e.to_string())?;
             let core = pin_preferred(Some(cfg.generator_core));
             let mut end = open(pair, 0).map_err(|e| format!("generator: {e}"))?;
+            let clock = thread_clock();
             ready_rx
                 .recv()
                 .map_err(|_| "the reflector exited before it was ready".to_string())??;
@@ -514,6 +537,7 @@ where
                 flood_result,
                 windowed,
                 end.driver.stats(),
+                cores_used(&clock),
             ))
         });
 
@@ -524,9 +548,16 @@ where
         let reflected = reflector
             .join()
             .map_err(|_| "the reflector panicked".to_string())?;
-        let (generator, generator_core, ping_pong, flood, windowed_flood, generator_stats) =
-            generated??;
-        let (reflector, reflector_core, reflect, reflector_stats) =
+        let (
+            generator,
+            generator_core,
+            ping_pong,
+            flood,
+            windowed_flood,
+            generator_stats,
+            generator_cores,
+        ) = generated??;
+        let (reflector, reflector_core, reflect, reflector_stats, reflector_cores) =
             reflected.ok_or("the reflector failed to start")?;
         Ok(RawReport {
             generator,
@@ -540,6 +571,7 @@ where
             generator_stats,
             reflector_stats,
             machine,
+            cpu_cores: [generator_cores, reflector_cores],
         })
     })
 }
@@ -579,18 +611,21 @@ pub fn open_afxdp(
 
 /// Floods whatever reflects frames on side b of `pair` (an external
 /// reflector such as `dpdk-testpmd`) from an AF_XDP socket on side a,
-/// pinned to `core`.
+/// pinned to `core`. Returns the flood's figures and the cores the
+/// generator used meanwhile (CPU time over wall time).
 pub fn flood_from_a(
     pair: &VethPair,
     core: usize,
     cfg: &FloodConfig,
-) -> Result<FloodResult, String> {
+) -> Result<(FloodResult, f64), String> {
     thread::scope(|s| {
         s.spawn(|| {
             netns::enter(&pair.ns[0]).map_err(|e| e.to_string())?;
             pin_preferred(Some(core));
             let mut end = open_afxdp(pair, 0, XdpMode::Auto, &AfXdpConfig::default())?;
-            Ok(flood(&mut end.driver, pair.mac[1], cfg))
+            let clock = thread_clock();
+            let result = flood(&mut end.driver, pair.mac[1], cfg);
+            Ok((result, cores_used(&clock)))
         })
         .join()
         .map_err(|_| "the generator panicked".to_string())?
@@ -856,6 +891,7 @@ mod tests {
                 kernel: "6.1.0".into(),
                 loadavg: "0.10 0.20 0.30".into(),
             },
+            cpu_cores: [1.0, 0.5],
         };
         assert_eq!(
             r.to_json(),

@@ -2,9 +2,9 @@
 //! spinning, yield the CPU, or sleep on its sockets until a frame, a
 //! submission, a control request or its links' next timer.
 //!
-//! `sleep` polls for `spin_us` first, yielding between polls, so a burst of
-//! traffic never waits for a wakeup, and a peer on the same CPU runs at
-//! once. A sleeping core cannot miss its own ticks (it sleeps
+//! `sleep` polls for `spin_us` first, yielding every couple of
+//! microseconds, so a burst of traffic never waits for a wakeup, and a peer
+//! on the same CPU runs almost at once. A sleeping core cannot miss its own ticks (it sleeps
 //! at most until the transport's next timeout) nor its peer's frames (the
 //! socket wakes it); a peer that sleeps is therefore never taken for dead:
 //! it answers every frame as soon as the frame arrives, and the liveness
@@ -30,6 +30,10 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 pub const HOST_RING_SLEEP: Duration = Duration::from_micros(100);
 /// Shorter sleeps than this are spun instead: a wakeup costs about as much.
 const MIN_SLEEP: Duration = Duration::from_micros(20);
+/// While polling before a sleep, a yield at most this often (ns): often
+/// enough that a peer on the same CPU runs within a couple of microseconds,
+/// rarely enough that the system calls do not delay a core of its own.
+const YIELD_EVERY: Nanos = 2_000;
 
 /// Wakes a sleeping polling core: an eventfd it sleeps on, written only
 /// while it says it sleeps.
@@ -84,6 +88,7 @@ pub struct Idle {
     policy: IdlePolicy,
     spin: Nanos,
     idle_since: Option<Nanos>,
+    last_yield: Nanos,
     counters: IdleCounters,
 }
 
@@ -102,6 +107,7 @@ impl Idle {
             policy: settings.idle,
             spin: Nanos::from(settings.spin_us()) * 1_000,
             idle_since: None,
+            last_yield: 0,
             counters: IdleCounters::default(),
         }
     }
@@ -127,7 +133,13 @@ impl Idle {
             // its own that costs a system call and returns at once; on a
             // core shared with the peer it hands the CPU over, so the
             // peer answers now rather than after this core's spin.
-            IdlePolicy::Sleep if !spun_enough => Rest::Yield,
+            IdlePolicy::Sleep if !spun_enough => {
+                if now.saturating_sub(self.last_yield) >= YIELD_EVERY {
+                    Rest::Yield
+                } else {
+                    Rest::Spin
+                }
+            }
             IdlePolicy::Sleep => {
                 let to_timer =
                     next_timer.map_or(MAX_SLEEP, |t| Duration::from_nanos(t.saturating_sub(now)));
@@ -141,6 +153,7 @@ impl Idle {
         };
         if matches!(rest, Rest::Yield) {
             self.counters.yields += 1;
+            self.last_yield = now;
         }
         rest
     }

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use oae_swapring::wave::{Variant, Workload};
 
-use super::trial::{DemoTrial, DriverChoice, FabricTrial, Placement, RedisTrial, Trial};
+use super::trial::{
+    DemoTrial, DriverChoice, FabricTrial, Placement, PollChoice, RedisTrial, Trial,
+};
 use super::{Experiment, Options};
 
 /// One subject under one setting, run once per repetition.
@@ -97,8 +99,29 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
     items
 }
 
+/// The polling choices of the line-rate experiment, each measured on its
+/// own against the default (CAS at the per-driver slot count, AF_XDP).
+pub const LINE_RATE_POLLING: [PollChoice; 3] = [
+    PollChoice {
+        idle: None,
+        kicks: Some("adaptive"),
+        busy_poll: false,
+    },
+    PollChoice {
+        idle: None,
+        kicks: None,
+        busy_poll: true,
+    },
+    PollChoice {
+        idle: None,
+        kicks: Some("adaptive"),
+        busy_poll: true,
+    },
+];
+
 fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
     let e = Experiment::LineRate;
+    let default = PollChoice::default().name();
     for verb in ["write", "cas"] {
         for &slots in &opts.slots {
             items.push(PlanItem::new(
@@ -108,12 +131,26 @@ fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
                     ("verb", verb.into()),
                     ("slots", slots.to_string()),
                     ("driver", DriverChoice::AfXdp.name().into()),
+                    ("poll", default.clone()),
                 ],
                 Trial::Demo(DemoTrial::line(DriverChoice::AfXdp, verb, slots)),
             ));
         }
     }
     let slots = driver_slots(opts);
+    for poll in LINE_RATE_POLLING {
+        items.push(PlanItem::new(
+            e,
+            "oae",
+            &[
+                ("verb", "cas".into()),
+                ("slots", slots.to_string()),
+                ("driver", DriverChoice::AfXdp.name().into()),
+                ("poll", poll.name()),
+            ],
+            Trial::Demo(DemoTrial::line(DriverChoice::AfXdp, "cas", slots).polling(poll)),
+        ));
+    }
     for driver in [DriverChoice::DpdkAfXdp, DriverChoice::DpdkMemif] {
         items.push(PlanItem::new(
             e,
@@ -148,10 +185,24 @@ fn latency(items: &mut Vec<PlanItem>) {
             items.push(PlanItem::new(
                 e,
                 "oae",
-                &[("verb", verb.into()), at.clone()],
+                &[
+                    ("verb", verb.into()),
+                    at.clone(),
+                    ("poll", PollChoice::default().name()),
+                ],
                 Trial::Demo(DemoTrial::latency(verb, placement)),
             ));
         }
+        items.push(PlanItem::new(
+            e,
+            "oae",
+            &[
+                ("verb", "cas".into()),
+                at.clone(),
+                ("poll", PollChoice::SLEEP.name()),
+            ],
+            Trial::Demo(DemoTrial::latency("cas", placement).polling(PollChoice::SLEEP)),
+        ));
         items.push(PlanItem::new(
             e,
             "raw-af-xdp",
@@ -285,8 +336,12 @@ mod tests {
                 .filter(|i| i.experiment == e && i.subject == subject)
                 .count()
         };
-        // Two verbs over the sweep, plus the two DPDK drivers.
-        assert_eq!(count(Experiment::LineRate, "oae"), 2 * o.slots.len() + 2);
+        // Two verbs over the sweep, the polling choices, the two DPDK drivers.
+        assert_eq!(
+            count(Experiment::LineRate, "oae"),
+            2 * o.slots.len() + LINE_RATE_POLLING.len() + 2
+        );
+        assert_eq!(count(Experiment::Latency, "oae"), 2 * 3);
         assert_eq!(count(Experiment::LineRate, "testpmd"), 1);
         assert_eq!(count(Experiment::Latency, "sockperf"), 2);
         assert_eq!(count(Experiment::Failure, "rc-model"), CONDITIONS.len());

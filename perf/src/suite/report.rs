@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::plan::{CONDITIONS, driver_slots};
+use super::plan::{CONDITIONS, LINE_RATE_POLLING, driver_slots};
+use super::trial::PollChoice;
 use super::{Experiment, Figure, Measurement, Options, Results, Target};
 
 /// RoCE's local ACK timeout at the deployed exponent: 4.096 us x 2^14.
@@ -159,6 +160,157 @@ fn failure_tail_targets(ms: &[Measurement], lanes: u32, secs: f64, out: &mut Vec
     });
 }
 
+/// OAE's best CAS rate against the raw AF_XDP reflector, and what each
+/// polling choice did to the default's rate.
+fn line_rate_targets(ms: &[Measurement], out: &mut Vec<Target>) {
+    let oae: Vec<(&Measurement, f64)> = ms
+        .iter()
+        .filter(|m| {
+            m.experiment == Experiment::LineRate
+                && m.subject == "oae"
+                && m.param("verb") == Some("cas")
+                && m.param("driver") == Some("af-xdp")
+        })
+        .filter_map(|m| Some((m, m.median("verbs_per_s")?)))
+        .collect();
+    let best = oae.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+    let raw =
+        find(ms, Experiment::LineRate, "raw-af-xdp", &[]).and_then(|m| m.median("frames_per_s"));
+    let r = ratio(best.map(|b| b.1), raw);
+    let frames = |m: &Measurement| m.median("frames_per_verb").unwrap_or(f64::NAN);
+    out.push(Target {
+        name: "OAE CAS throughput vs the raw AF_XDP reflector".into(),
+        ratio_of: format!(
+            "OAE CAS verbs/s (best: {} slots, polling {}) / raw AF_XDP reflector frames/s",
+            best.and_then(|b| b.0.param("slots")).unwrap_or("?"),
+            best.and_then(|b| b.0.param("poll")).unwrap_or("?")
+        ),
+        ratio: r,
+        wanted: ">= 0.8".into(),
+        met: r.map(|r| r >= 0.8),
+        why: match (r, best) {
+            (Some(r), Some((m, _))) => format!(
+                "{}: each CAS is {:.2} frames, a request and its echo, each through veth's copy \
+                 path on the sending core, where the reflector's every frame counts once",
+                met_word(r >= 0.8),
+                frames(m)
+            ),
+            _ => "not measured (see the failed trials)".into(),
+        },
+    });
+    for poll in LINE_RATE_POLLING {
+        let name = poll.name();
+        let Some((m, rate)) = oae
+            .iter()
+            .find(|(m, _)| m.param("poll") == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let Some((d, base)) = oae.iter().find(|(d, _)| {
+            d.param("poll") == Some("default") && d.param("slots") == m.param("slots")
+        }) else {
+            continue;
+        };
+        let kicks = |m: &Measurement| m.median("frames_per_kick_b").unwrap_or(f64::NAN);
+        let r = rate / base;
+        out.push(Target {
+            name: format!("Polling choice: {name}"),
+            ratio_of: format!(
+                "OAE CAS verbs/s with {name} / with the default, {} slots",
+                m.param("slots").unwrap_or("?")
+            ),
+            ratio: Some(r),
+            wanted: "> 1 (measured one by one)".into(),
+            met: Some(r > 1.0),
+            why: format!(
+                "{:.0} against {:.0} verbs/s; the target sent {:.1} frames per transmit system \
+                 call against {:.1}",
+                rate,
+                base,
+                kicks(m),
+                kicks(d)
+            ),
+        });
+    }
+}
+
+/// OAE's round trip against the raw AF_XDP ping-pong, and what sleeping
+/// when idle costs and saves.
+fn latency_targets(ms: &[Measurement], out: &mut Vec<Target>) {
+    let p50 = |subject: &str, params: &[(&str, &str)]| {
+        find(ms, Experiment::Latency, subject, params).and_then(|m| m.median("p50_us"))
+    };
+    let sleep = PollChoice::SLEEP.name();
+    let sleep = sleep.as_str();
+    let cas =
+        |placement: &'static str, poll| [("verb", "cas"), ("placement", placement), ("poll", poll)];
+    let spin_cross = p50("oae", &cas("cross-core", "default"));
+    let raw_cross = p50("raw-af-xdp", &[("placement", "cross-core")]);
+    let r = ratio(spin_cross, raw_cross);
+    out.push(Target {
+        name: "OAE CAS round trip vs raw AF_XDP ping-pong".into(),
+        ratio_of: "OAE CAS p50 / raw AF_XDP ping-pong p50, cross-core, spinning".into(),
+        ratio: r,
+        wanted: "<= 1.15".into(),
+        met: r.map(|r| r <= 1.15),
+        why: match (r, spin_cross, raw_cross) {
+            (Some(r), Some(o), Some(w)) => format!(
+                "{}: {o:.1} us against {w:.1} us; the difference is both cores' protocol work \
+                 and the pipeline's loop around it",
+                met_word(r <= 1.15)
+            ),
+            _ => "not measured (see the failed trials)".into(),
+        },
+    });
+    let sleep_same = find(ms, Experiment::Latency, "oae", &cas("same-core", sleep));
+    let sockperf_same = p50("sockperf", &[("placement", "same-core")]);
+    let r = ratio(sleep_same.and_then(|m| m.median("p50_us")), sockperf_same);
+    let cores = |m: Option<&Measurement>| {
+        m.and_then(|m| Some(m.median("cpu_a_cores")? + m.median("cpu_b_cores")?))
+            .unwrap_or(f64::NAN)
+    };
+    out.push(Target {
+        name: "OAE CAS on one core, sleeping when idle, vs sockperf UDP".into(),
+        ratio_of: format!("OAE CAS p50 ({sleep}) / sockperf UDP p50, both same-core"),
+        ratio: r,
+        wanted: "<= 2".into(),
+        met: r.map(|r| r <= 2.0),
+        why: match (
+            r,
+            sleep_same.and_then(|m| m.median("p50_us")),
+            sockperf_same,
+        ) {
+            (Some(r), Some(o), Some(s)) => format!(
+                "{}: {o:.1} us against {s:.1} us; an idle core yields to its peer at once and \
+                 sleeps on its socket after 50 us, so neither waits out the other's time slice \
+                 (spinning: {} us); both sides together used {:.2} cores",
+                met_word(r <= 2.0),
+                p50("oae", &cas("same-core", "default"))
+                    .map_or("–".into(), |v| format!("{v:.0}")),
+                cores(sleep_same)
+            ),
+            _ => "not measured (see the failed trials)".into(),
+        },
+    });
+    let sleep_cross = p50("oae", &cas("cross-core", sleep));
+    let r = ratio(sleep_cross, spin_cross);
+    out.push(Target {
+        name: "Sleeping when idle costs little latency across cores".into(),
+        ratio_of: format!("OAE CAS p50, {sleep} / spinning, cross-core"),
+        ratio: r,
+        wanted: "<= 1.1".into(),
+        met: r.map(|r| r <= 1.1),
+        why: match (r, sleep_cross, spin_cross) {
+            (Some(r), Some(a), Some(b)) => format!(
+                "{}: {a:.1} us against {b:.1} us: with a verb always in flight a core polls \
+                 (yielding) rather than sleeps, and the yields are system calls",
+                met_word(r <= 1.1)
+            ),
+            _ => "not measured (see the failed trials)".into(),
+        },
+    });
+}
+
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
@@ -188,8 +340,10 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
         out.push(Target {
             name: "OAE CAS throughput vs testpmd macswap".into(),
             ratio_of: format!(
-                "OAE CAS verbs/s (AF_XDP, best of the sweep: {} slots) / testpmd macswap frames/s",
-                best.and_then(|b| b.0.param("slots")).unwrap_or("?")
+                "OAE CAS verbs/s (AF_XDP, best of the sweep: {} slots, polling {}) / testpmd \
+                 macswap frames/s",
+                best.and_then(|b| b.0.param("slots")).unwrap_or("?"),
+                best.and_then(|b| b.0.param("poll")).unwrap_or("?")
             ),
             ratio: r,
             wanted: ">= 1".into(),
@@ -211,12 +365,20 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
             },
         });
     }
+    if has(Experiment::LineRate) {
+        line_rate_targets(ms, &mut out);
+    }
     if has(Experiment::Latency) {
+        latency_targets(ms, &mut out);
         let oae = find(
             ms,
             Experiment::Latency,
             "oae",
-            &[("verb", "cas"), ("placement", "cross-core")],
+            &[
+                ("verb", "cas"),
+                ("placement", "cross-core"),
+                ("poll", "default"),
+            ],
         )
         .and_then(|m| m.median("p50_us"));
         let sockperf = find(
@@ -498,7 +660,12 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
                     ms,
                     Experiment::LineRate,
                     "oae",
-                    &[("verb", verb), ("slots", &s), ("driver", "af-xdp")],
+                    &[
+                        ("verb", verb),
+                        ("slots", &s),
+                        ("driver", "af-xdp"),
+                        ("poll", "default"),
+                    ],
                 )
             };
             let _ = writeln!(
@@ -524,20 +691,57 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         let slots = driver_slots(&r.options).to_string();
         let _ = writeln!(
             out,
-            "\nPer driver ({slots} slots, CAS) and the references on the same veth pair and cores:\n\n\
-             | subject | rate (k/s) |\n|---|---|"
+            "\nPer driver and polling choice ({slots} slots, CAS), and the references on the \
+             same veth pair and cores. Cores: CPU time over wall time of side a (issuer, \
+             generator) and side b (target, reflector) while measured; per CPU-second: the \
+             rate over both sides' cores:\n\n\
+             | subject | rate (k/s) | cores a / b | per CPU-second (k) |\n|---|---|---|---|"
         );
-        for d in ["af-xdp", "dpdk net_af_xdp", "dpdk net_memif"] {
+        let row = |out: &mut String, name: &str, m: Option<&Measurement>, rate: &str| {
+            let f = |k: &str, digits| fmt_fig(m.and_then(|m| m.metrics.get(k)), 1.0, digits);
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} / {} | {} |",
+                fmt_fig(m.and_then(|m| m.metrics.get(rate)), 1e3, 0),
+                f("cpu_a_cores", 2),
+                f("cpu_b_cores", 2),
+                fmt_fig(m.and_then(|m| m.metrics.get("per_cpu_s")), 1e3, 0),
+            );
+        };
+        let default = PollChoice::default().name();
+        let af_xdp_polls =
+            std::iter::once(default.clone()).chain(LINE_RATE_POLLING.iter().map(PollChoice::name));
+        for poll in af_xdp_polls {
+            let m = find(
+                ms,
+                Experiment::LineRate,
+                "oae",
+                &[
+                    ("verb", "cas"),
+                    ("slots", &slots),
+                    ("driver", "af-xdp"),
+                    ("poll", &poll),
+                ],
+            );
+            row(
+                &mut out,
+                &format!("OAE CAS over af-xdp, {poll} (verbs/s)"),
+                m,
+                "verbs_per_s",
+            );
+        }
+        for d in ["dpdk net_af_xdp", "dpdk net_memif"] {
             let m = find(
                 ms,
                 Experiment::LineRate,
                 "oae",
                 &[("verb", "cas"), ("slots", &slots), ("driver", d)],
             );
-            let _ = writeln!(
-                out,
-                "| OAE CAS over {d} (verbs/s) | {} |",
-                fmt_fig(m.and_then(|m| m.metrics.get("verbs_per_s")), 1e3, 0)
+            row(
+                &mut out,
+                &format!("OAE CAS over {d} (verbs/s)"),
+                m,
+                "verbs_per_s",
             );
         }
         for (subject, name) in [
@@ -551,11 +755,7 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
             ),
         ] {
             let m = find(ms, Experiment::LineRate, subject, &[]);
-            let _ = writeln!(
-                out,
-                "| {name} | {} |",
-                fmt_fig(m.and_then(|m| m.metrics.get("frames_per_s")), 1e3, 0)
-            );
+            row(&mut out, name, m, "frames_per_s");
         }
         out.push('\n');
     }
@@ -565,27 +765,40 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
              polling iteration that sent it to the one that completed it. Raw: one 64-byte frame \
              through the AF_XDP reflector. sockperf: UDP ping-pong (`--full-rtt`) through the \
              kernel stack. Same-core runs share one CPU, so each side waits for the other's time \
-             slice.\n\n| subject | placement | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|\n",
+             slice unless it yields or sleeps (`idle sleep`: poll 50 us yielding between polls, \
+             then sleep on the socket). Cores: CPU time over wall time of side a and side b.\n\n\
+             | subject | placement | p50 | p90 | p99 | p99.9 | max | cores a / b |\n\
+             |---|---|---|---|---|---|---|---|\n",
         );
+        let sleep = PollChoice::SLEEP.name();
         for placement in ["cross-core", "same-core"] {
-            for (subject, verb, name) in [
-                ("oae", Some("cas"), "OAE CAS"),
-                ("oae", Some("read"), "OAE READ"),
-                ("raw-af-xdp", None, "raw AF_XDP ping-pong"),
-                ("sockperf", None, "sockperf UDP"),
+            for (subject, verb, poll, name) in [
+                ("oae", Some("cas"), Some("default"), "OAE CAS".to_string()),
+                (
+                    "oae",
+                    Some("cas"),
+                    Some(sleep.as_str()),
+                    format!("OAE CAS, {sleep}"),
+                ),
+                ("oae", Some("read"), Some("default"), "OAE READ".to_string()),
+                ("raw-af-xdp", None, None, "raw AF_XDP ping-pong".to_string()),
+                ("sockperf", None, None, "sockperf UDP".to_string()),
             ] {
                 let mut p = vec![("placement", placement)];
                 p.extend(verb.map(|v| ("verb", v)));
+                p.extend(poll.map(|v| ("poll", v)));
                 let m = find(ms, Experiment::Latency, subject, &p);
-                let f = |k: &str| fmt_fig(m.and_then(|m| m.metrics.get(k)), 1.0, 1);
+                let f = |k: &str, d| fmt_fig(m.and_then(|m| m.metrics.get(k)), 1.0, d);
                 let _ = writeln!(
                     out,
-                    "| {name} | {placement} | {} | {} | {} | {} | {} |",
-                    f("p50_us"),
-                    f("p90_us"),
-                    f("p99_us"),
-                    f("p999_us"),
-                    f("max_us")
+                    "| {name} | {placement} | {} | {} | {} | {} | {} | {} / {} |",
+                    f("p50_us", 1),
+                    f("p90_us", 1),
+                    f("p99_us", 1),
+                    f("p999_us", 1),
+                    f("max_us", 1),
+                    f("cpu_a_cores", 2),
+                    f("cpu_b_cores", 2),
                 );
             }
         }

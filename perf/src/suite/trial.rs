@@ -92,6 +92,54 @@ impl Placement {
     }
 }
 
+/// How the dataplanes of a trial poll (`oaectl demo --idle --kicks
+/// --busy-poll`); the default is the deployments': spin, immediate kicks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PollChoice {
+    pub idle: Option<&'static str>,
+    pub kicks: Option<&'static str>,
+    pub busy_poll: bool,
+}
+
+impl PollChoice {
+    pub const SLEEP: PollChoice = PollChoice {
+        idle: Some("sleep"),
+        kicks: None,
+        busy_poll: false,
+    };
+
+    /// For the report and log names: `default`, or what differs from it.
+    pub fn name(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(i) = self.idle {
+            parts.push(format!("idle {i}"));
+        }
+        if let Some(k) = self.kicks {
+            parts.push(format!("{k} kicks"));
+        }
+        if self.busy_poll {
+            parts.push("busy poll".to_string());
+        }
+        if parts.is_empty() {
+            "default".into()
+        } else {
+            parts.join(" + ")
+        }
+    }
+
+    fn args(&self, cmd: &mut Command) {
+        if let Some(i) = self.idle {
+            cmd.args(["--idle", i]);
+        }
+        if let Some(k) = self.kicks {
+            cmd.args(["--kicks", k]);
+        }
+        if self.busy_poll {
+            cmd.arg("--busy-poll");
+        }
+    }
+}
+
 /// One `oaectl demo` run.
 #[derive(Clone, Debug)]
 pub struct DemoTrial {
@@ -111,6 +159,7 @@ pub struct DemoTrial {
     flap_ms: Option<u32>,
     /// The trial runs at least this long, whatever `--failure-secs` says.
     min_secs: f64,
+    poll: PollChoice,
 }
 
 impl DemoTrial {
@@ -128,7 +177,13 @@ impl DemoTrial {
             queues: 1,
             flap_ms: None,
             min_secs: 0.0,
+            poll: PollChoice::default(),
         }
+    }
+
+    /// The same trial with the dataplanes polling as `poll` says.
+    pub fn polling(self, poll: PollChoice) -> DemoTrial {
+        DemoTrial { poll, ..self }
     }
 
     /// Scale: CAS over `queues` queues per dataplane (a link each), one
@@ -155,6 +210,7 @@ impl DemoTrial {
             queues: 1,
             flap_ms: None,
             min_secs: 0.0,
+            poll: PollChoice::default(),
         }
     }
 
@@ -184,6 +240,7 @@ impl DemoTrial {
             queues: 1,
             flap_ms: None,
             min_secs: 0.0,
+            poll: PollChoice::default(),
         }
     }
 }
@@ -237,6 +294,17 @@ pub struct Outcome {
 impl Outcome {
     fn set(&mut self, name: &str, v: f64) {
         self.metrics.insert(name.to_string(), v);
+    }
+
+    /// The cores each side used while measured (CPU time over wall time),
+    /// and, for a subject with a `rate` (verbs or frames per second), that
+    /// rate per CPU-second of both sides together.
+    fn set_cpu(&mut self, cores: [f64; 2], rate: Option<f64>) {
+        self.set("cpu_a_cores", cores[0]);
+        self.set("cpu_b_cores", cores[1]);
+        if let Some(rate) = rate {
+            self.set("per_cpu_s", rate / (cores[0] + cores[1]).max(1e-9));
+        }
     }
 }
 
@@ -301,6 +369,7 @@ fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
     if let Some(ms) = d.flap_ms {
         cmd.args(["--flap-ms", &ms.to_string()]);
     }
+    d.poll.args(&mut cmd);
     match (d.failure, d.placement) {
         (true, _) => {}
         (false, Placement::CrossCore) => {
@@ -431,8 +500,21 @@ pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
     let num = |x: &Value| x.as_f64().unwrap_or(0.0);
     let mut o = Outcome::default();
     let completed = num(&w["completed"]);
-    let verbs_per_s = completed / num(&w["elapsed_s"]).max(1e-9);
+    let elapsed = num(&w["elapsed_s"]).max(1e-9);
+    let verbs_per_s = completed / elapsed;
     o.set("verbs_per_s", verbs_per_s);
+    // CPU time over the wall time it was measured across (the workload and
+    // the control requests around it).
+    let cpu_wall = num(&v["cpu_wall_s"]).max(1e-9);
+    let cores: Vec<f64> = v["cpu"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| (num(&c["user_s"]) + num(&c["system_s"])) / cpu_wall)
+        .collect();
+    if let [a, b] = cores[..] {
+        o.set_cpu([a, b], Some(verbs_per_s));
+    }
     percentiles(&mut o, "", &w["latency"]);
     let phases = w["phases"].as_array().cloned().unwrap_or_default();
     let during = phases.iter().position(|p| p["name"] == "during");
@@ -499,6 +581,20 @@ pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
         "frames_per_verb",
         sum("queues", "tx_frames", "links") / completed.max(1.0),
     );
+    // Frames per transmit system call, per side (drivers that count kicks).
+    for (side, stats) in ["a", "b"]
+        .iter()
+        .zip(v["stats"].as_array().into_iter().flatten())
+    {
+        let (mut frames, mut kicks) = (0.0, 0.0);
+        for q in stats["queues"].as_array().into_iter().flatten() {
+            frames += num(&q["pipeline"]["tx_frames"]);
+            kicks += num(&q["driver"]["tx_kicks"]);
+        }
+        if kicks > 0.0 {
+            o.set(&format!("frames_per_kick_{side}"), frames / kicks);
+        }
+    }
     o.headline = format!(
         "{:.0} verbs/s, p50 {:.1} us, p99.9 {:.1} us{}",
         verbs_per_s,
@@ -550,6 +646,8 @@ fn raw_flood(opts: &Options) -> Result<Outcome, String> {
     let mut o = Outcome::default();
     o.set("frames_per_s", best);
     o.set("open_loop_frames_per_s", r.flood.rx_pps);
+    // Both threads busy-poll from start to end: their whole life's share.
+    o.set_cpu(r.cpu_cores, Some(best));
     o.headline = format!("{best:.0} frames/s reflected");
     Ok(o)
 }
@@ -596,6 +694,7 @@ fn raw_ping_pong(opts: &Options, placement: Placement) -> Result<Outcome, String
         o.set(name, ns as f64 / 1e3);
     }
     o.set("lost", p.lost as f64);
+    o.set_cpu(r.cpu_cores, None);
     o.headline = format!(
         "RTT p50 {:.1} us, p99.9 {:.1} us ({} rounds)",
         p.p50_ns as f64 / 1e3,
@@ -629,10 +728,13 @@ fn testpmd(opts: &Options, log: &Path) -> Result<Outcome, String> {
     // net_af_xdp's socket to settle.
     std::thread::sleep(Duration::from_millis(300));
     let cfg = flood_config(opts);
+    let testpmd_cpu = || server.process.id().and_then(oae_os::cpu::of_process);
+    let (cpu0, t0) = (testpmd_cpu(), Instant::now());
     let open = raw::flood_from_a(&pair, opts.cores[0], &FloodConfig { window: 0, ..cfg });
     let windowed = raw::flood_from_a(&pair, opts.cores[0], &FloodConfig { window: 256, ..cfg });
+    let (cpu1, wall) = (testpmd_cpu(), t0.elapsed().as_secs_f64());
     server.stop();
-    let (open, windowed) = (open?, windowed?);
+    let ((open, open_cores), (windowed, windowed_cores)) = (open?, windowed?);
     let best = open.rx_pps.max(windowed.rx_pps);
     if best == 0.0 {
         return Err(format!(
@@ -644,6 +746,10 @@ fn testpmd(opts: &Options, log: &Path) -> Result<Outcome, String> {
     let mut o = Outcome::default();
     o.set("frames_per_s", best);
     o.set("open_loop_frames_per_s", open.rx_pps);
+    if let (Some(c0), Some(c1)) = (cpu0, cpu1) {
+        let reflector = c1.since(&c0).total_s() / wall.max(1e-9);
+        o.set_cpu([open_cores.max(windowed_cores), reflector], Some(best));
+    }
     o.headline = format!("{best:.0} frames/s reflected by testpmd macswap");
     Ok(o)
 }
@@ -659,24 +765,34 @@ fn sockperf(opts: &Options, placement: Placement, log: &Path) -> Result<Outcome,
     let mut cmd = pinned(&pair, 1, cores[1], "sockperf");
     cmd.arg("sr").args(["-i", &server_ip, "-p", SOCKPERF_PORT]);
     let mut server = Bounded::spawn(cmd, &log.with_extension("server.log"), "sockperf server")?;
-    std::thread::sleep(Duration::from_millis(300));
+    server.wait_for_line("to block on socket", Duration::from_secs(10))?;
     let mut client = pinned(&pair, 0, cores[0], "sockperf");
     client
         .arg("pp")
         .args(["-i", &server_ip, "-p", SOCKPERF_PORT])
         .args(["-t", &format!("{}", opts.secs.ceil().max(1.0) as u64)])
         .args(["-m", "64", "--full-rtt"]);
-    let status = run_bounded(
+    let server_cpu = || server.process.id().and_then(oae_os::cpu::of_process);
+    let (cpu0, t0) = (server_cpu(), Instant::now());
+    let run = run_measured(
         client,
         log,
         Duration::from_secs_f64(opts.secs) + GRACE,
         "sockperf client",
     );
+    let (cpu1, wall) = (server_cpu(), t0.elapsed().as_secs_f64());
     server.stop();
-    status?;
+    let (_, client_cpu) = run?;
     let text = std::fs::read_to_string(log).map_err(|e| e.to_string())?;
     let mut o = sockperf_outcome(&text)
         .ok_or_else(|| format!("no percentiles in sockperf's output:\n{}", tail(log)))?;
+    if let (Some(c0), Some(c1), Some(client)) = (cpu0, cpu1, client_cpu) {
+        let wall = wall.max(1e-9);
+        o.set_cpu(
+            [client.total_s() / wall, c1.since(&c0).total_s() / wall],
+            None,
+        );
+    }
     o.headline = format!(
         "UDP RTT p50 {:.1} us, p99.9 {:.1} us",
         o.metrics["p50_us"], o.metrics["p999_us"]
@@ -1342,9 +1458,19 @@ fn run_bounded(
     limit: Duration,
     what: &'static str,
 ) -> Result<std::process::ExitStatus, String> {
+    run_measured(cmd, log, limit, what).map(|(status, _)| status)
+}
+
+/// [`run_bounded`], also returning the CPU time the child used.
+fn run_measured(
+    cmd: Command,
+    log: &Path,
+    limit: Duration,
+    what: &'static str,
+) -> Result<(std::process::ExitStatus, Option<oae_os::cpu::CpuTime>), String> {
     let mut child = Bounded::spawn(cmd, log, what)?;
     match child.wait(limit) {
-        Some(status) => Ok(status),
+        Some(status) => Ok((status, child.process.cpu())),
         None => {
             child.stop();
             Err(format!(
@@ -1517,10 +1643,13 @@ mod tests {
                 ]
             },
             "stats": [
-                {"queues": [{"links": [{"reversals": 7, "tx_frames": 1100}]}],
+                {"queues": [{"links": [{"reversals": 7, "tx_frames": 1100}],
+                             "pipeline": {"tx_frames": 1100}, "driver": {"tx_kicks": 100}}],
                  "xdp": [{"counters": {"dropped_by_fault": 9}}]},
                 {"queues": [{"links": [{"reversals": 2, "tx_frames": 1000}]}], "xdp": []}
-            ]
+            ],
+            "cpu": [{"user_s": 1.5, "system_s": 0.5}, {"user_s": 0.5, "system_s": 0.5}],
+            "cpu_wall_s": 2.0
         });
         let o = demo_outcome(&v, false);
         assert_eq!(o.metrics["verbs_per_s"], 500.0);
@@ -1529,6 +1658,15 @@ mod tests {
         assert_eq!(o.metrics["reversals"], 9.0);
         assert_eq!(o.metrics["frames_dropped_by_fault"], 9.0);
         assert_eq!(o.metrics["frames_per_verb"], 2.1);
+        assert_eq!(o.metrics["frames_per_kick_a"], 11.0);
+        assert!(
+            !o.metrics.contains_key("frames_per_kick_b"),
+            "no kicks counted"
+        );
+        // 2 s of CPU on side a and 1 s on side b over a 2 s workload.
+        assert_eq!(o.metrics["cpu_a_cores"], 1.0);
+        assert_eq!(o.metrics["cpu_b_cores"], 0.5);
+        assert_eq!(o.metrics["per_cpu_s"], 500.0 / 1.5);
         assert_eq!(o.metrics["exactly_once_pass"], 1.0);
         assert_eq!(o.cdf, vec![(0.5, 6.0), (1.0, 40.0)]);
         assert_eq!(o.tail_us, 40.0);
