@@ -6,7 +6,8 @@
 
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{
-    Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store, VerbId,
+    Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store,
+    TransmitBuffers, VerbId,
 };
 use oae_rc_model::{RcEndpoint, RcEvent};
 use serde_json::{Value, json};
@@ -43,6 +44,28 @@ pub trait Transport: Send + 'static {
     fn links(&self) -> usize;
     fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos);
     fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize>;
+    /// Up to `max` frames of `link` into the buffers `out` lends, in one
+    /// call; how many.
+    fn poll_transmit_burst(
+        &mut self,
+        link: LinkId,
+        now: Nanos,
+        max: usize,
+        out: &mut impl TransmitBuffers,
+    ) -> usize {
+        let mut sent = 0;
+        while sent < max {
+            let Some(buf) = out.next_buffer() else {
+                break;
+            };
+            let Some(len) = self.poll_transmit(link, now, buf) else {
+                break;
+            };
+            out.filled(len);
+            sent += 1;
+        }
+        sent
+    }
     fn poll_timeout(&self) -> Option<Nanos>;
     fn handle_timeout(&mut self, now: Nanos);
     fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted>;
@@ -91,6 +114,16 @@ impl Transport for Oae {
 
     fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
         self.node.poll_transmit(link, now, buf)
+    }
+
+    fn poll_transmit_burst(
+        &mut self,
+        link: LinkId,
+        now: Nanos,
+        max: usize,
+        out: &mut impl TransmitBuffers,
+    ) -> usize {
+        self.node.poll_transmit_burst(link, now, max, out)
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {

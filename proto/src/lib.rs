@@ -396,27 +396,58 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// frames for the link (its adverts, relayed frames, frames of paths
     /// routed through it) and the link's own, taking turns.
     pub fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
+        let mut one = OneBuffer { buf, len: None };
+        self.poll_transmit_burst(link, now, 1, &mut one);
+        one.len
+    }
+
+    /// Writes up to `max_datagrams` frames due on `link` into the buffers
+    /// `out` lends, in the order they must leave, and returns how many: a
+    /// whole transmit burst in one call, the link found once for all of
+    /// them. Frames as [`Node::poll_transmit`] takes them one by one.
+    pub fn poll_transmit_burst(
+        &mut self,
+        link: LinkId,
+        now: Nanos,
+        max_datagrams: usize,
+        out: &mut impl TransmitBuffers,
+    ) -> usize {
         if usize::from(link) >= self.links.len() {
-            return None;
+            return 0;
         }
-        let (links, fabric, mut sh) = self.parts();
+        let (links, mut fabric, mut sh) = self.parts();
         let l = &mut links[usize::from(link)];
-        let Some(f) = fabric else {
-            return l.poll_transmit(now, buf, &mut sh);
-        };
-        let fabric_first = f.turn(link);
-        for fabric in [fabric_first, !fabric_first] {
-            let len = if fabric {
-                f.poll_transmit(link, l, now, buf, &mut sh)
-            } else {
-                l.poll_transmit(now, buf, &mut sh)
+        let mut sent = 0;
+        while sent < max_datagrams {
+            let Some(buf) = out.next_buffer() else {
+                break;
             };
-            if len.is_some() {
-                f.sent(link, fabric);
-                return len;
-            }
+            let len = match fabric.as_deref_mut() {
+                None => l.poll_transmit(now, buf, &mut sh),
+                Some(f) => {
+                    let fabric_first = f.turn(link);
+                    let mut len = None;
+                    for fabric in [fabric_first, !fabric_first] {
+                        len = if fabric {
+                            f.poll_transmit(link, l, now, buf, &mut sh)
+                        } else {
+                            l.poll_transmit(now, buf, &mut sh)
+                        };
+                        if len.is_some() {
+                            f.sent(link, fabric);
+                            break;
+                        }
+                    }
+                    len
+                }
+            };
+            let Some(len) = len else {
+                break;
+            };
+            out.filled(len);
+            sent += 1;
         }
-        None
+        sent
     }
 
     /// When `handle_timeout` next has work to do.
@@ -455,6 +486,33 @@ impl<O: Observer, M: Store> Node<O, M> {
                 node_id: self.node_id,
             },
         )
+    }
+}
+
+/// Buffers a caller lends [`Node::poll_transmit_burst`], one at a time: a
+/// driver's transmit frames, written in place.
+pub trait TransmitBuffers {
+    /// The next buffer to write a frame into, at least
+    /// [`wire::MAX_FRAME`] bytes; `None` when the burst is full.
+    fn next_buffer(&mut self) -> Option<&mut [u8]>;
+    /// The buffer last lent now holds a frame of `len` bytes. A buffer
+    /// lent and not filled stays the caller's, unused.
+    fn filled(&mut self, len: usize);
+}
+
+/// One buffer, for [`Node::poll_transmit`].
+struct OneBuffer<'a> {
+    buf: &'a mut [u8],
+    len: Option<usize>,
+}
+
+impl TransmitBuffers for OneBuffer<'_> {
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        self.len.is_none().then_some(&mut *self.buf)
+    }
+
+    fn filled(&mut self, len: usize) {
+        self.len = Some(len);
     }
 }
 

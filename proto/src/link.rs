@@ -476,7 +476,7 @@ impl Link {
             Some(v) => {
                 let p = &mut self.verbs[v as usize];
                 p.id = id;
-                p.verb = *verb;
+                p.verb.assign(verb);
                 p.attempts = 0;
                 p.not_before_round = 0;
                 p.retried_after_commits = false;

@@ -147,6 +147,77 @@ impl Opcode {
 }
 
 impl Verb {
+    /// Makes `self` a copy of `src`. Where both hold the same verb, only the
+    /// bytes `src` uses are written (a WRITE's block for its length, a word
+    /// verb's few fields): `*self = *src` moves the whole kilobyte enum,
+    /// whichever verb it holds, and a verb store reuses its places for the
+    /// same verbs again and again.
+    pub fn assign(&mut self, src: &Verb) {
+        match (&mut *self, src) {
+            (
+                Verb::Write {
+                    target,
+                    offset,
+                    data,
+                },
+                Verb::Write {
+                    target: t,
+                    offset: o,
+                    data: d,
+                },
+            ) => {
+                (*target, *offset) = (*t, *o);
+                // Bytes past a block's length stay zero, as `Block::new`
+                // leaves them, so equal blocks compare and hash equal.
+                let old = data.len();
+                data.bytes[..d.len()].copy_from_slice(d.as_slice());
+                if old > d.len() {
+                    data.bytes[d.len()..old].fill(0);
+                }
+                data.len = d.len;
+            }
+            (
+                Verb::CompareAndSwap {
+                    target,
+                    offset,
+                    expected,
+                    new,
+                },
+                Verb::CompareAndSwap {
+                    target: t,
+                    offset: o,
+                    expected: e,
+                    new: n,
+                },
+            ) => (*target, *offset, *expected, *new) = (*t, *o, *e, *n),
+            (
+                Verb::FetchAdd {
+                    target,
+                    offset,
+                    add,
+                },
+                Verb::FetchAdd {
+                    target: t,
+                    offset: o,
+                    add: a,
+                },
+            ) => (*target, *offset, *add) = (*t, *o, *a),
+            (
+                Verb::Swap {
+                    target,
+                    offset,
+                    new,
+                },
+                Verb::Swap {
+                    target: t,
+                    offset: o,
+                    new: n,
+                },
+            ) => (*target, *offset, *new) = (*t, *o, *n),
+            (dst, src) => *dst = *src,
+        }
+    }
+
     pub fn opcode(&self) -> Opcode {
         match self {
             Verb::Read { .. } => Opcode::Read,
@@ -677,6 +748,65 @@ mod tests {
     use super::*;
 
     const R: RegionRef = RegionRef { id: 3, key: 0xAB };
+
+    #[test]
+    fn assign_copies_every_verb_into_every_other() {
+        let block = |n: usize| Block::new(&vec![0x5A; n]).unwrap();
+        let all = [
+            Verb::Read {
+                target: R,
+                offset: 8,
+                len: 16,
+            },
+            Verb::Write {
+                target: R,
+                offset: 16,
+                data: block(40),
+            },
+            Verb::Write {
+                target: R,
+                offset: 24,
+                data: block(3),
+            },
+            Verb::CompareAndSwap {
+                target: R,
+                offset: 32,
+                expected: 1,
+                new: 2,
+            },
+            Verb::CompareAndSwap {
+                target: RegionRef { id: 4, key: 1 },
+                offset: 40,
+                expected: 3,
+                new: 4,
+            },
+            Verb::FetchAdd {
+                target: R,
+                offset: 48,
+                add: 5,
+            },
+            Verb::Swap {
+                target: R,
+                offset: 56,
+                new: 6,
+            },
+            Verb::multi_word_commit(R, &[McasWord::default(); 2]).unwrap(),
+            Verb::BilateralSwap {
+                target: R,
+                offset: 64,
+                local_region: 2,
+                local_offset: 8,
+                len: 32,
+            },
+        ];
+        for dst in &all {
+            for src in &all {
+                let mut v = *dst;
+                v.assign(src);
+                assert_eq!(&v, src, "{dst:?} assigned {src:?}");
+            }
+        }
+    }
 
     fn round_trip(verb: Verb, local: &[u8]) -> Request<'static> {
         let mut buf = vec![0u8; 1200];

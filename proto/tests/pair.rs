@@ -317,3 +317,74 @@ fn initiator_restart_presumes_commit() {
     assert_eq!(n[1].memory().locked_words(), 0);
     assert_eq!(word0(&n[1]), 1);
 }
+
+/// Buffers of a transmit burst, as a driver lends them.
+struct Burst {
+    frames: Vec<Vec<u8>>,
+    room: usize,
+}
+
+impl TransmitBuffers for Burst {
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        if self.frames.len() == self.room {
+            return None;
+        }
+        self.frames.push(vec![0; MAX_FRAME]);
+        self.frames.last_mut().map(Vec::as_mut_slice)
+    }
+
+    fn filled(&mut self, len: usize) {
+        self.frames.last_mut().expect("lent").truncate(len);
+    }
+}
+
+#[test]
+fn a_burst_is_the_frames_one_by_one_in_one_call() {
+    let bursts = |max: usize, room: usize| {
+        let mut n = pair();
+        pump(&mut n, 0);
+        for i in 0..8 {
+            let verb = Verb::FetchAdd {
+                target: R,
+                offset: 8 * i,
+                add: 1,
+            };
+            n[0].submit(0, VerbId(u64::from(i)), verb).unwrap();
+        }
+        let mut out = Burst {
+            frames: Vec::new(),
+            room,
+        };
+        let sent = n[0].poll_transmit_burst(0, 5, max, &mut out);
+        // A buffer lent and not filled is no frame.
+        if out.frames.last().is_some_and(|f| f.len() == MAX_FRAME) {
+            out.frames.pop();
+        }
+        assert_eq!(sent, out.frames.len());
+        (n, out.frames)
+    };
+    // One by one, the reference.
+    let (mut reference, _) = bursts(0, 0);
+    let mut buf = [0u8; MAX_FRAME];
+    let mut one_by_one = Vec::new();
+    while let Some(len) = reference[0].poll_transmit(0, 5, &mut buf) {
+        one_by_one.push(buf[..len].to_vec());
+    }
+    assert_eq!(one_by_one.len(), 8, "a REQUEST per verb, one per slot");
+    let (_, all) = bursts(64, 64);
+    assert_eq!(all, one_by_one, "the same frames, in the same order");
+    let (_, three) = bursts(3, 64);
+    assert_eq!(three, one_by_one[..3], "at most max_datagrams");
+    let (mut rest, two) = bursts(64, 2);
+    assert_eq!(two, one_by_one[..2], "at most the buffers lent");
+    let (_, zero) = bursts(0, 64);
+    assert!(zero.is_empty());
+    // What did not fit goes next, in order.
+    let mut more = Burst {
+        frames: Vec::new(),
+        room: 64,
+    };
+    rest[0].poll_transmit_burst(0, 5, 64, &mut more);
+    more.frames.pop();
+    assert_eq!(more.frames, one_by_one[2..]);
+}

@@ -5,8 +5,8 @@
 
 use oae_pmd::{Burst, Driver, MAX_BURST};
 use oae_proto::LinkId;
-use oae_proto::Nanos;
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
+use oae_proto::{Nanos, TransmitBuffers};
 
 use super::PipelineCounters;
 use crate::config::KickPolicy;
@@ -139,29 +139,24 @@ impl<D: Driver> Port<D> {
             if self.spare.is_empty() {
                 self.driver.alloc(&mut self.spare, MAX_BURST);
             }
-            // Links take turns frame by frame; the burst is done when every
-            // link in a row has nothing to send.
+            // Each link in turn fills what room is left of the burst in
+            // one call; the burst is done when every link in a row has
+            // nothing to send.
             let mut idle_links = 0;
-            while self.tx.len() < MAX_BURST && idle_links < links {
-                let Some(mut buf) = self.spare.pop() else {
-                    break;
-                };
+            while self.tx.len() < MAX_BURST && !self.spare.is_empty() && idle_links < links {
                 let (link, peer) = self.links[self.tx_next];
                 self.tx_next = (self.tx_next + 1) % links;
-                let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + MAX_FRAME);
-                match transport.poll_transmit(link, now, &mut frame[ETH_HEADER_LEN..]) {
-                    Some(len) => {
-                        // Only once there is a frame: most iterations send
-                        // nothing, and should cost as little as possible.
-                        eth::write_header(frame, peer, self.mac);
-                        self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
-                        self.tx.push(buf);
-                        idle_links = 0;
-                    }
-                    None => {
-                        self.spare.push(buf);
-                        idle_links += 1;
-                    }
+                let room = MAX_BURST - self.tx.len();
+                let mut buffers = Buffers {
+                    driver: &mut self.driver,
+                    spare: &mut self.spare,
+                    tx: &mut self.tx,
+                    header: (peer, self.mac),
+                };
+                if transport.poll_transmit_burst(link, now, room, &mut buffers) == 0 {
+                    idle_links += 1;
+                } else {
+                    idle_links = 0;
                 }
             }
             let exhausted = idle_links >= links;
@@ -180,5 +175,34 @@ impl<D: Driver> Port<D> {
                 return;
             }
         }
+    }
+}
+
+/// A port's spare transmit buffers, lent to the core one at a time and
+/// written in place; each one filled joins the transmit burst with its
+/// Ethernet header.
+struct Buffers<'a, D: Driver> {
+    driver: &'a mut D,
+    spare: &'a mut Burst<D::Buf>,
+    tx: &'a mut Burst<D::Buf>,
+    /// Destination and source MAC.
+    header: ([u8; 6], [u8; 6]),
+}
+
+impl<D: Driver> TransmitBuffers for Buffers<'_, D> {
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        if self.tx.is_full() {
+            return None;
+        }
+        let buf = self.spare.last_mut()?;
+        let frame = self.driver.frame_mut(buf, ETH_HEADER_LEN + MAX_FRAME);
+        Some(&mut frame[ETH_HEADER_LEN..])
+    }
+
+    fn filled(&mut self, len: usize) {
+        let mut buf = self.spare.pop().expect("a buffer was lent");
+        let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
+        eth::write_header(frame, self.header.0, self.header.1);
+        self.tx.push(buf);
     }
 }
