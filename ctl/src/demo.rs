@@ -82,8 +82,8 @@ pub struct DemoArgs {
     /// the socket until a frame, a request or the next timer.
     #[arg(long, value_enum)]
     idle: Option<IdlePolicy>,
-    /// When every queue kicks its transmit ring: immediate (the default)
-    /// or adaptive (held while receive bursts keep coming, bounded).
+    /// When every queue kicks its transmit ring: adaptive (the default:
+    /// held while receive bursts keep coming, bounded) or immediate.
     #[arg(long, value_enum)]
     kicks: Option<KickPolicy>,
     /// AF_XDP preferred busy polling on every queue.

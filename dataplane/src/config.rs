@@ -338,13 +338,13 @@ pub enum IdlePolicy {
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum KickPolicy {
-    /// After every transmit burst.
-    #[default]
-    Immediate,
     /// Held while receive bursts keep coming (so one system call sends
     /// the answers of several), for a bounded number of frames and loop
     /// iterations; at once when a receive burst comes back empty.
+    #[default]
     Adaptive,
+    /// After every transmit burst.
+    Immediate,
 }
 
 /// A peer this queue has a link to.

@@ -400,7 +400,7 @@ mod tests {
             min_round_ns: Some(2_000_000),
             queues: None,
             idle: Some(IdlePolicy::Sleep),
-            kicks: Some(KickPolicy::Adaptive),
+            kicks: Some(KickPolicy::Immediate),
             busy_poll: Some(true),
         };
         let mut d = parse();
@@ -414,7 +414,7 @@ mod tests {
             assert_eq!((q.link.slots, q.link.credits), (Some(256), Some(256)));
             assert_eq!(q.link.min_round_ns, Some(2_000_000));
             assert_eq!(q.poll.idle, IdlePolicy::Sleep);
-            assert_eq!(q.poll.kicks, KickPolicy::Adaptive);
+            assert_eq!(q.poll.kicks, KickPolicy::Immediate);
             assert!(q.poll.busy_poll);
         }
         let one_core = QueueOverrides {

@@ -149,6 +149,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             self.iterate(false);
         }
         self.refuse_queued_submissions();
+        for port in &mut self.ports {
+            port.flush();
+        }
         let report = FinalReport {
             cpu: CpuUse::from(oae_os::cpu::this_thread()),
             idle: self.idle.counters(),

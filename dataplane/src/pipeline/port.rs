@@ -28,10 +28,13 @@ pub struct Port<D: Driver> {
     tx: Burst<D::Buf>,
     spare: Burst<D::Buf>,
     adaptive_kicks: bool,
-    /// Frames the last receive burst brought.
+    /// Frames the last receive burst brought, and the one before.
     received: usize,
+    received_before: usize,
     /// Iterations the frames waiting for a kick have been held.
     held_for: u32,
+    /// Frames queued since the last kick (with adaptive kicks).
+    unkicked: usize,
 }
 
 impl<D: Driver> Port<D> {
@@ -48,33 +51,37 @@ impl<D: Driver> Port<D> {
             spare: Burst::new(),
             adaptive_kicks,
             received: 0,
+            received_before: 0,
             held_for: 0,
+            unkicked: 0,
         }
     }
 
     /// With adaptive kicks, after a transmit: the frames queued wait for
-    /// the next iteration while receive bursts keep coming (their answers
-    /// will join them), up to a bound; they go at once when one came back
-    /// empty.
+    /// the next iteration while receive bursts keep coming (two in a row
+    /// brought frames: their answers will join them), up to a bound; they
+    /// go at once when one came back empty. One verb in flight never
+    /// waits: its answer never finds a second burst behind it.
     fn settle_kick(&mut self) {
         if !self.adaptive_kicks {
             return;
         }
-        let held = self.driver.unkicked();
-        if held == 0 {
-            self.held_for = 0;
+        if self.unkicked == 0 {
             return;
         }
         self.held_for += 1;
-        if self.received == 0 || held >= KICK_AT_FRAMES || self.held_for > KICK_AFTER_ITERATIONS {
-            self.driver.kick();
-            self.held_for = 0;
+        let coming = self.received > 0 && self.received_before > 0;
+        if !coming || self.unkicked >= KICK_AT_FRAMES || self.held_for > KICK_AFTER_ITERATIONS {
+            self.flush();
         }
     }
 
     /// Sends whatever waits for a kick: before the core sleeps.
     pub fn flush(&mut self) {
-        self.driver.kick();
+        if self.unkicked > 0 {
+            self.driver.kick();
+        }
+        self.unkicked = 0;
         self.held_for = 0;
     }
 
@@ -91,6 +98,7 @@ impl<D: Driver> Port<D> {
     ) {
         self.rx.clear();
         let n = self.driver.rx_burst(&mut self.rx);
+        self.received_before = self.received;
         self.received = n;
         if n == 0 {
             return;
@@ -166,6 +174,7 @@ impl<D: Driver> Port<D> {
             let queued = self.tx.len();
             let sent = self.driver.tx_burst(&mut self.tx);
             counters.tx_frames += sent as u64;
+            self.unkicked += sent;
             if sent < queued {
                 // Ring full: the rest goes out with the next burst.
                 counters.tx_ring_full += 1;

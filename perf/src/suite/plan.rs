@@ -100,21 +100,17 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
 }
 
 /// The polling choices of the line-rate experiment, each measured on its
-/// own against the default (CAS at the per-driver slot count, AF_XDP).
-pub const LINE_RATE_POLLING: [PollChoice; 3] = [
+/// own against the default (adaptive kicks, no busy polling), CAS at the
+/// per-driver slot count over AF_XDP.
+pub const LINE_RATE_POLLING: [PollChoice; 2] = [
     PollChoice {
         idle: None,
-        kicks: Some("adaptive"),
+        kicks: Some("immediate"),
         busy_poll: false,
     },
     PollChoice {
         idle: None,
         kicks: None,
-        busy_poll: true,
-    },
-    PollChoice {
-        idle: None,
-        kicks: Some("adaptive"),
         busy_poll: true,
     },
 ];
