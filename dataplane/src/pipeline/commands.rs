@@ -138,6 +138,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 
     pub(super) fn take_commands(&mut self, now: Nanos) {
         while let Some(cmd) = self.shared.commands.pop() {
+            self.counters.control_requests += 1;
             let answer = match cmd.what {
                 CommandKind::Status => {
                     serde_json::to_value(self.status()).map_err(|e| e.to_string())

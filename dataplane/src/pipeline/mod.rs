@@ -74,6 +74,8 @@ pub struct PipelineCounters {
     pub tx_ring_full: u64,
     pub app_submitted: u64,
     pub app_refused: u64,
+    /// Control requests answered (or, for verbs, submitted).
+    pub control_requests: u64,
     /// Completions dropped because the application's queue was full.
     pub app_completions_lost: u64,
 }
@@ -172,13 +174,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     /// What moved so far: an iteration that changes none of it was idle.
-    fn progress(&self) -> [u64; 4] {
+    fn progress(&self) -> [u64; 5] {
         let c = &self.counters;
         [
             c.rx_frames,
             c.tx_frames,
             c.tx_ring_full,
             c.app_submitted + c.app_refused,
+            // A request may start work the next iteration does (a workload).
+            c.control_requests,
         ]
     }
 
