@@ -176,11 +176,11 @@ fn a_ring_relays_and_survives_a_cut_a_partition_and_a_restart() {
             })
         },
     );
-    assert!(
-        f.views_agree(NODES),
-        "views differ at the end:\n{}",
-        f.logs()
-    );
+    // A link of four busy-polling dataplanes on two vCPUs may flap while
+    // the last checks run; the views must agree again once it is back.
+    f.wait_for(Duration::from_secs(60), "views to agree at the end", |f| {
+        f.views_agree(NODES)
+    });
 
     let mut checked = 0;
     for i in 0..3 {
