@@ -202,6 +202,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 for port in &mut self.ports {
                     port.flush();
                 }
+                if self.ports.iter().any(Port::has_unsent) {
+                    // The device turned a kick away: poll, do not sleep.
+                    return;
+                }
                 let sockets: arrayvec::ArrayVec<BorrowedFd<'_>, 16> = self
                     .ports
                     .iter()

@@ -80,9 +80,16 @@ impl<D: Driver> Port<D> {
     pub fn flush(&mut self) {
         if self.unkicked > 0 {
             self.driver.kick();
+            // A kick the device turned away (busy, ring full) leaves frames
+            // on the ring: they are kicked again next iteration.
+            self.unkicked = self.driver.unkicked();
         }
-        self.unkicked = 0;
         self.held_for = 0;
+    }
+
+    /// Frames queued that no kick has sent yet.
+    pub fn has_unsent(&self) -> bool {
+        self.unkicked > 0
     }
 
     pub fn mac(&self) -> [u8; 6] {
@@ -154,7 +161,8 @@ impl<D: Driver> Port<D> {
             while self.tx.len() < MAX_BURST && !self.spare.is_empty() && idle_links < links {
                 let (link, peer) = self.links[self.tx_next];
                 self.tx_next = (self.tx_next + 1) % links;
-                let room = MAX_BURST - self.tx.len();
+                // Links share a burst: each takes its share per turn.
+                let room = (MAX_BURST - self.tx.len()).div_ceil(links);
                 let mut buffers = Buffers {
                     driver: &mut self.driver,
                     spare: &mut self.spare,
