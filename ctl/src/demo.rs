@@ -17,9 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use oae_dataplane::config::{IdlePolicy, KickPolicy};
-use oae_dataplane::control::{CpuUse, FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_dataplane::status::DataplaneStatus;
+use oae_os::cpu::CpuTime;
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;
 use serde_json::Value;
@@ -249,7 +250,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let reports = run_workload(&setup, &deployment, &settings, scope, &interrupted)?;
     let cpu_after = polling_cpu(&setup)?;
     let cpu_wall_s = cpu_clock.elapsed().as_secs_f64();
-    let cpu: Vec<CpuUse> = cpu_after
+    let cpu: Vec<CpuTime> = cpu_after
         .iter()
         .zip(&cpu_before)
         .map(|(after, before)| after.since(before))
@@ -359,16 +360,16 @@ fn schedule(settings: &DemoSettings) -> Vec<(f64, Step)> {
 }
 
 /// CPU time each dataplane's polling threads have used so far.
-fn polling_cpu(setup: &Setup) -> Result<Vec<CpuUse>, String> {
+fn polling_cpu(setup: &Setup) -> Result<Vec<CpuTime>, String> {
     setup
         .running
         .sockets
         .iter()
         .map(|s| {
             let stats = call(s, &Request::Stats, STEP)?;
-            let mut sum = CpuUse::default();
+            let mut sum = CpuTime::default();
             for q in stats["queues"].as_array().into_iter().flatten() {
-                let c: CpuUse = serde_json::from_value(q["cpu"].clone())
+                let c: CpuTime = serde_json::from_value(q["cpu"].clone())
                     .map_err(|e| format!("a queue's stats carry no CPU time: {e}"))?;
                 sum.add(&c);
             }

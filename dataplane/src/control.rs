@@ -456,42 +456,6 @@ fn add_counts(into: &mut Vec<(String, u64)>, from: &[(String, u64)]) {
     }
 }
 
-/// CPU time a polling thread used, in seconds.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
-pub struct CpuUse {
-    pub user_s: f64,
-    pub system_s: f64,
-}
-
-impl CpuUse {
-    pub fn total_s(&self) -> f64 {
-        self.user_s + self.system_s
-    }
-
-    /// What was used between `earlier` and `self`.
-    pub fn since(&self, earlier: &CpuUse) -> CpuUse {
-        CpuUse {
-            user_s: (self.user_s - earlier.user_s).max(0.0),
-            system_s: (self.system_s - earlier.system_s).max(0.0),
-        }
-    }
-
-    /// Summed over threads.
-    pub fn add(&mut self, o: &CpuUse) {
-        self.user_s += o.user_s;
-        self.system_s += o.system_s;
-    }
-}
-
-impl From<oae_os::cpu::CpuTime> for CpuUse {
-    fn from(t: oae_os::cpu::CpuTime) -> CpuUse {
-        CpuUse {
-            user_s: t.user_s,
-            system_s: t.system_s,
-        }
-    }
-}
-
 /// Verbs that completed during one phase of a workload.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct PhaseReport {

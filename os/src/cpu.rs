@@ -4,9 +4,10 @@
 
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeVal;
+use serde::{Deserialize, Serialize};
 
-/// User and system CPU time, in seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// User and system CPU time, in seconds (in `oaed`'s stats as `cpu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuTime {
     pub user_s: f64,
     pub system_s: f64,
@@ -23,6 +24,12 @@ impl CpuTime {
             user_s: (self.user_s - earlier.user_s).max(0.0),
             system_s: (self.system_s - earlier.system_s).max(0.0),
         }
+    }
+
+    /// Summed over threads.
+    pub fn add(&mut self, o: &CpuTime) {
+        self.user_s += o.user_s;
+        self.system_s += o.system_s;
     }
 
     fn of(who: UsageWho) -> CpuTime {

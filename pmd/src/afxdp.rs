@@ -1057,43 +1057,35 @@ fn bound_zero_copy(fd: RawFd) -> io::Result<bool> {
 }
 
 fn set_tx_budget(fd: RawFd, budget: u32) -> io::Result<u32> {
+    set_u32_option(fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget).map(|()| budget)
+}
+
+fn set_busy_poll(fd: RawFd, b: BusyPoll) -> io::Result<()> {
+    set_u32_option(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, 1)?;
+    set_u32_option(fd, libc::SOL_SOCKET, SO_BUSY_POLL, b.usecs)?;
+    set_u32_option(fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, b.budget)
+}
+
+/// `setsockopt` of a 32-bit option.
+fn set_u32_option(
+    fd: RawFd,
+    level: libc::c_int,
+    option: libc::c_int,
+    value: u32,
+) -> io::Result<()> {
     // SAFETY: the kernel reads exactly `size_of::<u32>()` bytes from
-    // `budget`, which outlives the call.
+    // `value`, which outlives the call.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_XDP,
-            XDP_MAX_TX_SKB_BUDGET,
-            (&raw const budget).cast::<c_void>(),
+            level,
+            option,
+            (&raw const value).cast::<c_void>(),
             mem::size_of::<u32>() as libc::socklen_t,
         )
     };
     if rc != 0 {
         return Err(io::Error::last_os_error());
-    }
-    Ok(budget)
-}
-
-fn set_busy_poll(fd: RawFd, b: BusyPoll) -> io::Result<()> {
-    for (option, value) in [
-        (SO_PREFER_BUSY_POLL, 1),
-        (SO_BUSY_POLL, b.usecs),
-        (SO_BUSY_POLL_BUDGET, b.budget),
-    ] {
-        // SAFETY: the kernel reads exactly `size_of::<u32>()` bytes from
-        // `value`, which outlives the call.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                option,
-                (&raw const value).cast::<c_void>(),
-                mem::size_of::<u32>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
     }
     Ok(())
 }

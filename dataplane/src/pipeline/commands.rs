@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::idle::Waker;
 use super::{Origin, Pipeline, Target, driver_json};
 use crate::api::{Completion, Submission};
-use crate::control::{CpuUse, Percentiles, WorkloadSpec};
+use crate::control::{Percentiles, WorkloadSpec};
 use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
 use crate::workload::Aim;
@@ -153,7 +153,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     "driver": driver_json(&self.driver_stats()),
                     "idle": self.idle.counters(),
                     // Answered on the polling thread: its own CPU time.
-                    "cpu": CpuUse::from(oae_os::cpu::this_thread()),
+                    "cpu": oae_os::cpu::this_thread(),
                     "transport": self.transport.name(),
                     "links": self.per_link(|t, l| t.stats(l)),
                 })),

@@ -30,11 +30,12 @@ use serde_json::{Value, json};
 
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::config::PollSettings;
-use crate::control::{CpuUse, OutputView};
+use crate::control::OutputView;
 use crate::host::HostPort;
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
+use oae_os::cpu::CpuTime;
 
 /// Where a verb goes: a link of this queue, or a node that a link or the
 /// fabric's paths reach.
@@ -155,7 +156,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             port.flush();
         }
         let report = FinalReport {
-            cpu: CpuUse::from(oae_os::cpu::this_thread()),
+            cpu: oae_os::cpu::this_thread(),
             idle: self.idle.counters(),
             info: self.info.clone(),
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
@@ -446,7 +447,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 pub struct FinalReport {
     pub info: QueueInfo,
     /// CPU time the polling thread used, bring-up and drain included.
-    pub cpu: CpuUse,
+    pub cpu: CpuTime,
     pub idle: IdleCounters,
     pub in_flight_at_exit: usize,
     pub pipeline: PipelineCounters,

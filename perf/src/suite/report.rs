@@ -160,11 +160,10 @@ fn failure_tail_targets(ms: &[Measurement], lanes: u32, secs: f64, out: &mut Vec
     });
 }
 
-/// OAE's best CAS rate against the raw AF_XDP reflector, and what each
-/// polling choice did to the default's rate.
-fn line_rate_targets(ms: &[Measurement], out: &mut Vec<Target>) {
-    let oae: Vec<(&Measurement, f64)> = ms
-        .iter()
+/// Every OAE CAS line-rate measurement over AF_XDP (the sweep and the
+/// polling choices), with its verbs/s.
+fn oae_cas_rates(ms: &[Measurement]) -> Vec<(&Measurement, f64)> {
+    ms.iter()
         .filter(|m| {
             m.experiment == Experiment::LineRate
                 && m.subject == "oae"
@@ -172,8 +171,19 @@ fn line_rate_targets(ms: &[Measurement], out: &mut Vec<Target>) {
                 && m.param("driver") == Some("af-xdp")
         })
         .filter_map(|m| Some((m, m.median("verbs_per_s")?)))
-        .collect();
-    let best = oae.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+        .collect()
+}
+
+/// The fastest of [`oae_cas_rates`].
+fn best_rate<'a>(rates: &[(&'a Measurement, f64)]) -> Option<(&'a Measurement, f64)> {
+    rates.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// OAE's best CAS rate against the raw AF_XDP reflector, and what each
+/// polling choice did to the default's rate.
+fn line_rate_targets(ms: &[Measurement], out: &mut Vec<Target>) {
+    let oae = oae_cas_rates(ms);
+    let best = best_rate(&oae);
     let raw =
         find(ms, Experiment::LineRate, "raw-af-xdp", &[]).and_then(|m| m.median("frames_per_s"));
     let r = ratio(best.map(|b| b.1), raw);
@@ -192,7 +202,7 @@ fn line_rate_targets(ms: &[Measurement], out: &mut Vec<Target>) {
             (Some(r), Some((m, rate))) => format!(
                 "{}: {}",
                 met_word(r >= 0.8),
-                per_core_cost(Some(*rate), raw, Some(frames(m)), "the reflector")
+                per_core_cost(Some(rate), raw, Some(frames(m)), "the reflector")
             ),
             _ => "not measured (see the failed trials)".into(),
         },
@@ -348,16 +358,7 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
     let mut out = Vec::new();
     let has = |e: Experiment| ms.iter().any(|m| m.experiment == e);
     if has(Experiment::LineRate) {
-        let best = ms
-            .iter()
-            .filter(|m| {
-                m.experiment == Experiment::LineRate
-                    && m.subject == "oae"
-                    && m.param("verb") == Some("cas")
-                    && m.param("driver") == Some("af-xdp")
-            })
-            .filter_map(|m| Some((m, m.median("verbs_per_s")?)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let best = best_rate(&oae_cas_rates(ms));
         let testpmd =
             find(ms, Experiment::LineRate, "testpmd", &[]).and_then(|m| m.median("frames_per_s"));
         let r = ratio(best.map(|b| b.1), testpmd);
