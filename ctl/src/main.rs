@@ -3,6 +3,7 @@
 
 mod demo;
 mod fabric_demo;
+mod host_verbs;
 mod running;
 
 use std::path::{Path, PathBuf};
@@ -101,6 +102,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Runs as a host program on a dataplane's host ring: a window of
+    /// FETCH-ADDs through the ring, the dataplane and its peer; prints the
+    /// rate, the latency seen and every outcome.
+    HostVerbs(host_verbs::HostVerbsArgs),
 }
 
 #[derive(Subcommand)]
@@ -355,6 +360,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Cmd::Demo(args) => demo::run(args),
         Cmd::SwapRing { path, json } => swap_ring(path, *json),
+        Cmd::HostVerbs(args) => host_verbs::run(args),
         _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket)),
     };
     match result {
@@ -511,7 +517,7 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             }
         }
         Cmd::Shutdown => print_json(&ask(&Request::Shutdown)?),
-        Cmd::Demo(_) | Cmd::SwapRing { .. } => {
+        Cmd::Demo(_) | Cmd::SwapRing { .. } | Cmd::HostVerbs(_) => {
             unreachable!("handled before a socket is chosen")
         }
     }

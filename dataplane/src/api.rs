@@ -53,6 +53,9 @@ pub enum NotSubmitted {
     QpFailed,
     /// No link and no route through the fabric leads to this node.
     NoRoute(u64),
+    /// A host program took the verb back from a bilateral host ring before
+    /// the dataplane took it (the dataplane is gone, or the program quits).
+    Recalled,
 }
 
 impl NotSubmitted {
@@ -67,6 +70,7 @@ impl NotSubmitted {
             NotSubmitted::NoSuchLink(_) => 6,
             NotSubmitted::QpFailed => 7,
             NotSubmitted::NoRoute(_) => 8,
+            NotSubmitted::Recalled => 9,
         }
     }
 
@@ -82,6 +86,7 @@ impl NotSubmitted {
             6 => NotSubmitted::NoSuchLink(LinkId::MAX),
             7 => NotSubmitted::QpFailed,
             8 => NotSubmitted::NoRoute(0),
+            9 => NotSubmitted::Recalled,
             _ => NotSubmitted::Refused,
         }
     }
@@ -116,6 +121,7 @@ impl core::fmt::Display for NotSubmitted {
             NotSubmitted::QpFailed => f.write_str("the RC model's queue pair has failed"),
             NotSubmitted::NoRoute(0) => f.write_str("no link or route to that node"),
             NotSubmitted::NoRoute(node) => write!(f, "no link or route to node {node}"),
+            NotSubmitted::Recalled => f.write_str("taken back before the dataplane took it"),
         }
     }
 }
@@ -136,6 +142,7 @@ mod tests {
             NotSubmitted::NoSuchLink(3),
             NotSubmitted::QpFailed,
             NotSubmitted::NoRoute(0),
+            NotSubmitted::Recalled,
         ];
         for (code, why) in all.into_iter().enumerate() {
             assert_eq!(why.code(), code as u8);

@@ -67,17 +67,33 @@ pub struct HostSettings {
     pub ring: PathBuf,
     #[serde(default)]
     pub queue: u16,
-    /// Records per ring: how many verbs the host may have in flight.
+    /// How many verbs one host process may have in flight (the records of
+    /// each FITO ring).
     #[serde(default = "default_host_capacity")]
     pub capacity: u64,
     /// Emulated PCIe costs, as `read=750,write=200,doorbell=1600,atomic=1000`
     /// (the default) or `zero`.
     #[serde(default)]
     pub pcie_cost: Option<String>,
+    /// `fito` (request and response rings, one host process) or
+    /// `bilateral` (a swap slot per host process, batches each way).
+    #[serde(default)]
+    pub mode: crate::host::HostMode,
+    /// How many host processes may attach at once: 1 for a FITO ring (its
+    /// rings have one producer); up to 64 bilateral, 4 unless set.
+    #[serde(default)]
+    pub processes: Option<u64>,
+    /// Bilateral: records one exchange carries each way.
+    #[serde(default = "default_host_batch")]
+    pub batch: u64,
 }
 
 fn default_host_capacity() -> u64 {
     256
+}
+
+fn default_host_batch() -> u64 {
+    16
 }
 
 impl HostSettings {
@@ -87,10 +103,47 @@ impl HostSettings {
                 .map_err(|e| format!("host.pcie_cost = \"{spec}\": {e}"))?,
             None => oae_swapring::cost::CostModel::default(),
         };
+        use crate::host::{HostMode, MAX_VERB_RECORDS};
+        let records = MAX_VERB_RECORDS as u64;
+        let max_batch = oae_swapring::bilateral::MAX_SLOT_BATCH;
+        if !(records..=65_536).contains(&self.capacity) {
+            return Err(format!(
+                "host.capacity = {} must be from {records} (the records of the largest verb) \
+                 to 65536",
+                self.capacity
+            ));
+        }
+        let processes = match self.mode {
+            HostMode::Fito => 1,
+            HostMode::Bilateral => self.processes.unwrap_or(4),
+        };
+        match self.mode {
+            HostMode::Fito if self.processes.is_some_and(|n| n != 1) => {
+                return Err(format!(
+                    "host.processes = {}: a FITO host ring serves one host process; set \
+                     mode = \"bilateral\" for several, or give each process its own ring",
+                    self.processes.unwrap_or(1)
+                ));
+            }
+            HostMode::Bilateral if !(1..=64).contains(&processes) => {
+                return Err(format!("host.processes = {processes} must be from 1 to 64"));
+            }
+            HostMode::Bilateral if !(records..=max_batch).contains(&self.batch) => {
+                return Err(format!(
+                    "host.batch = {} must be from {records} (the records of the largest verb) \
+                     to {max_batch}",
+                    self.batch
+                ));
+            }
+            _ => {}
+        }
         Ok(crate::host::HostRing {
             path: self.ring.clone(),
             capacity: self.capacity,
             cost,
+            mode: self.mode,
+            processes,
+            batch: self.batch,
         })
     }
 }
@@ -761,12 +814,6 @@ impl Config {
                     self.queues.len() - 1
                 )));
             }
-            if !(1..=65_536).contains(&h.capacity) {
-                return Err(ctx(format!(
-                    "host.capacity = {} must be from 1 to 65536",
-                    h.capacity
-                )));
-            }
             if h.ring.as_os_str().is_empty() || h.ring.is_dir() {
                 return Err(ctx(format!(
                     "host.ring = \"{}\" must name a file (e.g. /dev/shm/oae-host-{})",
@@ -1050,11 +1097,27 @@ mod tests {
             ),
             (
                 host("ring = \"/dev/shm/x\"\ncapacity = 0"),
-                "host.capacity = 0 must be from 1 to 65536",
+                "host.capacity = 0 must be from 8 (the records of the largest verb) to 65536",
             ),
             (
                 host("ring = \"/dev/shm/x\"\npcie_cost = \"reed=750\""),
                 "host.pcie_cost",
+            ),
+            (
+                host("ring = \"/dev/shm/x\"\nprocesses = 2"),
+                "a FITO host ring serves one host process; set mode = \"bilateral\"",
+            ),
+            (
+                host("ring = \"/dev/shm/x\"\nmode = \"bilateral\"\nbatch = 4"),
+                "host.batch = 4 must be from 8",
+            ),
+            (
+                host("ring = \"/dev/shm/x\"\nmode = \"bilateral\"\nprocesses = 0"),
+                "host.processes = 0 must be from 1 to 64",
+            ),
+            (
+                host("ring = \"/dev/shm/x\"\nmode = \"swap\""),
+                "unknown variant `swap`, expected `fito` or `bilateral`",
             ),
             (host("ring = \"/tmp\""), "must name a file"),
             (

@@ -113,13 +113,7 @@ pub fn build_queue(
             peer_macs: peer_macs.iter().map(|m| m.to_string()).collect(),
         },
         host: match &config.host {
-            Some(h) if usize::from(h.queue) == index => {
-                let ring = h.to_host_ring()?;
-                // Every request waiting in the ring or in flight may owe a
-                // completion at once.
-                let waiting = ring.capacity as usize + inflight;
-                Some(HostPort::create(&ring, waiting)?)
-            }
+            Some(h) if usize::from(h.queue) == index => Some(HostPort::create(&h.to_host_ring()?)?),
             _ => None,
         },
     };

@@ -6,12 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::bilateral::{Decision, HostSlot, IpuSlot, Phase, SlotReport, SwapOutcome, Withdraw};
+use crate::bilateral::{HostSlot, IpuSlot, Phase, SlotReport, SwapOutcome, Withdraw};
 use crate::fito::{FitoAgent, FitoHost, Message, MsgKind, SchedDecision};
 use crate::layout::{RING_DECISIONS, RING_MESSAGES, RING_VERB_REQUESTS, RING_VERB_RESPONSES};
 use crate::liveness::{Peer, PeerWatch, STAT_LOST_RACES, STAT_SWAPS, STAT_WITHDRAWN};
 use crate::region::{Region, Side};
-use crate::ring::RECORD_WORDS;
+use crate::ring::{RECORD_WORDS, Record};
 use crate::verbs::{VerbRecord, VerbsDevice, VerbsHost};
 
 /// Limits on one run of a driver.
@@ -30,6 +30,8 @@ pub struct Bounds {
 pub struct Report {
     /// Exchanges completed (messages + decisions, swaps, responses).
     pub done: u64,
+    /// Records those exchanges carried (bilateral: a swap moves a batch).
+    pub records: u64,
     pub withdrawn: u64,
     pub lost_races: u64,
     /// The peer stopped interacting (counted, not timed).
@@ -42,8 +44,9 @@ pub struct Report {
 impl Report {
     pub fn line(&self) -> String {
         format!(
-            "done={} withdrawn={} lost_races={} peer_gone={} deadline_hit={} violation={}",
+            "done={} records={} withdrawn={} lost_races={} peer_gone={} deadline_hit={} violation={}",
             self.done,
+            self.records,
             self.withdrawn,
             self.lost_races,
             self.peer_gone,
@@ -225,18 +228,39 @@ pub fn fito_agent(region: &Region, bounds: Bounds) -> Report {
     report
 }
 
-/// The decision the bilateral drivers compute from a state: any function
-/// of every word will do, so a decision made on a torn or other state shows.
-pub fn bilateral_decide(state: &[u64; RECORD_WORDS], out: &mut Decision) {
+/// The answer the bilateral drivers compute for one record of a batch: any
+/// function of every word will do, so an answer made on a torn or other
+/// record shows. Its last word is the digest of the whole batch, so an
+/// answer swapped against another batch shows too.
+pub fn bilateral_answer(state: &Record, batch_digest: u64) -> Record {
     let mix = state.iter().fold(0x9e37_79b9_7f4a_7c15u64, |acc, w| {
         (acc ^ w).wrapping_mul(0x1000_0000_01b3)
     });
+    let mut out = [0; RECORD_WORDS];
     for (i, word) in out.iter_mut().enumerate() {
         *word = mix.rotate_left(i as u32 * 9) ^ state[0];
     }
+    out[RECORD_WORDS - 1] = batch_digest;
+    out
 }
 
-fn bilateral_state(key: u64, slot: usize, changed: bool) -> [u64; RECORD_WORDS] {
+/// A digest of a batch's every word, in order.
+pub fn batch_digest(batch: &[Record]) -> u64 {
+    batch.iter().flatten().fold(batch.len() as u64, |acc, w| {
+        (acc.rotate_left(5) ^ w).wrapping_mul(0x1000_0000_01b3)
+    })
+}
+
+/// The IPU drivers' decision over a whole batch.
+pub fn bilateral_decide(offer: &[Record], answer: &mut [Record]) -> usize {
+    let digest = batch_digest(offer);
+    for (a, s) in answer.iter_mut().zip(offer) {
+        *a = bilateral_answer(s, digest);
+    }
+    offer.len()
+}
+
+fn bilateral_state(key: u64, slot: usize, changed: bool) -> Record {
     let mut s = [0u64; RECORD_WORDS];
     s[0] = key;
     s[1] = slot as u64;
@@ -247,47 +271,55 @@ fn bilateral_state(key: u64, slot: usize, changed: bool) -> [u64; RECORD_WORDS] 
     s
 }
 
+/// One slot's offer as the host driver remembers it.
+struct Offered {
+    batch: Vec<Record>,
+    epoch: u64,
+    changed: bool,
+}
+
 /// Host side of the swap slots: `count` exchanges spread over every slot,
-/// withdrawing and changing every fifth offer before the IPU takes it.
-/// Checks each decision against the state it was swapped with, and the
-/// alternating bits against the exchanges counted.
+/// each a batch of 1 to `slot_batch` records; every fifth offer is
+/// withdrawn and changed before the IPU may have taken it. Checks each
+/// answer record against the record it was swapped with and the batch it
+/// came in, and the alternating bits against the exchanges counted.
 pub fn bilateral_host(region: &Region, bounds: Bounds) -> Report {
     let cost = region.config().cost;
     let mut me = region.attach_as(Side::Host);
     let n = region.slot_count();
+    let batch = region.geometry().slot_batch as usize;
     let mut slots: Vec<HostSlot<'_>> = (0..n)
         .map(|i| HostSlot::new(region.slot(i), cost))
         .collect();
-    // Per slot: the state on offer, and exchanges taken.
-    let mut offered: Vec<Option<([u64; RECORD_WORDS], u64)>> = vec![None; n];
+    let mut offered: Vec<Option<Offered>> = (0..n).map(|_| None).collect();
     let mut taken = vec![0u64; n];
     let mut idle = Idle::new(region, Side::Host, &bounds);
     let mut report = Report::default();
     let mut issued = 0u64;
-    let mut decision = [0u64; crate::bilateral::DECISION_WORDS];
+    let mut answer = vec![[0u64; RECORD_WORDS]; batch];
     'run: while report.done < bounds.count {
         let mut progressed = false;
         for i in 0..n {
             me.bump();
-            match slots[i].take(&mut decision) {
+            match slots[i].take(&mut answer) {
                 Err(half) => {
                     report.violation.get_or_insert(format!("slot {i}: {half}"));
                     break 'run;
                 }
                 Ok(Some(exchange)) => {
                     progressed = true;
-                    let Some((state, epoch)) = offered[i].take() else {
+                    let Some(offer) = offered[i].take() else {
                         report
                             .violation
                             .get_or_insert(format!("slot {i}: swapped with nothing offered"));
                         break 'run;
                     };
-                    let mut want = [0u64; crate::bilateral::DECISION_WORDS];
-                    bilateral_decide(&state, &mut want);
-                    if exchange.epoch != epoch || decision != want {
+                    let mut want = vec![[0u64; RECORD_WORDS]; offer.batch.len()];
+                    bilateral_decide(&offer.batch, &mut want);
+                    if exchange.epoch != offer.epoch || answer[..exchange.count] != want[..] {
                         report.violation.get_or_insert(format!(
-                            "slot {i}: exchange at epoch {} for offer {epoch} carries a decision for another state",
-                            exchange.epoch
+                            "slot {i}: exchange at epoch {} for offer {} carries an answer for another batch",
+                            exchange.epoch, offer.epoch
                         ));
                     }
                     taken[i] += 1;
@@ -298,24 +330,27 @@ pub fn bilateral_host(region: &Region, bounds: Bounds) -> Report {
                         ));
                     }
                     report.done += 1;
+                    report.records += offer.batch.len() as u64;
                     me.add_stat(STAT_SWAPS, 1);
                 }
                 Ok(None) => {
                     // Every fifth offer changes before the IPU may have
                     // taken it: the host must withdraw it first.
-                    if let Some((state, _)) = offered[i]
-                        && state[2] == 0
-                        && state[0] % 5 == 0
+                    if let Some(offer) = offered[i].as_mut()
+                        && !offer.changed
+                        && offer.batch[0][0] % 5 == 0
                     {
                         match slots[i].withdraw() {
                             Withdraw::Withdrawn => {
                                 report.withdrawn += 1;
                                 me.add_stat(STAT_WITHDRAWN, 1);
-                                let changed = bilateral_state(state[0], i, true);
-                                let epoch = slots[i]
-                                    .offer(&changed)
+                                for record in offer.batch.iter_mut() {
+                                    *record = bilateral_state(record[0], i, true);
+                                }
+                                offer.epoch = slots[i]
+                                    .offer(&offer.batch)
                                     .expect("withdrawn slot is the host's");
-                                offered[i] = Some((changed, epoch));
+                                offer.changed = true;
                                 progressed = true;
                             }
                             Withdraw::AlreadySwapped => {}
@@ -329,9 +364,16 @@ pub fn bilateral_host(region: &Region, bounds: Bounds) -> Report {
                 }
             }
             if offered[i].is_none() && issued < bounds.count {
-                let state = bilateral_state(issued, i, false);
-                let epoch = slots[i].offer(&state).expect("taken slot is the host's");
-                offered[i] = Some((state, epoch));
+                let size = 1 + (issued as usize % batch);
+                let records: Vec<Record> = (0..size)
+                    .map(|k| bilateral_state(issued * 64 + k as u64, i, false))
+                    .collect();
+                let epoch = slots[i].offer(&records).expect("taken slot is the host's");
+                offered[i] = Some(Offered {
+                    batch: records,
+                    epoch,
+                    changed: false,
+                });
                 issued += 1;
                 progressed = true;
             }
@@ -348,7 +390,7 @@ pub fn bilateral_host(region: &Region, bounds: Bounds) -> Report {
     report
 }
 
-/// IPU side of the swap slots: swaps `count` decisions in, round robin.
+/// IPU side of the swap slots: swaps `count` answers in, round robin.
 pub fn bilateral_agent(region: &Region, bounds: Bounds) -> Report {
     let cost = region.config().cost;
     let mut me = region.attach_as(Side::Ipu);
@@ -361,11 +403,17 @@ pub fn bilateral_agent(region: &Region, bounds: Bounds) -> Report {
         let mut progressed = false;
         for (i, slot) in slots.iter_mut().enumerate() {
             me.bump();
-            match slot.try_swap(bilateral_decide) {
+            let mut records = 0;
+            let outcome = slot.try_swap(|offer, answer| {
+                records = offer.len() as u64;
+                bilateral_decide(offer, answer)
+            });
+            match outcome {
                 SwapOutcome::NothingOffered => {}
                 SwapOutcome::Swapped { .. } => {
                     swaps[i] += 1;
                     report.done += 1;
+                    report.records += records;
                     me.add_stat(STAT_SWAPS, 1);
                     progressed = true;
                 }

@@ -8,16 +8,16 @@
 //!               decision ring    IPU -> host   (decisions)
 //!               verb request ring   host -> IPU
 //!               verb response ring  IPU -> host
-//!               swap slots       (bilateral mode), SLOT_WORDS each
+//!               swap slots       (bilateral mode), slot_words(batch) each
 //! ```
 
-use crate::bilateral::SLOT_WORDS;
+use crate::bilateral::{MAX_SLOT_BATCH, slot_words};
 use crate::ring::{RECORD_WORDS, ring_words};
 
 /// "OAESWAP1" read as a little-endian word.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"OAESWAP1");
 /// Bumped whenever the layout or a protocol changes.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 pub const HEADER_WORDS: usize = 64;
 pub const HEADER_BYTES: usize = HEADER_WORDS * 8;
 pub const RECORD_BYTES: u64 = (RECORD_WORDS * 8) as u64;
@@ -35,6 +35,9 @@ pub(crate) const W_RECORD_BYTES: usize = 5;
 pub(crate) const W_SLOTS: usize = 6;
 pub(crate) const W_FLAGS: usize = 7;
 pub(crate) const W_COST: usize = 8; // 4 words
+pub(crate) const W_SLOT_BATCH: usize = 12;
+/// The host process that holds the verb rings (FITO host rings).
+pub(crate) const W_RING_OWNER: usize = 13;
 pub(crate) const W_HOST_SIDE: usize = 32;
 pub(crate) const W_IPU_SIDE: usize = 48;
 pub const SIDE_WORDS: usize = 16;
@@ -65,6 +68,9 @@ pub struct Geometry {
     pub ring_capacity: u64,
     /// Swap slots (used in bilateral mode; may be 0 in FITO mode).
     pub slots: u64,
+    /// Records each half of a slot carries: one exchange moves a batch of
+    /// up to this many each way.
+    pub slot_batch: u64,
 }
 
 impl Default for Geometry {
@@ -72,6 +78,7 @@ impl Default for Geometry {
         Geometry {
             ring_capacity: 256,
             slots: 16,
+            slot_batch: 1,
         }
     }
 }
@@ -96,6 +103,8 @@ impl Geometry {
         if self.ring_capacity == 0
             || self.ring_capacity > MAX_RING_CAPACITY
             || self.slots > MAX_SLOTS
+            || self.slot_batch == 0
+            || self.slot_batch > MAX_SLOT_BATCH
         {
             return None;
         }
@@ -108,7 +117,7 @@ impl Geometry {
             first + 3 * per_ring,
         ];
         let slots = first + 4 * per_ring;
-        let total_words = slots + self.slots as usize * SLOT_WORDS;
+        let total_words = slots + self.slots as usize * slot_words(self.slot_batch as usize);
         Some(Layout {
             rings,
             ring_words: per_ring,

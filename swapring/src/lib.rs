@@ -26,6 +26,7 @@ pub mod drive;
 pub mod fito;
 pub mod layout;
 pub mod liveness;
+pub mod owner;
 #[cfg(not(loom))]
 pub mod region;
 pub mod ring;

@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::bilateral::{SLOT_WORDS, SlotView};
+use crate::bilateral::{MAX_SLOT_BATCH, SlotView, slot_words};
 use crate::cost::CostModel;
 use crate::fito::{Mitigations, Wakeup};
 use crate::layout::*;
@@ -90,27 +90,31 @@ pub enum RegionError {
     #[error("{path}: unknown mode {found}, expected 1 (FITO) or 2 (bilateral)")]
     BadMode { path: PathBuf, found: u64 },
     #[error(
-        "{path}: geometry of {ring_capacity} records per ring and {slots} slots is out of bounds \
-         (expected 1..={MAX_RING_CAPACITY} records, at most {MAX_SLOTS} slots)"
+        "{path}: geometry of {ring_capacity} records per ring, {slots} slots of {slot_batch} records \
+         is out of bounds (expected 1..={MAX_RING_CAPACITY} records, at most {MAX_SLOTS} slots, \
+         1..={MAX_SLOT_BATCH} records per slot)"
     )]
     GeometryOutOfBounds {
         path: PathBuf,
         ring_capacity: u64,
         slots: u64,
+        slot_batch: u64,
     },
     #[error(
-        "{path}: geometry of {ring_capacity} records per ring and {slots} slots needs {need} bytes \
-         but the header's total size is {total} bytes"
+        "{path}: geometry of {ring_capacity} records per ring, {slots} slots of {slot_batch} records \
+         needs {need} bytes but the header's total size is {total} bytes"
     )]
     GeometryDoesNotFit {
         path: PathBuf,
         ring_capacity: u64,
         slots: u64,
+        slot_batch: u64,
         need: u64,
         total: u64,
     },
     #[error(
-        "geometry {0:?} is out of bounds (records 1..={MAX_RING_CAPACITY}, slots <= {MAX_SLOTS})"
+        "geometry {0:?} is out of bounds (records 1..={MAX_RING_CAPACITY}, slots <= {MAX_SLOTS}, \
+         records per slot 1..={MAX_SLOT_BATCH})"
     )]
     InvalidGeometry(Geometry),
 }
@@ -166,6 +170,7 @@ impl Region {
         w[W_RING_CAPACITY].store(config.geometry.ring_capacity, Ordering::Relaxed);
         w[W_RECORD_BYTES].store(RECORD_BYTES, Ordering::Relaxed);
         w[W_SLOTS].store(config.geometry.slots, Ordering::Relaxed);
+        w[W_SLOT_BATCH].store(config.geometry.slot_batch, Ordering::Relaxed);
         let m = config.mitigations;
         let flags = (m.write_batching as u64 * FLAG_WRITE_BATCHING)
             | (m.prestaged_decisions as u64 * FLAG_PRESTAGED)
@@ -268,13 +273,16 @@ impl Region {
         let geometry = Geometry {
             ring_capacity: w[W_RING_CAPACITY].load(Ordering::Relaxed),
             slots: w[W_SLOTS].load(Ordering::Relaxed),
+            slot_batch: w[W_SLOT_BATCH].load(Ordering::Relaxed),
         };
-        let (ring_capacity, slots) = (geometry.ring_capacity, geometry.slots);
+        let (ring_capacity, slots, slot_batch) =
+            (geometry.ring_capacity, geometry.slots, geometry.slot_batch);
         let Some(need) = geometry.bytes() else {
             return Err(RegionError::GeometryOutOfBounds {
                 path,
                 ring_capacity,
                 slots,
+                slot_batch,
             });
         };
         if need > total {
@@ -282,6 +290,7 @@ impl Region {
                 path,
                 ring_capacity,
                 slots,
+                slot_batch,
                 need,
                 total,
             });
@@ -361,6 +370,7 @@ impl Region {
         Geometry {
             ring_capacity: self.word(W_RING_CAPACITY),
             slots: self.word(W_SLOTS),
+            slot_batch: self.word(W_SLOT_BATCH),
         }
     }
 
@@ -413,8 +423,17 @@ impl Region {
             "slot {index} out of {}",
             self.slot_count()
         );
-        let at = self.layout().slots + index * SLOT_WORDS;
-        SlotView::new(&self.words()[at..at + SLOT_WORDS])
+        let batch = self.geometry().slot_batch as usize;
+        let words = slot_words(batch);
+        let at = self.layout().slots + index * words;
+        SlotView::new(&self.words()[at..at + words], batch)
+    }
+
+    /// The word a host process claims the verb rings with
+    /// ([`crate::owner`]): they are single-producer single-consumer, so one
+    /// host process at a time.
+    pub fn ring_owner_word(&self) -> &AtomicU64 {
+        &self.words()[W_RING_OWNER]
     }
 
     /// A side's header block (liveness counter, pid, stats).
@@ -517,6 +536,7 @@ impl Region {
             "mode": match config.mode { Mode::Fito => "fito", Mode::Bilateral => "bilateral" },
             "ring_capacity": config.geometry.ring_capacity,
             "slots": config.geometry.slots,
+            "slot_batch": config.geometry.slot_batch,
             "cost": config.cost.to_string(),
             "mitigations": {
                 "write_batching": config.mitigations.write_batching,

@@ -139,6 +139,12 @@ impl<'a> Producer<'a> {
         Ok(())
     }
 
+    /// Records that can be staged now without refusal.
+    pub fn room(&mut self) -> u64 {
+        self.head_seen = self.ring.head();
+        self.ring.capacity - (self.staged_tail - self.head_seen)
+    }
+
     /// Makes every staged record visible at once and rings the doorbell;
     /// returns how many were published (0: nothing was staged, no doorbell).
     pub fn publish(&mut self) -> u64 {

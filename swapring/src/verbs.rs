@@ -110,6 +110,21 @@ impl<'a> VerbsHost<'a> {
             .inspect_err(|_| self.side.add_stat(STAT_REFUSED_FULL, 1))
     }
 
+    /// Stages a message of several records, all or none: they are
+    /// published together, so the device never sees part of one.
+    pub fn submit_all(&mut self, message: &[VerbRecord]) -> Result<(), RingFull> {
+        if self.requests.room() < message.len() as u64 {
+            self.side.add_stat(STAT_REFUSED_FULL, 1);
+            return Err(RingFull {
+                capacity: self.requests.view().capacity(),
+            });
+        }
+        for r in message {
+            self.requests.stage(&r.encode())?;
+        }
+        Ok(())
+    }
+
     /// Sends every staged request with one posted write and doorbell.
     pub fn flush(&mut self) {
         let n = self.requests.publish();
@@ -200,6 +215,20 @@ impl<'a> VerbsDevice<'a> {
         self.responses
             .stage(&response.encode())
             .inspect_err(|_| self.side.add_stat(STAT_REFUSED_FULL, 1))
+    }
+
+    /// Stages a response of several records, all or none.
+    pub fn complete_all(&mut self, message: &[VerbRecord]) -> Result<(), RingFull> {
+        if self.responses.room() < message.len() as u64 {
+            self.side.add_stat(STAT_REFUSED_FULL, 1);
+            return Err(RingFull {
+                capacity: self.responses.view().capacity(),
+            });
+        }
+        for r in message {
+            self.responses.stage(&r.encode())?;
+        }
+        Ok(())
     }
 
     /// DMA-writes staged responses into host memory: one posted write.

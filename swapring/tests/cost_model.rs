@@ -19,6 +19,7 @@ fn exchange(mitigations: Mitigations) -> Duration {
         geometry: Geometry {
             ring_capacity: 8,
             slots: 0,
+            slot_batch: 1,
         },
         cost: CostModel {
             nonposted_read_ns: READ_NS,

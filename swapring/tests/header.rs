@@ -4,6 +4,7 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
+use oae_swapring::bilateral::MAX_SLOT_BATCH;
 use oae_swapring::layout::{Geometry, HEADER_BYTES, MAGIC, VERSION};
 use oae_swapring::region::{Region, RegionConfig, RegionError, unique_shm_path};
 
@@ -13,6 +14,7 @@ const W_TOTAL_BYTES: u64 = 2;
 const W_MODE: u64 = 3;
 const W_RING_CAPACITY: u64 = 4;
 const W_RECORD_BYTES: u64 = 5;
+const W_SLOT_BATCH: u64 = 12;
 
 /// Creates a good region, lets `spoil` damage the file, and returns what
 /// `open` says about it.
@@ -42,6 +44,7 @@ fn good_region_attaches_and_reads_back_its_config() {
         geometry: Geometry {
             ring_capacity: 8,
             slots: 3,
+            slot_batch: 5,
         },
         ..RegionConfig::default()
     };
@@ -151,6 +154,14 @@ fn geometry_that_does_not_fit_is_refused() {
         matches!(err, RegionError::GeometryOutOfBounds { .. }),
         "{err}"
     );
+    for batch in [0, MAX_SLOT_BATCH + 1] {
+        let err = open_after(|f| put(f, W_SLOT_BATCH, batch)).err().unwrap();
+        assert!(
+            matches!(err, RegionError::GeometryOutOfBounds { slot_batch, .. } if slot_batch == batch),
+            "{err}"
+        );
+        assert!(err.to_string().contains("records per slot"), "{err}");
+    }
 }
 
 #[test]

@@ -7,18 +7,21 @@ use loom::sync::Arc;
 use loom::thread;
 use oae_swapring::AtomicU64;
 use oae_swapring::bilateral::{
-    DECISION_WORDS, Decision, HostSlot, IpuSlot, SLOT_WORDS, SlotReport, SlotView, SwapOutcome,
-    Withdraw,
+    HostSlot, IpuSlot, SlotReport, SlotView, SwapOutcome, Withdraw, slot_words,
 };
 use oae_swapring::cost::CostModel;
 use oae_swapring::relax;
-use oae_swapring::ring::{RECORD_WORDS, RingView, ring_words};
+use oae_swapring::ring::{RECORD_WORDS, Record, RingView, ring_words};
 
 /// Bounding preemptions keeps each model under a minute; bugs in two-party
 /// protocols like these show up within two or three preemptions.
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f);
+}
+
+fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
+    builder.preemption_bound = Some(preemptions);
     builder.check(f);
 }
 
@@ -85,23 +88,30 @@ fn ring_batched_publish() {
     ring_model(2, 3, 2);
 }
 
-fn decide(state: &[u64; RECORD_WORDS], out: &mut Decision) {
-    for (i, w) in out.iter_mut().enumerate() {
-        *w = state[i] * 10 + 1;
+/// Each answer record is a function of its offer record and of the whole
+/// batch (its last word counts the batch's records and sums their first
+/// words), so an answer computed on a torn or another batch shows.
+fn decide(offer: &[Record], answer: &mut [Record]) -> usize {
+    let digest = offer.iter().map(|r| r[0]).sum::<u64>() * 16 + offer.len() as u64;
+    for (a, s) in answer.iter_mut().zip(offer) {
+        for (i, w) in a.iter_mut().enumerate() {
+            *w = s[i] * 10 + 1;
+        }
+        a[RECORD_WORDS - 1] = digest;
     }
+    offer.len()
 }
 
-/// The host offers A, may withdraw it and offer B instead, while the IPU
-/// tries to swap. Exactly one exchange commits, both sides agree on which
-/// offer it was made against, and its decision is the one computed on
-/// exactly that state.
-#[test]
-fn bilateral_exchange_is_all_or_nothing() {
-    model(|| {
-        let shared = words(SLOT_WORDS);
+/// The host offers batch A, may withdraw it and offer batch B instead,
+/// while the IPU tries to swap. Exactly one exchange commits, both sides
+/// agree on which offer it was made against, and every record of its
+/// answer was computed on exactly that batch.
+fn bilateral_model(batch: usize, preemptions: usize) {
+    model_bounded(preemptions, move || {
+        let shared = words(slot_words(batch));
         let theirs = shared.clone();
         let ipu = thread::spawn(move || {
-            let mut slot = IpuSlot::new(SlotView::new(&theirs), CostModel::zero());
+            let mut slot = IpuSlot::new(SlotView::new(&theirs, batch), CostModel::zero());
             let mut lost = 0;
             loop {
                 match slot.try_swap(decide) {
@@ -111,16 +121,19 @@ fn bilateral_exchange_is_all_or_nothing() {
                 }
             }
         });
-        let mut host = HostSlot::new(SlotView::new(&shared), CostModel::zero());
-        let a = [1; RECORD_WORDS];
-        let b = [2; RECORD_WORDS];
+        let mut host = HostSlot::new(SlotView::new(&shared, batch), CostModel::zero());
+        let a: Vec<Record> = (0..batch as u64).map(|k| [1 + k; RECORD_WORDS]).collect();
+        // B has a different length from A when the batch allows it.
+        let b: Vec<Record> = (0..batch.div_ceil(2) as u64)
+            .map(|k| [5 + k; RECORD_WORDS])
+            .collect();
         let epoch_a = host.offer(&a).unwrap();
         let (offered, epoch) = match host.withdraw() {
-            Withdraw::Withdrawn => (b, host.offer(&b).unwrap()),
-            Withdraw::AlreadySwapped => (a, epoch_a),
+            Withdraw::Withdrawn => (b.clone(), host.offer(&b).unwrap()),
+            Withdraw::AlreadySwapped => (a.clone(), epoch_a),
             Withdraw::NotOffered => panic!("offer vanished"),
         };
-        let mut got = [0; DECISION_WORDS];
+        let mut got = vec![[0; RECORD_WORDS]; batch];
         let exchange = loop {
             match host.take(&mut got) {
                 Ok(Some(x)) => break x,
@@ -135,12 +148,26 @@ fn bilateral_exchange_is_all_or_nothing() {
         );
         assert_eq!(ipu_epoch, epoch, "the two sides disagree on the exchange");
         assert!(exchange.alt, "one exchange flips the alternating bit once");
-        let mut want = [0; DECISION_WORDS];
-        decide(&offered, &mut want);
+        let mut want = vec![[0; RECORD_WORDS]; batch];
+        let n = decide(&offered, &mut want);
         assert_eq!(
-            got, want,
-            "decision was not computed on the state it was swapped with"
+            &got[..exchange.count],
+            &want[..n],
+            "answer was not computed on the batch it was swapped with"
         );
         assert!(matches!(host.view().inspect(), SlotReport::Consistent(_)));
     });
+}
+
+#[test]
+fn bilateral_exchange_is_all_or_nothing() {
+    bilateral_model(1, 3);
+}
+
+/// Two records each way, and a withdrawn batch replaced by one of another
+/// length. (Every record adds eight words of loads and stores to
+/// interleave: three records take loom past a quarter of an hour.)
+#[test]
+fn bilateral_batch_is_all_or_nothing() {
+    bilateral_model(2, 3);
 }

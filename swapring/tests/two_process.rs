@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use oae_swapring::bilateral::{HostSlot, Phase, SlotReport, Withdraw};
 use oae_swapring::cost::CostModel;
 use oae_swapring::drive::{self, Bounds, Report};
 use oae_swapring::fito::Mitigations;
@@ -29,11 +30,17 @@ fn bounds(count: u64) -> Bounds {
 }
 
 fn region(mode: Mode, mitigations: Mitigations) -> Region {
+    batched_region(mode, mitigations, 1)
+}
+
+/// Bilateral slots carrying up to `slot_batch` records each way.
+fn batched_region(mode: Mode, mitigations: Mitigations, slot_batch: u64) -> Region {
     let config = RegionConfig {
         mode,
         geometry: Geometry {
             ring_capacity: 64,
             slots: 8,
+            slot_batch,
         },
         cost: CostModel::zero(),
         mitigations,
@@ -107,18 +114,32 @@ fn fito_rings_deliver_every_message_and_decision_once_in_order() {
 
 #[test]
 fn bilateral_swaps_commit_exactly_once_against_the_state_offered() {
-    let region = region(Mode::Bilateral, Mitigations::none());
-    let count = 20_000;
-    let peer = spawn_peer("bilateral-agent", &region, count);
-    let report = drive::bilateral_host(&region, bounds(count));
-    let peer = finish(peer, DEADLINE);
-    eprintln!("host: {} / agent: {}", report.line(), peer.1.trim());
-    assert_clean(&report, count, peer);
-    assert_eq!(
-        region.side(Side::Ipu).stat(STAT_SWAPS),
-        count,
-        "the IPU committed exactly the exchanges the host took"
-    );
+    for slot_batch in [1, 5] {
+        let region = batched_region(Mode::Bilateral, Mitigations::none(), slot_batch);
+        let count = 20_000;
+        let peer = spawn_peer("bilateral-agent", &region, count);
+        let report = drive::bilateral_host(&region, bounds(count));
+        let peer = finish(peer, DEADLINE);
+        eprintln!(
+            "batch {slot_batch}: host: {} / agent: {}",
+            report.line(),
+            peer.1.trim()
+        );
+        assert_clean(&report, count, peer.clone());
+        assert_eq!(
+            region.side(Side::Ipu).stat(STAT_SWAPS),
+            count,
+            "the IPU committed exactly the exchanges the host took"
+        );
+        // Batches of 1..=slot_batch records, each counted by both sides.
+        let want_records: u64 = (0..count).map(|i| 1 + i % slot_batch).sum();
+        assert_eq!(report.records, want_records, "{}", report.line());
+        assert!(
+            peer.1.contains(&format!("records={want_records} ")),
+            "agent: {}",
+            peer.1
+        );
+    }
 }
 
 #[test]
@@ -134,11 +155,12 @@ fn verbs_carrier_answers_every_request_once() {
 /// the peer with SIGKILL once `progress` shows `after` exchanges.
 fn kill_peer_midway(
     mode: Mode,
+    slot_batch: u64,
     scenario: &str,
     survivor: fn(&Region, Bounds) -> Report,
     progress: impl Fn(&Region) -> u64 + Send + Sync,
 ) -> (Region, Report) {
-    let region = region(mode, Mitigations::none());
+    let region = batched_region(mode, Mitigations::none(), slot_batch);
     let count = u64::MAX / 2;
     let mut peer = spawn_peer(scenario, &region, count);
     let pid = peer.id();
@@ -177,8 +199,18 @@ fn kill_peer_midway(
 
 #[test]
 fn host_survives_ipu_killed_during_bilateral_swaps() {
+    host_survives_ipu_killed_mid_swap(1);
+}
+
+#[test]
+fn host_survives_ipu_killed_mid_batch() {
+    host_survives_ipu_killed_mid_swap(7);
+}
+
+fn host_survives_ipu_killed_mid_swap(slot_batch: u64) {
     let (region, report) = kill_peer_midway(
         Mode::Bilateral,
+        slot_batch,
         "bilateral-agent",
         drive::bilateral_host,
         |r| r.side(Side::Ipu).stat(STAT_SWAPS),
@@ -193,11 +225,34 @@ fn host_survives_ipu_killed_during_bilateral_swaps() {
         "ipu counted {swaps}, slots show {committed}: {}",
         report.line()
     );
+    // With the IPU gone the host knows exactly where each batch stands:
+    // every offer still out withdraws (no record of it was taken), every
+    // swap takes whole, and nothing else is left.
+    let batch = slot_batch as usize;
+    let mut answer = vec![[0u64; oae_swapring::ring::RECORD_WORDS]; batch];
+    for i in 0..region.slot_count() {
+        let mut slot = HostSlot::new(region.slot(i), CostModel::zero());
+        match slot.withdraw() {
+            Withdraw::Withdrawn | Withdraw::NotOffered => {}
+            Withdraw::AlreadySwapped => {
+                let taken = slot.take(&mut answer);
+                assert!(
+                    matches!(taken, Ok(Some(x)) if x.count >= 1 && x.count <= batch),
+                    "slot {i}: {taken:?}"
+                );
+            }
+        }
+        assert!(
+            matches!(region.slot(i).inspect(), SlotReport::Consistent(c) if c.phase == Phase::Idle),
+            "slot {i}: {:?}",
+            region.slot(i).inspect()
+        );
+    }
 }
 
 fn pending_swaps(region: &Region) -> u64 {
     (0..region.slot_count())
-        .filter(|&i| region.slot(i).ctl().phase == oae_swapring::bilateral::Phase::Swapped)
+        .filter(|&i| region.slot(i).ctl().phase == Phase::Swapped)
         .count() as u64
 }
 
@@ -205,6 +260,18 @@ fn pending_swaps(region: &Region) -> u64 {
 fn ipu_survives_host_killed_during_bilateral_swaps() {
     kill_peer_midway(
         Mode::Bilateral,
+        1,
+        "bilateral-host",
+        drive::bilateral_agent,
+        |r| r.side(Side::Ipu).stat(STAT_SWAPS),
+    );
+}
+
+#[test]
+fn ipu_survives_host_killed_mid_batch() {
+    kill_peer_midway(
+        Mode::Bilateral,
+        7,
         "bilateral-host",
         drive::bilateral_agent,
         |r| r.side(Side::Ipu).stat(STAT_SWAPS),
@@ -213,7 +280,7 @@ fn ipu_survives_host_killed_during_bilateral_swaps() {
 
 #[test]
 fn host_survives_ipu_killed_during_fito_exchanges() {
-    let (region, report) = kill_peer_midway(Mode::Fito, "fito-agent", drive::fito_host, |r| {
+    let (region, report) = kill_peer_midway(Mode::Fito, 1, "fito-agent", drive::fito_host, |r| {
         r.ring(RING_DECISIONS).tail()
     });
     // Unbatched, each decision is published alone and then its MSI-X rung;
@@ -233,7 +300,7 @@ fn host_survives_ipu_killed_during_fito_exchanges() {
 
 #[test]
 fn ipu_survives_host_killed_during_fito_exchanges() {
-    let (region, report) = kill_peer_midway(Mode::Fito, "fito-host", drive::fito_agent, |r| {
+    let (region, report) = kill_peer_midway(Mode::Fito, 1, "fito-host", drive::fito_agent, |r| {
         r.ring(RING_DECISIONS).tail()
     });
     assert!(report.done <= region.ring(RING_MESSAGES).tail());

@@ -56,6 +56,8 @@ pub struct Options {
     /// Give dataplane a a host ring with these PCIe costs (`zero`, or
     /// e.g. `read=750`): see [`host_ring_path`].
     pub host_ring_cost: Option<&'static str>,
+    /// Further lines of dataplane a's `[host]` table (`mode = ...`).
+    pub host_ring_settings: &'static str,
     /// Queues per veth end, one polling core and one link each, steered by
     /// queue (AF_XDP only).
     pub queues: u32,
@@ -95,6 +97,7 @@ impl Default for Options {
             driver: TestDriver::AfXdp,
             rc_model: false,
             host_ring_cost: None,
+            host_ring_settings: "",
             queues: 1,
             poll: None,
         }
@@ -391,8 +394,9 @@ node_id = {node}
     };
     let host = o.host_ring_cost.map_or_else(String::new, |cost| {
         format!(
-            "\n[dataplane.a.host]\nring = \"{}\"\npcie_cost = \"{cost}\"\n",
-            host_ring_path(pair).display()
+            "\n[dataplane.a.host]\nring = \"{}\"\npcie_cost = \"{cost}\"\n{}\n",
+            host_ring_path(pair).display(),
+            o.host_ring_settings
         )
     });
     format!(

@@ -1,12 +1,14 @@
 //! Host programs and a dataplane in separate processes, over the host ring
-//! (a swap-ring region standing in for an IPU's PCIe BAR): this test
-//! process is the host, `oaed` a is the IPU side, `oaed` b its peer across
-//! a real veth link. Needs root.
+//! (a swap-ring region standing in for an IPU's PCIe BAR), in both modes:
+//! this test process (or `oaectl host-verbs`) is the host, `oaed` a is the
+//! IPU side, `oaed` b its peer across a real veth link. Needs root.
 
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::host::{HostQueue, MAX_WRITE};
-use oae_dataplane::pipeline::{AppError, Completion, Submission};
+use oae_dataplane::host::load::LoadReport;
+use oae_dataplane::host::{HostQueue, MAX_READ, MAX_WRITE};
+use oae_dataplane::pipeline::{AppError, Completion, NotSubmitted, Submission};
 use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, Verb, VerbError};
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, binary, host_ring_path,
@@ -17,11 +19,16 @@ const T: RegionRef = RegionRef {
     key: TARGET_KEY,
 };
 
-fn start(tag: &str, cost: &'static str) -> (Dataplanes, HostQueue) {
+const FITO: &str = "";
+const BILATERAL: &str = "mode = \"bilateral\"\nprocesses = 3";
+const BILATERAL_ALONE: &str = "mode = \"bilateral\"\nprocesses = 1";
+
+fn start(tag: &str, cost: &'static str, settings: &'static str) -> (Dataplanes, HostQueue) {
     let d = Dataplanes::start(
         tag,
         &Options {
             host_ring_cost: Some(cost),
+            host_ring_settings: settings,
             ..Options::default()
         },
     );
@@ -49,15 +56,47 @@ fn word(d: &Dataplanes, offset: usize) -> u64 {
     u64::from_le_bytes(m[offset..offset + 8].try_into().unwrap())
 }
 
-/// Every verb a record carries, end to end, with the emulated PCIe costs
-/// on: results as the peer's memory says, refusals with no effect.
+/// `oaectl host-verbs` on dataplane a's ring: a host program of its own.
+fn host_verbs(d: &Dataplanes, count: u64, window: usize) -> Command {
+    let mut cmd = Command::new(binary("oaectl"));
+    cmd.arg("host-verbs")
+        .arg(host_ring_path(&d.pair))
+        .args(["--region", &TARGET_REGION.to_string()])
+        .args(["--key", &format!("{TARGET_KEY:#x}")])
+        .args(["--offset", "0", "--json", "--timeout", "60"])
+        .args(["--count", &count.to_string()])
+        .args(["--window", &window.to_string()]);
+    cmd
+}
+
+fn load_report(out: &oae_tests::CommandOutput) -> LoadReport {
+    assert!(out.success(), "{out}");
+    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
 #[test]
-fn every_verb_from_the_host_through_the_dataplane() {
-    if !oae_tests::require_root("every_verb_from_the_host_through_the_dataplane") {
+fn every_verb_from_the_host_through_the_dataplane_fito() {
+    every_verb("hostverbs", FITO, "fito");
+}
+
+#[test]
+fn every_verb_from_the_host_through_the_dataplane_bilateral() {
+    every_verb("hostverbb", BILATERAL, "bilateral");
+}
+
+/// Every verb, end to end, with the emulated PCIe costs on: results as the
+/// peer's memory says, refusals with no effect.
+fn every_verb(tag: &str, settings: &'static str, mode: &str) {
+    if !oae_tests::require_root(tag) {
         return;
     }
-    let (d, mut host) = start("hostverbs", "read=750,write=200,doorbell=1600,atomic=1000");
-    let data = Block::new(&[0x5a; MAX_WRITE]).unwrap();
+    let (d, mut host) = start(
+        tag,
+        "read=750,write=200,doorbell=1600,atomic=1000",
+        settings,
+    );
+    let bytes: Vec<u8> = (0..MAX_WRITE).map(|i| i as u8).collect();
+    let data = Block::new(&bytes).unwrap();
     let c = run(
         &mut host,
         1,
@@ -78,10 +117,15 @@ fn every_verb_from_the_host_through_the_dataplane() {
         Verb::Read {
             target: T,
             offset: 64,
-            len: 16,
+            len: MAX_READ as u16,
         },
     );
-    assert_eq!(c.result, Ok(Output::Read(Block::new(&[0x5a; 16]).unwrap())));
+    assert_eq!(
+        c.result,
+        Ok(Output::Read(
+            Block::new(&d.region(1, TARGET_REGION)[64..64 + MAX_READ]).unwrap()
+        ))
+    );
     let c = run(
         &mut host,
         3,
@@ -159,17 +203,45 @@ fn every_verb_from_the_host_through_the_dataplane() {
         0,
         "the bilateral swap took 7; the refused add did nothing"
     );
-    let mcas = Verb::multi_word_commit(T, &[McasWord::default()]).unwrap();
+    // A multi-word commit takes several records each way.
+    let words: Vec<McasWord> = (0..8)
+        .map(|i| McasWord {
+            offset: 1024 + 8 * i,
+            expected: 0,
+            new: 100 + u64::from(i),
+        })
+        .collect();
+    let mcas = Verb::multi_word_commit(T, &words).unwrap();
     match run(&mut host, 8, mcas).result {
-        Err(AppError::NotSubmitted(why)) => {
-            assert!(why.to_string().contains("multi-word"), "{why}")
+        Ok(Output::MultiWordCommit {
+            committed: true,
+            count: 8,
+            old,
+        }) => assert_eq!(old, [0; 8]),
+        other => panic!("{other:?}"),
+    }
+    for i in 0..8 {
+        assert_eq!(word(&d, 1024 + 8 * i), 100 + i as u64);
+    }
+    let too_long = Verb::Write {
+        target: T,
+        offset: 0,
+        data: Block::new(&vec![0; MAX_WRITE + 1]).unwrap(),
+    };
+    match run(&mut host, 9, too_long).result {
+        Err(AppError::NotSubmitted(NotSubmitted::Invalid(why))) => {
+            assert!(why.contains("374 bytes"), "{why}")
         }
         other => panic!("{other:?}"),
     }
     let stats = d.stats(0);
     let counters = &stats["queues"][0]["host"]["counters"];
-    assert_eq!(counters["requests"], 7, "{stats}");
-    assert_eq!(counters["completions_lost"], 0);
+    assert_eq!(counters["requests"], 8, "{stats}");
+    assert_eq!(counters["completions_lost"], 0, "{stats}");
+    assert_eq!(counters["completions_orphaned"], 0, "{stats}");
+    if mode == "bilateral" {
+        assert!(counters["swaps"].as_u64() >= Some(8), "{stats}");
+    }
 
     // The operator's view of the same region.
     let out = oae_tests::run(
@@ -178,21 +250,27 @@ fn every_verb_from_the_host_through_the_dataplane() {
             .arg(host_ring_path(&d.pair)),
     );
     assert!(out.success(), "{out}");
-    assert!(
-        out.stdout.contains("fito mode") && out.stdout.contains("verb_requests"),
-        "{out}"
-    );
+    assert!(out.stdout.contains(&format!("{mode} mode")), "{out}");
+}
+
+#[test]
+fn a_window_of_host_verbs_completes_exactly_once_fito() {
+    window_exactly_once("hostwin", FITO);
+}
+
+#[test]
+fn a_window_of_host_verbs_completes_exactly_once_bilateral() {
+    window_exactly_once("hostwib", BILATERAL);
 }
 
 /// Many verbs in flight at once on a few words: each completes exactly
 /// once, and the peer's memory holds the sum of those that succeeded (a
 /// verb refused `Locked` by its contended word had no effect).
-#[test]
-fn a_window_of_host_verbs_completes_exactly_once() {
-    if !oae_tests::require_root("a_window_of_host_verbs_completes_exactly_once") {
+fn window_exactly_once(tag: &str, settings: &'static str) {
+    if !oae_tests::require_root(tag) {
         return;
     }
-    let (d, mut host) = start("hostwin", "zero");
+    let (d, mut host) = start(tag, "zero", settings);
     const VERBS: u64 = 4000;
     const WINDOW: u64 = 64;
     let mut done = vec![false; VERBS as usize];
@@ -228,17 +306,182 @@ fn a_window_of_host_verbs_completes_exactly_once() {
     let total: u64 = (0..8).map(|w| word(&d, 8 * w)).sum();
     assert_eq!(total, added);
     assert!(added > VERBS / 2, "only {added} of {VERBS} succeeded");
+    assert_eq!(host.counters().foreign_completions, 0);
+}
+
+/// Three host processes on one bilateral ring at once, one slot each: the
+/// test process and two `oaectl host-verbs`, all adding to one word. Each
+/// sees only its own completions, each exactly once, and the word is the
+/// sum of their successes.
+#[test]
+fn host_processes_share_a_bilateral_ring_one_slot_each() {
+    if !oae_tests::require_root("host_processes_share_a_bilateral_ring_one_slot_each") {
+        return;
+    }
+    let (d, mut host) = start("hostshare", "zero", BILATERAL);
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            host_verbs(&d, 1000, 16)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn oaectl host-verbs")
+        })
+        .collect();
+    let mine = oae_dataplane::host::load::run(
+        &mut host,
+        &oae_dataplane::host::load::Load {
+            target: T,
+            offset: 0,
+            words: 16,
+            count: 1000,
+            window: 16,
+            deadline: Duration::from_secs(60),
+        },
+    );
+    let mut reports = vec![mine];
+    for child in children {
+        let out = child.wait_with_output().expect("oaectl host-verbs ran");
+        let out = oae_tests::CommandOutput {
+            command: "oaectl host-verbs".into(),
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        reports.push(load_report(&out));
+    }
+    let mut slots: Vec<_> = reports.iter().map(|r| r.slot).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 3, "one slot each: {reports:?}");
+    for r in &reports {
+        assert_eq!(r.mode, "bilateral", "{r:?}");
+        assert_eq!(
+            (r.completed(), r.unfinished, r.unexpected),
+            (1000, 0, 0),
+            "{r:?}"
+        );
+        assert!(r.exchanges > 0, "{r:?}");
+    }
+    // The three add to the same 16 words: some verbs find a word locked by
+    // another's and are refused with no effect.
+    let ok: u64 = reports.iter().map(|r| r.ok).sum();
+    let total: u64 = (0..16).map(|w| word(&d, 8 * w)).sum();
+    assert_eq!(total, ok, "{reports:?}");
+    assert!(ok > 0, "{reports:?}");
+}
+
+#[test]
+fn a_held_fito_ring_refuses_a_second_host_process() {
+    held_ring_refuses("hostheldf", FITO, "held by process");
+}
+
+#[test]
+fn a_bilateral_ring_with_every_slot_held_refuses_another() {
+    held_ring_refuses("hostheldb", BILATERAL_ALONE, "every one of its 1 slots");
+}
+
+/// The claim is enforced, not assumed: while this process holds the ring
+/// (or its only slot), `oaectl host-verbs` is refused naming our pid; once
+/// we let go, it runs.
+fn held_ring_refuses(tag: &str, settings: &'static str, why: &str) {
+    if !oae_tests::require_root(tag) {
+        return;
+    }
+    let (d, host) = start(tag, "zero", settings);
+    let out = oae_tests::run(&mut host_verbs(&d, 10, 1));
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains(why), "{out}");
+    assert!(
+        out.stderr.contains(&std::process::id().to_string()),
+        "names the holder: {out}"
+    );
+    drop(host);
+    let report = load_report(&oae_tests::run(&mut host_verbs(&d, 10, 1)));
+    assert_eq!((report.ok, report.unexpected), (10, 0), "{report:?}");
+}
+
+/// `kill -9` of a host process while its batches are in flight: its slot
+/// goes to the next process under a new generation. Whatever the dead
+/// process left in flight is orphaned at the dataplane, never delivered to
+/// the new holder, and the new holder's verbs count exactly.
+#[test]
+fn a_host_process_killed_mid_batch_leaves_its_slot_clean() {
+    if !oae_tests::require_root("a_host_process_killed_mid_batch_leaves_its_slot_clean") {
+        return;
+    }
+    let (d, host) = start("hostkillb", "zero", BILATERAL_ALONE);
+    drop(host);
+    let mut child = host_verbs(&d, 10_000_000, 64)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn oaectl host-verbs");
+    let host_counters = |d: &Dataplanes| d.stats(0)["queues"][0]["host"]["counters"].clone();
+    d.wait_for(Duration::from_secs(30), "host verbs flowing", |d| {
+        host_counters(d)["swaps"].as_u64() > Some(200)
+    });
+    child.kill().expect("SIGKILL the host process by its pid");
+    child.wait().expect("reap it");
+    let mut host = HostQueue::attach(host_ring_path(&d.pair), 100)
+        .expect("a dead process's slot can be claimed");
+    assert_eq!(host.slot(), Some(0));
+    // Every verb the dead process got in resolves at the dataplane (a
+    // completion waiting for it, or one already orphaned) before we count.
+    d.wait_for(
+        Duration::from_secs(30),
+        "the dead process's verbs resolved",
+        |d| {
+            let c = host_counters(d);
+            let n = |k: &str| c[k].as_u64().unwrap_or(0);
+            n("requests")
+                == n("completions")
+                    + n("completions_waiting")
+                    + n("completions_orphaned")
+                    + n("completions_lost")
+        },
+    );
+    let words = |d: &Dataplanes| (0..64).map(|w| word(d, 8 * w)).sum::<u64>();
+    let before = words(&d);
+    let report = oae_dataplane::host::load::run(
+        &mut host,
+        &oae_dataplane::host::load::Load {
+            target: T,
+            offset: 0,
+            words: 16,
+            count: 2000,
+            window: 16,
+            deadline: Duration::from_secs(60),
+        },
+    );
+    assert_eq!((report.ok, report.unexpected), (2000, 0), "{report:?}");
+    assert_eq!(host.counters().foreign_completions, 0);
+    assert_eq!(words(&d), before + 2000, "{report:?}");
+    let c = host_counters(&d);
+    assert_eq!(c["completions_lost"], 0, "{c}");
+    eprintln!("after the kill: {c}");
+}
+
+#[test]
+fn the_host_notices_a_dead_dataplane_by_counted_polls_fito() {
+    notices_dead_dataplane("hostkill", FITO);
+}
+
+#[test]
+fn the_host_notices_a_dead_dataplane_by_counted_polls_bilateral() {
+    notices_dead_dataplane("hostkilb", BILATERAL);
 }
 
 /// kill -9 of the dataplane: the host notices because the dataplane's
 /// interaction counter stops moving over its own polls (counted, not
-/// timed), and nothing it submitted afterwards is ever answered.
-#[test]
-fn the_host_notices_a_dead_dataplane_by_counted_polls() {
-    if !oae_tests::require_root("the_host_notices_a_dead_dataplane_by_counted_polls") {
+/// timed), and nothing it submitted afterwards is ever answered. On a
+/// bilateral ring it then knows the verb had no effect: it recalls the
+/// batch the dataplane never swapped. A FITO ring cannot tell.
+fn notices_dead_dataplane(tag: &str, settings: &'static str) {
+    if !oae_tests::require_root(tag) {
         return;
     }
-    let (mut d, mut host) = start("hostkill", "zero");
+    let (mut d, mut host) = start(tag, "zero", settings);
     let c = run(
         &mut host,
         1,
@@ -286,6 +529,17 @@ fn the_host_notices_a_dead_dataplane_by_counted_polls() {
         1,
         "the verb after the kill had no effect at the peer"
     );
+    if settings == FITO {
+        assert_eq!(host.recall(), 0, "a FITO ring cannot take a verb back");
+    } else {
+        assert_eq!(host.recall(), 1, "the unswapped batch comes back");
+        let c = host.poll_completion().expect("the recalled verb completes");
+        assert_eq!(
+            (c.id, c.result),
+            (2, Err(AppError::NotSubmitted(NotSubmitted::Recalled)))
+        );
+        assert_eq!(host.outstanding(), 0);
+    }
 }
 
 /// A file that is not a host ring is refused with what is wrong.

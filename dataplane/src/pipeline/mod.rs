@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::config::PollSettings;
 use crate::control::OutputView;
-use crate::host::HostPort;
+use crate::host::{HostOrigin, HostPort};
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
@@ -48,8 +48,8 @@ pub(crate) enum Target {
 #[derive(Clone, Copy)]
 enum Origin {
     App(u64),
-    /// A host program's verb, from the host ring.
-    Host(u64),
+    /// A host program's verb, from the host ring: which program, its id.
+    Host(HostOrigin, u64),
     Control(usize),
     /// A workload's lane: the workload's slot, and the lane.
     Workload(u16, u32),
@@ -307,13 +307,16 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 };
                 self.deliver(completion);
             }
-            Origin::Host(host_id) => {
+            Origin::Host(origin, host_id) => {
                 if let Some(host) = &mut self.host {
-                    host.complete(Completion {
-                        id: host_id,
-                        result: result.map_err(AppError::Verb),
-                        latency_ns: latency,
-                    });
+                    host.complete(
+                        origin,
+                        Completion {
+                            id: host_id,
+                            result: result.map_err(AppError::Verb),
+                            latency_ns: latency,
+                        },
+                    );
                 }
             }
             Origin::Control(waiter) => {
@@ -383,8 +386,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let Some(mut host) = self.host.take() else {
             return;
         };
-        host.take(MAX_BURST, |s| {
-            let submitted = self.submit(Origin::Host(s.id), Target::Link(0, s.verb), now);
+        host.take(MAX_BURST, |origin, s| {
+            let submitted = self.submit(Origin::Host(origin, s.id), Target::Link(0, s.verb), now);
             match submitted {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(_) => self.counters.app_refused += 1,
@@ -407,7 +410,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             // Bounded: the host ring holds at most its capacity.
             for _ in 0..1024 {
                 let mut any = false;
-                host.take(MAX_BURST, |_| {
+                host.take(MAX_BURST, |_, _| {
                     any = true;
                     Err(NotSubmitted::ShuttingDown)
                 });

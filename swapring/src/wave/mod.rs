@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use oae_common::rng::Rng;
 
-use crate::bilateral::{DECISION_WORDS, Decision, HostSlot, IpuSlot, SwapOutcome, Withdraw};
+use crate::bilateral::{HostSlot, IpuSlot, SwapOutcome, Withdraw};
 use crate::cost::CostModel;
 use crate::fito::{
     CommitOutcome, FitoAgent, FitoHost, HostTasks, Message, Mitigations, MsgKind, SchedDecision,
@@ -35,18 +35,26 @@ use crate::fito::{
 };
 use crate::layout::{Geometry, Mode, RING_DECISIONS, RING_MESSAGES};
 use crate::region::{Region, RegionConfig, Side, unique_shm_path};
-use crate::ring::RECORD_WORDS;
+use crate::ring::{RECORD_WORDS, Record};
+
+mod batched;
 
 /// One protocol variant under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     Fito(Mitigations),
+    /// One exchange per decision: a slot per simulated cpu (scheduling) or
+    /// per request in flight (key-value).
     Bilateral,
+    /// One exchange carries a batch each way: every idle cpu and the head
+    /// of the run queue against the agent's assignments (scheduling), or a
+    /// batch of requests against their answers (key-value).
+    BilateralBatched,
 }
 
 impl Variant {
     /// Every variant the experiment compares, in report order.
-    pub fn all() -> [(&'static str, Variant); 6] {
+    pub fn all() -> [(&'static str, Variant); 7] {
         let only = |m: Mitigations| Variant::Fito(m);
         [
             ("fito-none", only(Mitigations::none())),
@@ -73,6 +81,7 @@ impl Variant {
             ),
             ("fito-all", only(Mitigations::all())),
             ("bilateral", Variant::Bilateral),
+            ("bilateral-batched", Variant::BilateralBatched),
         ]
     }
 }
@@ -291,24 +300,22 @@ impl Sim {
 /// Runs one configuration to completion (bounded by `cfg.duration` plus
 /// a short drain) and returns what it measured.
 pub fn run(cfg: &RunConfig) -> RunResult {
-    let mode = if cfg.variant == Variant::Bilateral {
-        Mode::Bilateral
-    } else {
-        Mode::Fito
+    let (mode, mitigations) = match cfg.variant {
+        Variant::Fito(m) => (Mode::Fito, m),
+        Variant::Bilateral | Variant::BilateralBatched => (Mode::Bilateral, Mitigations::none()),
     };
-    let mitigations = match cfg.variant {
-        Variant::Fito(m) => m,
-        Variant::Bilateral => Mitigations::none(),
-    };
-    let slots = match cfg.workload {
-        Workload::Sched => cfg.cpus,
-        Workload::KeyValue => cfg.window,
+    let (slots, slot_batch) = match (cfg.workload, cfg.variant) {
+        (Workload::Sched, Variant::BilateralBatched) => batched::sched_geometry(cfg),
+        (Workload::KeyValue, Variant::BilateralBatched) => batched::kv_geometry(cfg),
+        (Workload::Sched, _) => (cfg.cpus, 1),
+        (Workload::KeyValue, _) => (cfg.window, 1),
     };
     let config = RegionConfig {
         mode,
         geometry: Geometry {
             ring_capacity: 256,
             slots: u64::from(slots),
+            slot_batch: u64::from(slot_batch),
         },
         cost: cfg.cost,
         mitigations,
@@ -340,6 +347,12 @@ pub fn run(cfg: &RunConfig) -> RunResult {
                 (Workload::KeyValue, Variant::Bilateral) => {
                     bilateral_agent(&region, &stop, &cfg, kv_answer)
                 }
+                (Workload::Sched, Variant::BilateralBatched) => {
+                    bilateral_agent(&region, &stop, &cfg, batched::assign_cpus)
+                }
+                (Workload::KeyValue, Variant::BilateralBatched) => {
+                    bilateral_agent(&region, &stop, &cfg, kv_answer)
+                }
             }
         })
     };
@@ -352,6 +365,8 @@ pub fn run(cfg: &RunConfig) -> RunResult {
         (Workload::Sched, Variant::Bilateral) => bilateral_sched_host(&region, cfg),
         (Workload::KeyValue, Variant::Fito(_)) => fito_kv_host(&region, cfg),
         (Workload::KeyValue, Variant::Bilateral) => bilateral_kv_host(&region, cfg),
+        (Workload::Sched, Variant::BilateralBatched) => batched::sched_host(&region, cfg),
+        (Workload::KeyValue, Variant::BilateralBatched) => batched::kv_host(&region, cfg),
     };
     stop.store(true, Ordering::Release);
     let lost = agent.join().expect("agent thread");
@@ -564,19 +579,23 @@ fn fito_sched_agent(region: &Region, stop: &AtomicBool, cfg: &RunConfig) -> u64 
 const CANDIDATES: usize = RECORD_WORDS - 1;
 const NO_CHOICE: u64 = u64::MAX;
 
-/// The agent's policy over an offer: FIFO, the first candidate.
-fn choose_task(state: &[u64; RECORD_WORDS], out: &mut Decision) {
+/// The agent's policy over a one-cpu offer: FIFO, the first candidate.
+fn choose_task(offer: &[Record], answer: &mut [Record]) -> usize {
+    let state = &offer[0];
     let count = (state[0] >> 32) as usize;
-    *out = [0; DECISION_WORDS];
-    out[0] = if count == 0 { NO_CHOICE } else { 0 };
-    out[1] = state[1];
+    answer[0] = [0; RECORD_WORDS];
+    answer[0][0] = if count == 0 { NO_CHOICE } else { 0 };
+    answer[0][1] = state[1];
+    1
 }
 
+/// The agent: answers every slot's offer with `decide`, one AtomicOp per
+/// exchange whatever its batch.
 fn bilateral_agent(
     region: &Region,
     stop: &AtomicBool,
     cfg: &RunConfig,
-    decide: fn(&[u64; RECORD_WORDS], &mut Decision),
+    decide: fn(&[Record], &mut [Record]) -> usize,
 ) -> u64 {
     let cost = region.config().cost;
     let mut me = region.attach_as(Side::Ipu);
@@ -624,7 +643,7 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let end = cfg.duration.as_nanos() as u64;
     let mut now = 0;
     let mut woken: VecDeque<u32> = VecDeque::with_capacity(cfg.tasks as usize);
-    let mut decision = [0u64; DECISION_WORDS];
+    let mut decision = [[0u64; RECORD_WORDS]; 1];
 
     // Applies a taken swap: commit the choice, hand the rest back.
     let settle = |sim: &mut Sim,
@@ -632,7 +651,7 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
                   offered_in: &mut [u32],
                   offer: Offer,
                   cpu: u32,
-                  decision: &Decision,
+                  decision: &Record,
                   now: u64| {
         let chosen = decision[0];
         for i in (0..offer.count).rev() {
@@ -676,7 +695,7 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
                     &mut offered_in,
                     offer,
                     c as u32,
-                    &decision,
+                    &decision[0],
                     now,
                 );
                 progressed = true;
@@ -710,7 +729,15 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
                             return false;
                         };
                         let offer = offers[c as usize].take().expect("offer present");
-                        settle(sim, &mut queue, &mut offered_in, offer, c, &decision, now);
+                        settle(
+                            sim,
+                            &mut queue,
+                            &mut offered_in,
+                            offer,
+                            c,
+                            &decision[0],
+                            now,
+                        );
                         if let Some(at) = queue.iter().position(|&q| q == t) {
                             queue.remove(at);
                         }
@@ -749,7 +776,7 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
             }
             state[0] = c as u64 | ((offer.count as u64) << 32);
             slots[c]
-                .offer(&state)
+                .offer(&[state])
                 .expect("an idle cpu's slot is the host's");
             offers[c] = Some(offer);
             progressed = true;
@@ -852,18 +879,22 @@ fn fito_kv_agent(region: &Region, stop: &AtomicBool, cfg: &RunConfig) -> u64 {
     0
 }
 
-/// Offer layout for key-value: `[op, key, value]`; answer `[value]`.
-fn kv_answer(state: &[u64; RECORD_WORDS], out: &mut Decision) {
+/// Offer layout for key-value: one record per request, `[op, key,
+/// value]`; answer one record per request, `[value]`.
+fn kv_answer(offer: &[Record], answer: &mut [Record]) -> usize {
     // The table lives in the IPU's memory; one per process is enough here.
     static TABLE: [std::sync::atomic::AtomicU64; KV_KEYS] =
         [const { std::sync::atomic::AtomicU64::new(0) }; KV_KEYS];
-    let key = state[1] as usize % KV_KEYS;
-    out[0] = if state[0] == u64::from(KV_PUT) {
-        TABLE[key].store(state[2], Ordering::Relaxed);
-        state[2]
-    } else {
-        TABLE[key].load(Ordering::Relaxed)
-    };
+    for (state, out) in offer.iter().zip(answer.iter_mut()) {
+        let key = state[1] as usize % KV_KEYS;
+        out[0] = if state[0] == u64::from(KV_PUT) {
+            TABLE[key].store(state[2], Ordering::Relaxed);
+            state[2]
+        } else {
+            TABLE[key].load(Ordering::Relaxed)
+        };
+    }
+    offer.len()
 }
 
 fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
@@ -876,7 +907,7 @@ fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("histogram bounds");
     let mut sent_at = vec![NEVER; cfg.window as usize];
-    let mut answer = [0u64; DECISION_WORDS];
+    let mut answer = [[0u64; RECORD_WORDS]; 1];
     let epoch = Instant::now();
     let end = cfg.duration.as_nanos() as u64;
     let (mut now, mut done) = (0, 0u64);
@@ -899,7 +930,7 @@ fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
             state[0] = u64::from(op);
             state[1] = rng.below(KV_KEYS as u64);
             state[2] = rng.next_u64();
-            slot.offer(&state).expect("answered slot is the host's");
+            slot.offer(&[state]).expect("answered slot is the host's");
             sent_at[i] = now_ns(epoch);
             progressed = true;
         }
@@ -948,16 +979,22 @@ mod tests {
             fito.aborted_total > 0,
             "taken-back tasks must make some decisions stale: {fito:?}"
         );
-        let bilateral = quick(Workload::Sched, Variant::Bilateral);
-        eprintln!("bilateral: {bilateral:?}");
-        assert!(bilateral.completed > 0, "{bilateral:?}");
-        assert_eq!(bilateral.aborted_total, 0, "{bilateral:?}");
-        assert!(bilateral.withdrawn > 0, "{bilateral:?}");
+        for variant in [Variant::Bilateral, Variant::BilateralBatched] {
+            let bilateral = quick(Workload::Sched, variant);
+            eprintln!("{variant:?}: {bilateral:?}");
+            assert!(bilateral.completed > 0, "{bilateral:?}");
+            assert_eq!(bilateral.aborted_total, 0, "{bilateral:?}");
+            assert!(bilateral.withdrawn > 0, "{bilateral:?}");
+        }
     }
 
     #[test]
     fn key_value_requests_complete_in_both_modes() {
-        for variant in [Variant::Fito(Mitigations::all()), Variant::Bilateral] {
+        for variant in [
+            Variant::Fito(Mitigations::all()),
+            Variant::Bilateral,
+            Variant::BilateralBatched,
+        ] {
             let r = quick(Workload::KeyValue, variant);
             assert!(r.completed > 100, "{variant:?}: {r:?}");
         }

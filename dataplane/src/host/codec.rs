@@ -1,0 +1,626 @@
+//! Verbs and completions as host-ring records, in either ring mode.
+//!
+//! A verb (or a completion) is a byte message cut into 48-byte record
+//! payloads: the first record names the kind, how many records the message
+//! takes (at most [`MAX_VERB_RECORDS`]) and the generation of the host
+//! process's claim; the rest are continuations with the same id. A message
+//! is always published whole (one ring publish, or one swap), so a reader
+//! never sees part of one.
+//!
+//! Record tag: bits 0-7 the kind, 8-15 the records in the message, 16-31
+//! the claim's generation (its low 16 bits).
+
+use oae_proto::verb::MAX_MCAS_WORDS;
+use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
+use oae_swapring::verbs::{VERB_PAYLOAD_BYTES, VerbRecord};
+
+use crate::api::{AppError, Completion, NotSubmitted, Submission};
+
+/// Most records one verb or one completion takes.
+pub const MAX_VERB_RECORDS: usize = 8;
+const MAX_MESSAGE: usize = MAX_VERB_RECORDS * VERB_PAYLOAD_BYTES;
+/// Region id, key and offset lead every request.
+const HEAD: usize = 10;
+/// Latency and the outcome byte lead every completion.
+const RESULT_HEAD: usize = 9;
+/// Largest WRITE the host ring carries.
+pub const MAX_WRITE: usize = MAX_MESSAGE - HEAD;
+/// Largest READ or BILATERAL SWAP whose result the host ring carries.
+pub const MAX_READ: usize = MAX_MESSAGE - RESULT_HEAD;
+
+// Kinds of a first record: the verb, or the outcome of a completion.
+const READ: u8 = 1;
+const WRITE: u8 = 2;
+const CAS: u8 = 3;
+const FAA: u8 = 4;
+const SWAP: u8 = 5;
+const MCAS: u8 = 6;
+const BSWAP: u8 = 7;
+const DONE: u8 = 16;
+const NOT_SUBMITTED: u8 = 17;
+const FAILED: u8 = 18;
+/// Every record of a message after its first.
+const CONTINUED: u8 = 0xff;
+
+/// A message's records, without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct Records {
+    records: [VerbRecord; MAX_VERB_RECORDS],
+    len: usize,
+}
+
+impl Records {
+    pub fn as_slice(&self) -> &[VerbRecord] {
+        &self.records[..self.len]
+    }
+}
+
+fn tag(kind: u8, records: usize, generation: u32) -> u32 {
+    u32::from(kind) | ((records as u32) << 8) | ((generation & 0xffff) << 16)
+}
+
+/// The kind byte of a record's tag.
+pub fn kind(r: &VerbRecord) -> u8 {
+    r.tag as u8
+}
+
+/// How many records the message that `first` starts takes: `None` if it
+/// does not start one.
+pub fn message_records(first: &VerbRecord) -> Option<usize> {
+    let n = usize::from((first.tag >> 8) as u8);
+    (kind(first) != CONTINUED && (1..=MAX_VERB_RECORDS).contains(&n)).then_some(n)
+}
+
+/// The claim generation a first record was written under (low 16 bits).
+pub fn generation(r: &VerbRecord) -> u16 {
+    (r.tag >> 16) as u16
+}
+
+fn cut(id: u64, kind: u8, generation: u32, bytes: &[u8]) -> Records {
+    let n = bytes.len().div_ceil(VERB_PAYLOAD_BYTES).max(1);
+    let mut records = [VerbRecord::new(0, 0, &[]).expect("empty fits"); MAX_VERB_RECORDS];
+    for (i, r) in records.iter_mut().take(n).enumerate() {
+        let at = i * VERB_PAYLOAD_BYTES;
+        let chunk = &bytes[at.min(bytes.len())..(at + VERB_PAYLOAD_BYTES).min(bytes.len())];
+        let k = if i == 0 { kind } else { CONTINUED };
+        *r = VerbRecord::new(id, tag(k, n, generation), chunk).expect("a chunk fits");
+    }
+    Records { records, len: n }
+}
+
+/// Joins a message's payloads; `None` if the records do not form one
+/// message (wrong count, a foreign id, a first record in the middle).
+fn join<'b>(records: &[VerbRecord], buf: &'b mut [u8; MAX_MESSAGE]) -> Option<&'b [u8]> {
+    let first = records.first()?;
+    if message_records(first)? != records.len() {
+        return None;
+    }
+    let mut len = 0;
+    for (i, r) in records.iter().enumerate() {
+        if r.id != first.id || (i > 0 && kind(r) != CONTINUED) {
+            return None;
+        }
+        // Every record but the last is full.
+        if i + 1 < records.len() && r.data().len() != VERB_PAYLOAD_BYTES {
+            return None;
+        }
+        buf[len..len + r.data().len()].copy_from_slice(r.data());
+        len += r.data().len();
+    }
+    Some(&buf[..len])
+}
+
+struct Writer {
+    buf: [u8; MAX_MESSAGE],
+    len: usize,
+}
+
+impl Writer {
+    fn new() -> Self {
+        Writer {
+            buf: [0; MAX_MESSAGE],
+            len: 0,
+        }
+    }
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+    fn head(&mut self, t: &RegionRef, offset: u32) {
+        self.put(&t.id.to_le_bytes());
+        self.put(&t.key.to_le_bytes());
+        self.put(&offset.to_le_bytes());
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+struct Reader<'b> {
+    b: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Reader<'b> {
+    fn take(&mut self, n: usize) -> Option<&'b [u8]> {
+        let s = self.b.get(self.at..self.at + n)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn rest(&mut self) -> &'b [u8] {
+        let s = &self.b[self.at.min(self.b.len())..];
+        self.at = self.b.len();
+        s
+    }
+    fn done(&self) -> bool {
+        self.at == self.b.len()
+    }
+}
+
+/// The records of a verb, or why the host ring cannot carry it.
+pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'static str> {
+    let mut w = Writer::new();
+    let kind = match &s.verb {
+        Verb::Read {
+            target,
+            offset,
+            len,
+        } => {
+            if usize::from(*len) > MAX_READ {
+                return Err("a READ over the host ring returns at most 375 bytes");
+            }
+            w.head(target, *offset);
+            w.put(&len.to_le_bytes());
+            READ
+        }
+        Verb::Write {
+            target,
+            offset,
+            data,
+        } => {
+            if data.len() > MAX_WRITE {
+                return Err("a WRITE over the host ring carries at most 374 bytes");
+            }
+            w.head(target, *offset);
+            w.put(data.as_slice());
+            WRITE
+        }
+        Verb::CompareAndSwap {
+            target,
+            offset,
+            expected,
+            new,
+        } => {
+            w.head(target, *offset);
+            w.put(&expected.to_le_bytes());
+            w.put(&new.to_le_bytes());
+            CAS
+        }
+        Verb::FetchAdd {
+            target,
+            offset,
+            add: operand,
+        }
+        | Verb::Swap {
+            target,
+            offset,
+            new: operand,
+        } => {
+            w.head(target, *offset);
+            w.put(&operand.to_le_bytes());
+            if matches!(s.verb, Verb::FetchAdd { .. }) {
+                FAA
+            } else {
+                SWAP
+            }
+        }
+        Verb::MultiWordCommit {
+            target,
+            count,
+            words,
+        } => {
+            w.head(target, 0);
+            w.put(&[*count]);
+            for word in words.iter().take(usize::from(*count)) {
+                w.put(&word.offset.to_le_bytes());
+                w.put(&word.expected.to_le_bytes());
+                w.put(&word.new.to_le_bytes());
+            }
+            MCAS
+        }
+        Verb::BilateralSwap {
+            target,
+            offset,
+            local_region,
+            local_offset,
+            len,
+        } => {
+            if usize::from(*len) > MAX_READ {
+                return Err("a BILATERAL SWAP over the host ring trades at most 375 bytes");
+            }
+            w.head(target, *offset);
+            w.put(&local_region.to_le_bytes());
+            w.put(&local_offset.to_le_bytes());
+            w.put(&len.to_le_bytes());
+            BSWAP
+        }
+    };
+    Ok(cut(s.id, kind, generation, w.bytes()))
+}
+
+/// The dataplane side: the verb a message asks for, or `None` if the
+/// records are not one [`encode_submission`] writes.
+pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
+    let mut buf = [0; MAX_MESSAGE];
+    let b = join(records, &mut buf)?;
+    let mut r = Reader { b, at: 0 };
+    let target = RegionRef {
+        id: r.u16()?,
+        key: r.u32()?,
+    };
+    let offset = r.u32()?;
+    let verb = match kind(&records[0]) {
+        READ => Verb::Read {
+            target,
+            offset,
+            len: r.u16()?,
+        },
+        WRITE => Verb::Write {
+            target,
+            offset,
+            data: Block::new(r.rest())?,
+        },
+        CAS => Verb::CompareAndSwap {
+            target,
+            offset,
+            expected: r.u64()?,
+            new: r.u64()?,
+        },
+        FAA => Verb::FetchAdd {
+            target,
+            offset,
+            add: r.u64()?,
+        },
+        SWAP => Verb::Swap {
+            target,
+            offset,
+            new: r.u64()?,
+        },
+        MCAS => {
+            let count = usize::from(r.u8()?);
+            if count == 0 || count > MAX_MCAS_WORDS {
+                return None;
+            }
+            let mut words = [McasWord::default(); MAX_MCAS_WORDS];
+            for w in words.iter_mut().take(count) {
+                *w = McasWord {
+                    offset: r.u32()?,
+                    expected: r.u64()?,
+                    new: r.u64()?,
+                };
+            }
+            Verb::multi_word_commit(target, &words[..count])?
+        }
+        BSWAP => Verb::BilateralSwap {
+            target,
+            offset,
+            local_region: r.u16()?,
+            local_offset: r.u32()?,
+            len: r.u16()?,
+        },
+        _ => return None,
+    };
+    r.done().then_some(Submission {
+        id: records[0].id,
+        verb,
+    })
+}
+
+fn verb_error_code(e: &VerbError) -> (u8, u8) {
+    match e {
+        VerbError::Refused(r) => (1, *r as u8),
+        VerbError::Unreachable => (2, 0),
+        VerbError::PeerRestarted => (3, 0),
+        VerbError::Exhausted(ReverseReason::EchoMissing) => (4, 1),
+        VerbError::Exhausted(ReverseReason::EchoMismatch) => (4, 2),
+        VerbError::LocalLocked => (5, 0),
+        VerbError::TooLarge => (6, 0),
+    }
+}
+
+fn verb_error(kind: u8, detail: u8) -> Option<VerbError> {
+    Some(match (kind, detail) {
+        (1, r) => VerbError::Refused(Refusal::from_u8(r)?),
+        (2, _) => VerbError::Unreachable,
+        (3, _) => VerbError::PeerRestarted,
+        (4, 1) => VerbError::Exhausted(ReverseReason::EchoMissing),
+        (4, 2) => VerbError::Exhausted(ReverseReason::EchoMismatch),
+        (5, _) => VerbError::LocalLocked,
+        (6, _) => VerbError::TooLarge,
+        _ => return None,
+    })
+}
+
+/// The dataplane side's records of a completion.
+pub fn encode_completion(c: &Completion, generation: u32) -> Records {
+    let mut w = Writer::new();
+    w.put(&c.latency_ns.to_le_bytes());
+    let kind = match &c.result {
+        Ok(output) => {
+            match output {
+                Output::Read(block) | Output::BilateralSwap(block) => {
+                    // The host refused anything longer before submitting it.
+                    let n = block.len().min(MAX_READ);
+                    w.put(&[if matches!(output, Output::Read(_)) {
+                        READ
+                    } else {
+                        BSWAP
+                    }]);
+                    w.put(&block.as_slice()[..n]);
+                }
+                Output::Write => w.put(&[WRITE]),
+                Output::CompareAndSwap { old, swapped } => {
+                    w.put(&[CAS]);
+                    w.put(&old.to_le_bytes());
+                    w.put(&[u8::from(*swapped)]);
+                }
+                Output::FetchAdd { old } | Output::Swap { old } => {
+                    w.put(&[if matches!(output, Output::FetchAdd { .. }) {
+                        FAA
+                    } else {
+                        SWAP
+                    }]);
+                    w.put(&old.to_le_bytes());
+                }
+                Output::MultiWordCommit {
+                    committed,
+                    count,
+                    old,
+                } => {
+                    w.put(&[MCAS, u8::from(*committed), *count]);
+                    for o in old.iter().take(usize::from(*count)) {
+                        w.put(&o.to_le_bytes());
+                    }
+                }
+            }
+            DONE
+        }
+        Err(AppError::NotSubmitted(why)) => {
+            w.put(&[why.code()]);
+            NOT_SUBMITTED
+        }
+        Err(AppError::Verb(e)) => {
+            let (kind, detail) = verb_error_code(e);
+            w.put(&[kind, detail]);
+            FAILED
+        }
+    };
+    cut(c.id, kind, generation, w.bytes())
+}
+
+/// The host side: the completion a message carries; `None` if the records
+/// are not one [`encode_completion`] writes.
+pub fn decode_completion(records: &[VerbRecord]) -> Option<Completion> {
+    let mut buf = [0; MAX_MESSAGE];
+    let b = join(records, &mut buf)?;
+    let mut r = Reader { b, at: 0 };
+    let latency_ns = r.u64()?;
+    let result = match kind(&records[0]) {
+        DONE => Ok(match r.u8()? {
+            READ => Output::Read(Block::new(r.rest())?),
+            BSWAP => Output::BilateralSwap(Block::new(r.rest())?),
+            WRITE => Output::Write,
+            CAS => Output::CompareAndSwap {
+                old: r.u64()?,
+                swapped: r.u8()? != 0,
+            },
+            FAA => Output::FetchAdd { old: r.u64()? },
+            SWAP => Output::Swap { old: r.u64()? },
+            MCAS => {
+                let committed = r.u8()? != 0;
+                let count = r.u8()?;
+                if usize::from(count) > MAX_MCAS_WORDS {
+                    return None;
+                }
+                let mut old = [0; MAX_MCAS_WORDS];
+                for o in old.iter_mut().take(usize::from(count)) {
+                    *o = r.u64()?;
+                }
+                Output::MultiWordCommit {
+                    committed,
+                    count,
+                    old,
+                }
+            }
+            _ => return None,
+        }),
+        NOT_SUBMITTED => Err(AppError::NotSubmitted(NotSubmitted::from_code(r.u8()?))),
+        FAILED => Err(AppError::Verb(verb_error(r.u8()?, r.u8()?)?)),
+        _ => return None,
+    };
+    r.done().then_some(Completion {
+        id: records[0].id,
+        result,
+        latency_ns,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: RegionRef = RegionRef { id: 1, key: 0xae1 };
+
+    fn mcas(words: usize) -> Verb {
+        let w: Vec<McasWord> = (0..words)
+            .map(|i| McasWord {
+                offset: 8 * i as u32,
+                expected: i as u64,
+                new: u64::MAX - i as u64,
+            })
+            .collect();
+        Verb::multi_word_commit(T, &w).unwrap()
+    }
+
+    fn verbs() -> Vec<Verb> {
+        vec![
+            Verb::Read {
+                target: T,
+                offset: 8,
+                len: MAX_READ as u16,
+            },
+            Verb::Write {
+                target: T,
+                offset: 16,
+                data: Block::new(&[7; MAX_WRITE]).unwrap(),
+            },
+            Verb::Write {
+                target: T,
+                offset: 16,
+                data: Block::new(&[7; 38]).unwrap(),
+            },
+            Verb::CompareAndSwap {
+                target: T,
+                offset: 24,
+                expected: 1,
+                new: u64::MAX,
+            },
+            Verb::FetchAdd {
+                target: T,
+                offset: 32,
+                add: 5,
+            },
+            Verb::Swap {
+                target: T,
+                offset: 40,
+                new: 9,
+            },
+            mcas(1),
+            mcas(MAX_MCAS_WORDS),
+            Verb::BilateralSwap {
+                target: T,
+                offset: 48,
+                local_region: 2,
+                local_offset: 64,
+                len: 16,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_verb_round_trips_in_as_few_records_as_it_needs() {
+        for (i, verb) in verbs().into_iter().enumerate() {
+            let s = Submission { id: i as u64, verb };
+            let records = encode_submission(&s, 0x1_0007).unwrap();
+            let r = records.as_slice();
+            assert_eq!(message_records(&r[0]), Some(r.len()));
+            assert!(r.iter().all(|x| generation(x) == 7), "{verb:?}");
+            let back = decode_submission(r).unwrap();
+            assert_eq!((back.id, back.verb), (s.id, s.verb));
+            // Short messages stay one record, as before batching.
+            if matches!(verb, Verb::FetchAdd { .. } | Verb::CompareAndSwap { .. }) {
+                assert_eq!(r.len(), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn what_does_not_fit_is_refused_and_broken_messages_do_not_decode() {
+        let too_long = Submission {
+            id: 1,
+            verb: Verb::Write {
+                target: T,
+                offset: 0,
+                data: Block::new(&[0; MAX_WRITE + 1]).unwrap(),
+            },
+        };
+        assert!(
+            encode_submission(&too_long, 1)
+                .unwrap_err()
+                .contains("374 bytes")
+        );
+        let garbage = VerbRecord::new(3, 99 | (1 << 8), &[1, 2, 3]).unwrap();
+        assert!(decode_submission(&[garbage]).is_none());
+        let short = VerbRecord::new(3, u32::from(CAS) | (1 << 8), &[0; 20]).unwrap();
+        assert!(decode_submission(&[short]).is_none());
+        let big = encode_submission(
+            &Submission {
+                id: 4,
+                verb: mcas(MAX_MCAS_WORDS),
+            },
+            1,
+        )
+        .unwrap();
+        let r = big.as_slice();
+        assert!(r.len() > 1);
+        assert!(decode_submission(&r[..r.len() - 1]).is_none(), "a part");
+        assert!(decode_submission(&r[1..]).is_none(), "no first record");
+        let mut foreign = r.to_vec();
+        foreign[1] = VerbRecord::new(5, foreign[1].tag, foreign[1].data()).unwrap();
+        assert!(decode_submission(&foreign).is_none(), "another id inside");
+    }
+
+    #[test]
+    fn every_completion_round_trips() {
+        let results = [
+            Ok(Output::Read(Block::new(&[3; MAX_READ]).unwrap())),
+            Ok(Output::Write),
+            Ok(Output::CompareAndSwap {
+                old: 42,
+                swapped: true,
+            }),
+            Ok(Output::FetchAdd { old: 7 }),
+            Ok(Output::Swap { old: 8 }),
+            Ok(Output::MultiWordCommit {
+                committed: true,
+                count: MAX_MCAS_WORDS as u8,
+                old: [9; MAX_MCAS_WORDS],
+            }),
+            Ok(Output::BilateralSwap(Block::new(&[9; 16]).unwrap())),
+            Err(AppError::Verb(VerbError::Refused(Refusal::BadKey))),
+            Err(AppError::Verb(VerbError::Exhausted(
+                ReverseReason::EchoMissing,
+            ))),
+            Err(AppError::Verb(VerbError::Unreachable)),
+            Err(AppError::NotSubmitted(NotSubmitted::QueueFull)),
+        ];
+        for (i, result) in results.into_iter().enumerate() {
+            let c = Completion {
+                id: i as u64,
+                result,
+                latency_ns: 1234,
+            };
+            let records = encode_completion(&c, 3);
+            let back = decode_completion(records.as_slice()).unwrap();
+            assert_eq!(back.id, c.id);
+            assert_eq!(back.latency_ns, 1234);
+            assert_eq!(back.result, c.result, "completion {i}");
+        }
+        // A reason with a detail the ring does not carry keeps its code.
+        let c = Completion {
+            id: 9,
+            result: Err(AppError::NotSubmitted(NotSubmitted::Invalid("too long"))),
+            latency_ns: 0,
+        };
+        let Err(AppError::NotSubmitted(back)) =
+            decode_completion(encode_completion(&c, 0).as_slice())
+                .unwrap()
+                .result
+        else {
+            panic!("a refusal decodes as a refusal");
+        };
+        assert_eq!(back.code(), NotSubmitted::Invalid("").code());
+    }
+}

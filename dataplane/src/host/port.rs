@@ -1,0 +1,459 @@
+//! The dataplane's end of the host ring, served by its polling core
+//! between bursts, in either mode:
+//!
+//! * FITO: verbs arrive on the request ring, completions leave on the
+//!   response ring with one posted write per burst.
+//! * Bilateral: each host process has a swap slot. An offer carries a batch
+//!   of the process's verbs; the port answers it with a batch of that
+//!   process's completions, and one AtomicOp commits both: the verbs become
+//!   the dataplane's exactly when the completions become the host's. An
+//!   offer with no verbs waits until there are completions for it.
+//!
+//! Every verb a host process submitted completes once: with its result,
+//! with the reason it had no effect, or, if the process that submitted it
+//! is gone (its claim taken over), it is counted as orphaned.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use oae_swapring::bilateral::{IpuSlot, SwapOutcome};
+use oae_swapring::cost::CostModel;
+use oae_swapring::layout::{Geometry, Mode, RING_VERB_REQUESTS, RING_VERB_RESPONSES};
+use oae_swapring::owner::Claim;
+use oae_swapring::region::{Region, RegionConfig, Side};
+use oae_swapring::ring::{RECORD_WORDS, Record};
+use oae_swapring::verbs::{VerbRecord, VerbsDevice};
+
+use super::codec::{
+    MAX_VERB_RECORDS, decode_submission, encode_completion, generation, message_records,
+};
+use super::{HostMode, HostRing};
+use crate::api::{AppError, Completion, NotSubmitted, Submission};
+
+/// Which host process a verb came from: its slot (0 on a FITO ring) and the
+/// generation of that process's claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostOrigin {
+    pub slot: u16,
+    pub generation: u16,
+}
+
+/// Counters of a dataplane's host port.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct HostPortCounters {
+    pub requests: u64,
+    pub undecodable: u64,
+    pub completions: u64,
+    /// Completions still waiting for room (FITO) or an exchange (bilateral).
+    pub completions_waiting: u64,
+    /// Completions dropped because even the waiting list was full
+    /// (the host stopped taking them).
+    pub completions_lost: u64,
+    /// Completions for a host process that is gone (another claimed its
+    /// ring or slot since); nobody is left to take them.
+    pub completions_orphaned: u64,
+    /// Bilateral exchanges committed, and lost to the host's withdrawal.
+    pub swaps: u64,
+    pub lost_swaps: u64,
+    /// Offers whose header claims more records than a slot holds.
+    pub bad_offers: u64,
+}
+
+/// Per host process on a bilateral ring.
+struct SlotState {
+    /// The claim generation the process's offers carry.
+    generation: u16,
+    /// Its completions' records, whole messages, oldest first; sized once.
+    waiting: VecDeque<VerbRecord>,
+}
+
+enum Serve {
+    Fito {
+        /// Completions' records the response ring had no room for yet.
+        waiting: VecDeque<VerbRecord>,
+    },
+    Bilateral {
+        slots: Vec<SlotState>,
+        /// Where the next round of slots starts, so none is starved.
+        next: usize,
+        /// The offer being served, copied out of its slot.
+        offer: Vec<Record>,
+        answer: Vec<Record>,
+        scratch: Vec<Record>,
+    },
+}
+
+/// The dataplane's end of the host ring.
+pub struct HostPort {
+    region: Region,
+    /// Read from the header once: the polling core serves the ring every
+    /// burst.
+    cost: CostModel,
+    serve: Serve,
+    counters: HostPortCounters,
+}
+
+impl HostPort {
+    /// Creates the region at `ring.path`, replacing a file a dead
+    /// dataplane left there.
+    pub fn create(ring: &HostRing) -> Result<HostPort, String> {
+        if ring.path.exists() {
+            std::fs::remove_file(&ring.path).map_err(|e| {
+                format!("{} exists and cannot be replaced: {e}", ring.path.display())
+            })?;
+        }
+        let (mode, slots, slot_batch) = match ring.mode {
+            HostMode::Fito => (Mode::Fito, 0, 1),
+            HostMode::Bilateral => (Mode::Bilateral, ring.processes, ring.batch),
+        };
+        let region = Region::create(
+            &ring.path,
+            &RegionConfig {
+                mode,
+                geometry: Geometry {
+                    ring_capacity: ring.capacity,
+                    slots,
+                    slot_batch,
+                },
+                cost: ring.cost,
+                ..RegionConfig::default()
+            },
+        )
+        .map_err(|e| format!("host ring: {e}"))?;
+        region.attach_as(Side::Ipu);
+        // Every verb a host process may have in flight can wait here as a
+        // completion of its largest size.
+        let waiting = ring.capacity as usize * MAX_VERB_RECORDS;
+        let serve = match ring.mode {
+            HostMode::Fito => Serve::Fito {
+                waiting: VecDeque::with_capacity(waiting),
+            },
+            HostMode::Bilateral => Serve::Bilateral {
+                slots: (0..ring.processes)
+                    .map(|_| SlotState {
+                        generation: 0,
+                        waiting: VecDeque::with_capacity(waiting),
+                    })
+                    .collect(),
+                next: 0,
+                offer: Vec::with_capacity(ring.batch as usize),
+                answer: vec![[0; RECORD_WORDS]; ring.batch as usize],
+                scratch: vec![[0; RECORD_WORDS]; ring.batch as usize],
+            },
+        };
+        Ok(HostPort {
+            cost: region.config().cost,
+            region,
+            serve,
+            counters: HostPortCounters::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.region.path()
+    }
+
+    pub fn counters(&self) -> HostPortCounters {
+        let waiting = match &self.serve {
+            Serve::Fito { waiting } => messages(waiting),
+            Serve::Bilateral { slots, .. } => slots.iter().map(|s| messages(&s.waiting)).sum(),
+        };
+        HostPortCounters {
+            completions_waiting: waiting,
+            ..self.counters
+        }
+    }
+
+    /// Takes up to `max` verbs (FITO), or serves every slot's offer
+    /// (bilateral): each decoded verb goes to `submit`; one that does not
+    /// decode, or that `submit` refuses, is answered with the reason, and
+    /// had no effect.
+    pub fn take(
+        &mut self,
+        max: usize,
+        mut submit: impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+    ) {
+        let Self {
+            region,
+            cost,
+            serve,
+            counters,
+        } = self;
+        match serve {
+            Serve::Fito { waiting } => {
+                let owner = ring_generation(region);
+                take_fito(region, *cost, max, owner, waiting, counters, &mut submit);
+            }
+            Serve::Bilateral {
+                slots,
+                next,
+                offer,
+                answer,
+                scratch,
+            } => {
+                let n = slots.len();
+                for k in 0..n {
+                    let s = (*next + k) % n;
+                    let ipu = IpuSlot::with_scratch(region.slot(s), *cost, std::mem::take(scratch));
+                    *scratch = serve_slot(
+                        ipu,
+                        s as u16,
+                        &mut slots[s],
+                        offer,
+                        answer,
+                        counters,
+                        &mut submit,
+                    );
+                }
+                *next = (*next + 1) % n.max(1);
+            }
+        }
+    }
+
+    /// Queues a completion for the host process that submitted the verb;
+    /// published by [`HostPort::flush`] (FITO) or the process's next
+    /// exchange (bilateral).
+    pub fn complete(&mut self, origin: HostOrigin, c: Completion) {
+        let current = match &mut self.serve {
+            Serve::Fito { waiting } => {
+                let owner = ring_generation(&self.region);
+                (owner == origin.generation).then_some(waiting)
+            }
+            Serve::Bilateral { slots, .. } => slots
+                .get_mut(usize::from(origin.slot))
+                .filter(|s| s.generation == origin.generation)
+                .map(|s| &mut s.waiting),
+        };
+        match current {
+            Some(waiting) => queue_completion(
+                waiting,
+                &mut self.counters,
+                &c,
+                u32::from(origin.generation),
+            ),
+            None => self.counters.completions_orphaned += 1,
+        }
+    }
+
+    /// Publishes waiting completions on a FITO ring, as many whole ones as
+    /// the response ring takes, with one posted write. (A bilateral ring
+    /// hands them over in exchanges, in [`HostPort::take`].)
+    pub fn flush(&mut self) {
+        let Serve::Fito { waiting } = &mut self.serve else {
+            return;
+        };
+        if waiting.is_empty() {
+            return;
+        }
+        let mut device = ipu_end(&self.region, self.cost);
+        while let Some(first) = waiting.front() {
+            let n = message_records(first).unwrap_or(1).min(waiting.len());
+            let (a, b) = waiting.as_slices();
+            let message: arrayvec::ArrayVec<VerbRecord, MAX_VERB_RECORDS> =
+                a.iter().chain(b).take(n).copied().collect();
+            if device.complete_all(&message).is_err() {
+                break;
+            }
+            waiting.drain(..n);
+            self.counters.completions += 1;
+        }
+        device.flush();
+    }
+}
+
+/// The generation of the FITO ring's current claim (low 16 bits).
+fn ring_generation(region: &Region) -> u16 {
+    let word = region
+        .ring_owner_word()
+        .load(std::sync::atomic::Ordering::Acquire);
+    Claim::of(word).map_or(0, |c| c.generation as u16)
+}
+
+/// Whole messages in a waiting list.
+fn messages(waiting: &VecDeque<VerbRecord>) -> u64 {
+    waiting
+        .iter()
+        .filter(|r| message_records(r).is_some())
+        .count() as u64
+}
+
+/// The dataplane's end of the verb rings, for one burst.
+fn ipu_end(region: &Region, cost: CostModel) -> VerbsDevice<'_> {
+    VerbsDevice::new(
+        region.ring(RING_VERB_REQUESTS).consumer(),
+        region.ring(RING_VERB_RESPONSES).producer(),
+        cost,
+        region.side(Side::Ipu),
+    )
+}
+
+fn take_fito(
+    region: &Region,
+    cost: CostModel,
+    max: usize,
+    owner: u16,
+    waiting: &mut VecDeque<VerbRecord>,
+    counters: &mut HostPortCounters,
+    submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+) {
+    let mut device = ipu_end(region, cost);
+    let mut message = arrayvec::ArrayVec::<VerbRecord, MAX_VERB_RECORDS>::new();
+    for _ in 0..max {
+        let Some(first) = device.poll_request() else {
+            break;
+        };
+        message.clear();
+        // The id is the record's first word either way.
+        let id = first.as_ref().map_or_else(|raw| raw[0], |r| r.id);
+        let generation = first.as_ref().map_or(owner, generation);
+        if let Ok(first) = first {
+            message.push(first);
+            // A message is published whole: its other records are there.
+            for _ in 1..message_records(&first).unwrap_or(1) {
+                match device.poll_request() {
+                    Some(Ok(r)) => message.push(r),
+                    _ => break,
+                }
+            }
+        }
+        let origin = HostOrigin {
+            slot: 0,
+            generation,
+        };
+        accept(&message, id, origin, waiting, counters, submit);
+    }
+    device.release();
+}
+
+/// Hands one message's verb to `submit`, or answers why it had no effect.
+fn accept(
+    message: &[VerbRecord],
+    id: u64,
+    origin: HostOrigin,
+    waiting: &mut VecDeque<VerbRecord>,
+    counters: &mut HostPortCounters,
+    submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+) {
+    counters.requests += 1;
+    let why = match decode_submission(message) {
+        Some(s) => match submit(origin, s) {
+            Ok(()) => return,
+            Err(why) => why,
+        },
+        None => {
+            counters.undecodable += 1;
+            NotSubmitted::Undecodable
+        }
+    };
+    let refusal = Completion {
+        id,
+        result: Err(AppError::NotSubmitted(why)),
+        latency_ns: 0,
+    };
+    queue_completion(waiting, counters, &refusal, u32::from(origin.generation));
+}
+
+/// Serves one bilateral slot: if its process offers verbs, or waits while
+/// completions are ready for it, swaps its completions in against its
+/// verbs; only once the swap commits are the verbs submitted.
+fn serve_slot<'r>(
+    mut ipu: IpuSlot<'r>,
+    slot: u16,
+    state: &mut SlotState,
+    offer: &mut Vec<Record>,
+    answer: &mut [Record],
+    counters: &mut HostPortCounters,
+    submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+) -> Vec<Record> {
+    let generation = match ipu.read_offer() {
+        Ok(Some(read)) => {
+            offer.clear();
+            offer.extend_from_slice(read.records);
+            read.tag as u16
+        }
+        Ok(None) => return ipu.into_scratch(),
+        Err(_) => {
+            counters.bad_offers += 1;
+            return ipu.into_scratch();
+        }
+    };
+    if generation != state.generation {
+        // A new process holds the slot: what the last one left is orphaned.
+        counters.completions_orphaned += messages(&state.waiting);
+        state.waiting.clear();
+        state.generation = generation;
+    }
+    if offer.is_empty() && state.waiting.is_empty() {
+        return ipu.into_scratch();
+    }
+    // Whole completions, oldest first, as many as the answer holds.
+    let mut n = 0;
+    let mut answered = 0;
+    while n < state.waiting.len() {
+        let len = message_records(&state.waiting[n]).unwrap_or(1);
+        if n + len > answer.len() || n + len > state.waiting.len() {
+            break;
+        }
+        for (a, r) in answer[n..n + len]
+            .iter_mut()
+            .zip(state.waiting.range(n..n + len))
+        {
+            *a = r.encode();
+        }
+        n += len;
+        answered += 1;
+    }
+    match ipu.swap(&answer[..n]) {
+        SwapOutcome::Swapped { .. } => {
+            counters.swaps += 1;
+            counters.completions += answered;
+            state.waiting.drain(..n);
+        }
+        SwapOutcome::Lost => {
+            // The process withdrew first: none of its verbs were taken.
+            counters.lost_swaps += 1;
+            return ipu.into_scratch();
+        }
+        SwapOutcome::NothingOffered => return ipu.into_scratch(),
+    }
+    let origin = HostOrigin { slot, generation };
+    let mut at = 0;
+    let mut message = arrayvec::ArrayVec::<VerbRecord, MAX_VERB_RECORDS>::new();
+    while at < offer.len() {
+        message.clear();
+        let first = VerbRecord::decode(&offer[at]);
+        let len = first
+            .as_ref()
+            .and_then(message_records)
+            .unwrap_or(1)
+            .min(offer.len() - at);
+        for r in &offer[at..at + len] {
+            if let Some(r) = VerbRecord::decode(r) {
+                message.push(r);
+            }
+        }
+        let id = offer[at][0];
+        if message.len() != len {
+            message.clear();
+        }
+        accept(&message, id, origin, &mut state.waiting, counters, submit);
+        at += len;
+    }
+    ipu.into_scratch()
+}
+
+/// Waiting completions never grow past their first capacity: serving the
+/// host allocates nothing, and a completion that finds no room is counted.
+fn queue_completion(
+    waiting: &mut VecDeque<VerbRecord>,
+    counters: &mut HostPortCounters,
+    c: &Completion,
+    generation: u32,
+) {
+    let records = encode_completion(c, generation);
+    if waiting.len() + records.as_slice().len() > waiting.capacity() {
+        counters.completions_lost += 1;
+        return;
+    }
+    waiting.extend(records.as_slice().iter().copied());
+}

@@ -1,0 +1,479 @@
+//! A host program's handle on a dataplane's host ring: the verbs API of
+//! [`crate::embed::EmbeddedQueue`] across the (emulated) PCIe boundary, the
+//! same over both ring modes.
+//!
+//! Attaching claims the ring (FITO: one process per ring) or a free swap
+//! slot (bilateral: one per process, as many processes as slots); a claim
+//! held by a live process is refused with its pid, one left by a dead
+//! process is taken over under a new generation, so nothing it left in
+//! flight reaches the new holder.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use oae_swapring::bilateral::{HostSlot, Withdraw};
+use oae_swapring::layout::{Mode, RING_VERB_REQUESTS, RING_VERB_RESPONSES};
+use oae_swapring::owner::{self, Claim, ClaimRefused};
+use oae_swapring::region::{Region, Side};
+use oae_swapring::ring::{RECORD_WORDS, Record};
+use oae_swapring::verbs::{VerbRecord, VerbsHost};
+
+use super::HostMode;
+use super::codec::{MAX_VERB_RECORDS, decode_completion, encode_submission, generation};
+use crate::api::{AppError, Completion, NotSubmitted, Submission};
+
+/// What a host process holds on a bilateral ring.
+struct Bilateral {
+    slot: usize,
+    batch: usize,
+    /// Verbs' records not yet offered, and how many verbs they are.
+    pending: Vec<Record>,
+    pending_verbs: usize,
+    /// The batch out on the slot: its records (to re-offer if withdrawn)
+    /// and how many verbs; `None` while the slot is the host's.
+    offered: Option<usize>,
+    offered_records: Vec<Record>,
+    answer: Vec<Record>,
+}
+
+enum End {
+    Fito,
+    Bilateral(Bilateral),
+}
+
+/// Counters of a host queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostQueueCounters {
+    /// Exchanges taken (bilateral) and offers withdrawn to add verbs.
+    pub exchanges: u64,
+    pub withdrawn: u64,
+    /// Completions for an earlier holder of the ring or slot, dropped.
+    pub foreign_completions: u64,
+    /// Completion records that did not decode (answered by id).
+    pub undecodable: u64,
+    /// Swaps whose answer was tagged for another offer (a corrupt region).
+    pub corrupt_exchanges: u64,
+}
+
+/// A host program's handle on a dataplane's host ring.
+pub struct HostQueue {
+    region: Region,
+    claim: Claim,
+    end: End,
+    /// Verbs the dataplane took (or may have) and has not completed.
+    in_flight: usize,
+    /// Most verbs in flight: the ring's capacity.
+    capacity: usize,
+    /// Completions made on this side or taken from exchanges, in order.
+    ready: VecDeque<Completion>,
+    counters: HostQueueCounters,
+}
+
+impl HostQueue {
+    /// Attaches to the ring a dataplane created at `path`, waiting up to
+    /// `attempts` short polls for it to appear. A file that is not a host
+    /// ring of this version is refused with what is wrong; a ring (FITO) or
+    /// every slot (bilateral) held by live processes, with their pids.
+    pub fn attach(path: impl AsRef<Path>, attempts: u32) -> Result<HostQueue, String> {
+        let path = path.as_ref();
+        let region = Region::open_when_ready(path, attempts).map_err(|e| e.to_string())?;
+        let geometry = region.geometry();
+        if geometry.ring_capacity < MAX_VERB_RECORDS as u64 {
+            return Err(format!(
+                "{}: rings of {} records are too small for a host ring",
+                path.display(),
+                geometry.ring_capacity
+            ));
+        }
+        let pid = std::process::id();
+        let (claim, end) = match region.mode() {
+            Mode::Fito => {
+                let claim = owner::claim(region.ring_owner_word(), pid, owner::process_alive)
+                    .map_err(|ClaimRefused::Held { pid: holder }| {
+                        format!(
+                            "{}: the FITO host ring is held by process {holder}; it serves one \
+                             host process (single-producer rings): give each process its own \
+                             ring, or run the ring in mode = \"bilateral\"",
+                            path.display()
+                        )
+                    })?;
+                (claim, End::Fito)
+            }
+            Mode::Bilateral => claim_slot(&region, path, pid)?,
+        };
+        region.attach_as(Side::Host);
+        Ok(HostQueue {
+            capacity: geometry.ring_capacity as usize,
+            region,
+            claim,
+            end,
+            in_flight: 0,
+            ready: VecDeque::new(),
+            counters: HostQueueCounters::default(),
+        })
+    }
+
+    pub fn mode(&self) -> HostMode {
+        match self.end {
+            End::Fito => HostMode::Fito,
+            End::Bilateral(_) => HostMode::Bilateral,
+        }
+    }
+
+    /// The slot this process holds on a bilateral ring.
+    pub fn slot(&self) -> Option<usize> {
+        match &self.end {
+            End::Fito => None,
+            End::Bilateral(b) => Some(b.slot),
+        }
+    }
+
+    pub fn counters(&self) -> HostQueueCounters {
+        self.counters
+    }
+
+    /// Verbs submitted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.in_flight
+            + match &self.end {
+                End::Fito => 0,
+                End::Bilateral(b) => b.pending_verbs + b.offered.unwrap_or(0),
+            }
+    }
+
+    fn verbs_host(&self) -> VerbsHost<'_> {
+        VerbsHost::new(
+            self.region.ring(RING_VERB_REQUESTS).producer(),
+            self.region.ring(RING_VERB_RESPONSES).consumer(),
+            self.region.config().cost,
+            self.region.side(Side::Host),
+        )
+    }
+
+    /// Submits a verb; gives it back when as many verbs as the ring holds
+    /// are outstanding, or the ring (FITO) or the next batch (bilateral)
+    /// has no room: poll completions, then retry. A verb the host ring
+    /// cannot carry completes at once with the reason.
+    // As `EmbeddedQueue::submit`: the verb comes back by value for a retry;
+    // boxing it would allocate once per submission.
+    #[allow(clippy::result_large_err)]
+    pub fn submit(&mut self, submission: Submission) -> Result<(), Submission> {
+        let records = match encode_submission(&submission, self.claim.generation) {
+            Ok(r) => r,
+            Err(why) => {
+                self.ready.push_back(Completion {
+                    id: submission.id,
+                    result: Err(AppError::NotSubmitted(NotSubmitted::Invalid(why))),
+                    latency_ns: 0,
+                });
+                return Ok(());
+            }
+        };
+        if self.outstanding() >= self.capacity {
+            return Err(submission);
+        }
+        match &mut self.end {
+            End::Fito => {
+                let mut host = self.verbs_host();
+                if host.submit_all(records.as_slice()).is_err() {
+                    return Err(submission);
+                }
+                host.flush();
+                self.in_flight += 1;
+            }
+            End::Bilateral(b) => {
+                if b.pending.len() + records.as_slice().len() > b.batch {
+                    self.exchange();
+                }
+                let End::Bilateral(b) = &mut self.end else {
+                    unreachable!("the mode does not change");
+                };
+                if b.pending.len() + records.as_slice().len() > b.batch {
+                    return Err(submission);
+                }
+                b.pending
+                    .extend(records.as_slice().iter().map(VerbRecord::encode));
+                b.pending_verbs += 1;
+                self.exchange();
+            }
+        }
+        Ok(())
+    }
+
+    /// The next completion, if one is there. A record that does not decode
+    /// (a dataplane of another version) completes its id with the reason.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        if self.ready.is_empty() {
+            match self.end {
+                End::Fito => self.poll_fito(),
+                End::Bilateral(_) => self.exchange(),
+            }
+        }
+        self.ready.pop_front()
+    }
+
+    fn poll_fito(&mut self) {
+        let mut host = VerbsHost::new(
+            self.region.ring(RING_VERB_REQUESTS).producer(),
+            self.region.ring(RING_VERB_RESPONSES).consumer(),
+            self.region.config().cost,
+            self.region.side(Side::Host),
+        );
+        let mut message = arrayvec::ArrayVec::<VerbRecord, MAX_VERB_RECORDS>::new();
+        while let Some(first) = host.poll_completion() {
+            message.clear();
+            let Ok(first) = first else {
+                self.counters.undecodable += 1;
+                continue;
+            };
+            message.push(first);
+            // A message is published whole: its other records are there.
+            for _ in 1..super::codec::message_records(&first).unwrap_or(1) {
+                match host.poll_completion() {
+                    Some(Ok(r)) => message.push(r),
+                    _ => break,
+                }
+            }
+            deliver(
+                &message,
+                self.claim.generation,
+                &mut self.in_flight,
+                &mut self.ready,
+                &mut self.counters,
+            );
+            if !self.ready.is_empty() {
+                break;
+            }
+        }
+        host.release();
+    }
+
+    /// Moves the bilateral exchange along: takes a swap, withdraws a
+    /// verb-less offer to put verbs in it, offers what is pending (or a
+    /// verb-less batch that waits for completions).
+    fn exchange(&mut self) {
+        let Self {
+            region,
+            claim,
+            end,
+            in_flight,
+            ready,
+            counters,
+            ..
+        } = self;
+        let End::Bilateral(b) = end else {
+            return;
+        };
+        let cost = region.config().cost;
+        let mut slot = HostSlot::new(region.slot(b.slot), cost);
+        // An offer without verbs only waits for completions: take it back
+        // to put the pending verbs in it.
+        if b.offered == Some(0) && b.pending_verbs > 0 {
+            match slot.withdraw() {
+                Withdraw::Withdrawn => {
+                    counters.withdrawn += 1;
+                    b.offered = None;
+                }
+                Withdraw::AlreadySwapped | Withdraw::NotOffered => {}
+            }
+        }
+        if let Some(verbs) = b.offered {
+            match slot.take(&mut b.answer) {
+                Ok(Some(x)) => {
+                    counters.exchanges += 1;
+                    // The batch's verbs are the dataplane's from now on.
+                    *in_flight += verbs;
+                    b.offered = None;
+                    take_answer(
+                        &b.answer[..x.count],
+                        claim.generation,
+                        in_flight,
+                        ready,
+                        counters,
+                    );
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    // A corrupt region: the exchange cannot be trusted
+                    // either way; it stays counted and untaken.
+                    counters.corrupt_exchanges += 1;
+                    return;
+                }
+            }
+        }
+        if b.pending_verbs == 0 && *in_flight == 0 {
+            return;
+        }
+        b.offered_records.clear();
+        b.offered_records.append(&mut b.pending);
+        match slot.offer_tagged(u64::from(claim.generation), &b.offered_records) {
+            Ok(_) => {
+                b.offered = Some(b.pending_verbs);
+                b.pending_verbs = 0;
+            }
+            Err(_) => {
+                // The slot is not ours to offer on (taken over?): keep the
+                // verbs pending.
+                b.pending.append(&mut b.offered_records);
+            }
+        }
+    }
+
+    /// Takes back every verb the dataplane has not taken: on a bilateral
+    /// ring, the batch not yet swapped (if the withdrawal wins) and the
+    /// verbs not yet offered, each completing as [`NotSubmitted::Recalled`]
+    /// with no effect; returns how many. A FITO ring cannot: a published
+    /// request may be read at any time, so its verbs stay in doubt until
+    /// they complete (0).
+    ///
+    /// For a program that gave up on its dataplane (its interaction
+    /// counter stopped), this separates the verbs that certainly had no
+    /// effect from those the dataplane took.
+    pub fn recall(&mut self) -> usize {
+        let Self {
+            region, end, ready, ..
+        } = self;
+        let End::Bilateral(b) = end else {
+            return 0;
+        };
+        let mut slot = HostSlot::new(region.slot(b.slot), region.config().cost);
+        if b.offered.is_some() && slot.withdraw() == Withdraw::Withdrawn {
+            b.offered = None;
+            b.pending.splice(0..0, b.offered_records.drain(..));
+        }
+        let mut recalled = 0;
+        let mut at = 0;
+        while at < b.pending.len() {
+            let Some(first) = VerbRecord::decode(&b.pending[at]) else {
+                break;
+            };
+            ready.push_back(Completion {
+                id: first.id,
+                result: Err(AppError::NotSubmitted(NotSubmitted::Recalled)),
+                latency_ns: 0,
+            });
+            recalled += 1;
+            at += super::codec::message_records(&first).unwrap_or(1);
+        }
+        b.pending.clear();
+        b.pending_verbs = 0;
+        recalled
+    }
+
+    /// The dataplane's liveness counter: it moves while its polling core
+    /// serves the ring.
+    pub fn dataplane_interactions(&self) -> u64 {
+        self.region.side(Side::Ipu).interactions()
+    }
+}
+
+impl Drop for HostQueue {
+    /// Takes back a batch not yet taken (so the dataplane never runs verbs
+    /// of a process that is gone) and gives the claim back.
+    fn drop(&mut self) {
+        let word = match &self.end {
+            End::Fito => self.region.ring_owner_word(),
+            End::Bilateral(b) => {
+                let mut slot = HostSlot::new(self.region.slot(b.slot), self.region.config().cost);
+                if slot.withdraw() == Withdraw::AlreadySwapped {
+                    let mut answer = vec![[0; RECORD_WORDS]; b.batch];
+                    let _ = slot.take(&mut answer);
+                }
+                self.region.slot(b.slot).owner_word()
+            }
+        };
+        owner::release(word, self.claim);
+    }
+}
+
+/// Claims the first slot no live process holds.
+fn claim_slot(region: &Region, path: &Path, pid: u32) -> Result<(Claim, End), String> {
+    let mut holders = Vec::new();
+    for i in 0..region.slot_count() {
+        let view = region.slot(i);
+        match owner::claim(view.owner_word(), pid, owner::process_alive) {
+            Ok(claim) => {
+                let batch = view.batch();
+                // A batch a dead holder left offered is void: withdraw it
+                // (the dataplane took none of it); one it left swapped is
+                // discarded (its completions were the dead holder's).
+                let mut slot = HostSlot::new(view, region.config().cost);
+                if slot.withdraw() == Withdraw::AlreadySwapped {
+                    let _ = slot.take(&mut vec![[0; RECORD_WORDS]; batch]);
+                }
+                let end = End::Bilateral(Bilateral {
+                    slot: i,
+                    batch,
+                    pending: Vec::with_capacity(batch),
+                    pending_verbs: 0,
+                    offered: None,
+                    offered_records: Vec::with_capacity(batch),
+                    answer: vec![[0; RECORD_WORDS]; batch],
+                });
+                return Ok((claim, end));
+            }
+            Err(ClaimRefused::Held { pid }) => holders.push(pid.to_string()),
+        }
+    }
+    Err(format!(
+        "{}: every one of its {} slots is held by a live process ({}); raise [host] processes \
+         in the dataplane's configuration",
+        path.display(),
+        region.slot_count(),
+        holders.join(", ")
+    ))
+}
+
+/// Decodes an exchange's completions (whole messages, in order).
+fn take_answer(
+    answer: &[Record],
+    generation: u32,
+    in_flight: &mut usize,
+    ready: &mut VecDeque<Completion>,
+    counters: &mut HostQueueCounters,
+) {
+    let mut at = 0;
+    let mut message = arrayvec::ArrayVec::<VerbRecord, MAX_VERB_RECORDS>::new();
+    while at < answer.len() {
+        message.clear();
+        let len = VerbRecord::decode(&answer[at])
+            .as_ref()
+            .and_then(super::codec::message_records)
+            .unwrap_or(1)
+            .min(answer.len() - at);
+        message.extend(answer[at..at + len].iter().filter_map(VerbRecord::decode));
+        deliver(&message, generation, in_flight, ready, counters);
+        at += len;
+    }
+}
+
+/// One completion message to the caller, unless it was for an earlier
+/// holder; one that does not decode completes its id with the reason.
+fn deliver(
+    message: &[VerbRecord],
+    claim_generation: u32,
+    in_flight: &mut usize,
+    ready: &mut VecDeque<Completion>,
+    counters: &mut HostQueueCounters,
+) {
+    let Some(first) = message.first() else {
+        counters.undecodable += 1;
+        return;
+    };
+    if generation(first) != claim_generation as u16 {
+        counters.foreign_completions += 1;
+        return;
+    }
+    *in_flight = in_flight.saturating_sub(1);
+    ready.push_back(match decode_completion(message) {
+        Some(c) => c,
+        None => {
+            counters.undecodable += 1;
+            Completion {
+                id: first.id,
+                result: Err(AppError::NotSubmitted(NotSubmitted::Refused)),
+                latency_ns: 0,
+            }
+        }
+    });
+}
