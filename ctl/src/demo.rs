@@ -11,6 +11,7 @@ use std::process::Command;
 use oae_common::topology::Shape;
 
 use crate::fabric_demo::{self, FabricDemo};
+use crate::host_demo::HostDemo;
 use crate::running::Running;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 use oae_dataplane::config::{IdlePolicy, KickPolicy};
 use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
+use oae_dataplane::host::HostMode;
 use oae_dataplane::status::DataplaneStatus;
 use oae_os::cpu::CpuTime;
 use oae_pmd::netns::{VethPair, parse_mac};
@@ -102,6 +104,18 @@ pub struct DemoArgs {
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
+    /// A host program in front of dataplane a instead of the dataplanes'
+    /// workload, as on an IPU: dataplane a serves a host ring in this mode
+    /// (fito or bilateral) and `oaectl host-verbs`, a process of its own,
+    /// keeps --host-window FETCH-ADDs in flight through it.
+    #[arg(long, value_parser = parse_host_mode)]
+    host_ring: Option<HostMode>,
+    /// FETCH-ADDs the host program keeps in flight (default: --lanes).
+    #[arg(long, requires = "host_ring")]
+    host_window: Option<usize>,
+    /// The CPU the host program is pinned to.
+    #[arg(long, requires = "host_ring")]
+    host_core: Option<usize>,
     /// Print the final report as JSON too.
     #[arg(long)]
     json: bool,
@@ -140,6 +154,20 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     };
     let mut deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
     deployment.apply(&overrides).map_err(|e| e.to_string())?;
+    let host = match args.host_ring {
+        Some(mode) => {
+            let window = args
+                .host_window
+                .unwrap_or(args.lanes.unwrap_or(deployment.demo.lanes) as usize);
+            Some(HostDemo::configure(
+                &mut deployment,
+                mode,
+                window,
+                args.host_core,
+            )?)
+        }
+        None => None,
+    };
     let text = deployment.to_toml().map_err(|e| e.to_string())?;
     let mut settings = deployment.demo.clone();
     if let Some(s) = args.seconds {
@@ -240,6 +268,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     };
 
     wait_for_links(&mut setup, &interrupted)?;
+    if let Some(host) = &host {
+        return run_host_program(setup, host, settings.seconds, &names, args);
+    }
     println!(
         "links up; running the workload for {:.1} s",
         settings.seconds
@@ -300,6 +331,94 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         Ok(())
     } else {
         Err("the exactly-once check FAILED (see above)".into())
+    }
+}
+
+/// The demo with a host program as the workload: its figures, the CPU the
+/// polling cores used meanwhile, and the ledger at the peer.
+fn run_host_program(
+    setup: Setup,
+    host: &HostDemo,
+    seconds: f64,
+    names: &[String],
+    args: &DemoArgs,
+) -> Result<(), String> {
+    println!(
+        "links up; a host program on the {:?} host ring for {seconds:.1} s, {} verbs in flight",
+        host.mode, host.window
+    );
+    let cpu_before = polling_cpu(&setup)?;
+    let cpu_clock = std::time::Instant::now();
+    let report = host.run(&setup.running.sockets, seconds)?;
+    let cpu_after = polling_cpu(&setup)?;
+    let cpu_wall_s = cpu_clock.elapsed().as_secs_f64();
+    let cpu: Vec<CpuTime> = cpu_after
+        .iter()
+        .zip(&cpu_before)
+        .map(|(after, before)| after.since(before))
+        .collect();
+    let stats: Vec<Value> = setup
+        .running
+        .sockets
+        .iter()
+        .map(|s| call(s, &Request::Stats, STEP))
+        .collect::<Result<_, _>>()?;
+    let l = &report.load;
+    println!(
+        "  {} ring: {} FETCH-ADDs ok, {} failed, {} not submitted; {:.0} verbs/s; \
+         p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us; {} exchanges",
+        l.mode,
+        l.ok,
+        l.failed,
+        l.not_submitted,
+        l.verbs_per_s,
+        l.p50_ns as f64 / 1e3,
+        l.p99_ns as f64 / 1e3,
+        l.p999_ns as f64 / 1e3,
+        l.exchanges
+    );
+    println!(
+        "  peer's words moved by {} for {} successes: {}",
+        report.added,
+        l.ok,
+        if report.exact { "exact" } else { "MISMATCH" }
+    );
+    println!(
+        "  {:<34} {}",
+        "CPU while the host program ran",
+        names
+            .iter()
+            .zip(&cpu)
+            .map(|(n, c)| format!("{n} {:.2} s of {cpu_wall_s:.2} s", c.total_s()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if args.json || args.report.is_some() {
+        let v = serde_json::json!({"host": report, "cpu": cpu, "cpu_wall_s": cpu_wall_s,
+                                   "stats": stats, "exactly_once": report.exact});
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        if args.json {
+            println!("{text}");
+        }
+        if let Some(path) = &args.report {
+            std::fs::write(path, text)
+                .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
+        }
+    }
+    drop(setup);
+    println!("namespaces, XDP programs and dataplanes removed");
+    if report.exact {
+        Ok(())
+    } else {
+        Err("the host program's ledger does not match the peer's memory (see above)".into())
+    }
+}
+
+fn parse_host_mode(s: &str) -> Result<HostMode, String> {
+    match s {
+        "fito" => Ok(HostMode::Fito),
+        "bilateral" => Ok(HostMode::Bilateral),
+        _ => Err(format!("'{s}': use fito or bilateral")),
     }
 }
 

@@ -29,6 +29,9 @@ pub struct HostVerbsArgs {
     /// FETCH-ADDs to run.
     #[arg(long, default_value_t = 10_000)]
     count: u64,
+    /// Stop submitting after this many seconds (then drain the window).
+    #[arg(long)]
+    seconds: Option<f64>,
     /// How many to keep in flight (at most the ring's capacity).
     #[arg(long, default_value_t = 32)]
     window: usize,
@@ -55,6 +58,9 @@ pub fn run(args: &HostVerbsArgs) -> Result<(), String> {
     if args.window == 0 || args.count == 0 {
         return Err("--window and --count must be at least 1".into());
     }
+    if args.seconds.is_some_and(|s| !(s > 0.0 && s <= 3600.0)) {
+        return Err("--seconds: use a number of seconds in (0, 3600]".into());
+    }
     if let Some(core) = args.core {
         oae_os::pin::pin_current_thread(core).map_err(|e| format!("--core {core}: {e}"))?;
     }
@@ -70,6 +76,7 @@ pub fn run(args: &HostVerbsArgs) -> Result<(), String> {
             words: args.words.unwrap_or(args.window as u32),
             count: args.count,
             window: args.window,
+            duration: args.seconds.map(Duration::from_secs_f64),
             deadline: Duration::from_secs(args.timeout),
         },
     );

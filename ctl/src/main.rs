@@ -3,6 +3,7 @@
 
 mod demo;
 mod fabric_demo;
+mod host_demo;
 mod host_verbs;
 mod running;
 

@@ -93,10 +93,23 @@ fn default_host_capacity() -> u64 {
 }
 
 fn default_host_batch() -> u64 {
-    16
+    oae_swapring::bilateral::MAX_SLOT_BATCH
 }
 
 impl HostSettings {
+    /// A ring at `ring` in `mode`, every other setting its default.
+    pub fn new(ring: PathBuf, mode: crate::host::HostMode) -> HostSettings {
+        HostSettings {
+            ring,
+            queue: 0,
+            capacity: default_host_capacity(),
+            pcie_cost: None,
+            mode,
+            processes: None,
+            batch: default_host_batch(),
+        }
+    }
+
     pub fn to_host_ring(&self) -> Result<crate::host::HostRing, String> {
         let cost = match &self.pcie_cost {
             Some(spec) => oae_swapring::cost::CostModel::parse(spec)

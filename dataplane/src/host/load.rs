@@ -22,6 +22,8 @@ pub struct Load {
     pub words: u32,
     pub count: u64,
     pub window: usize,
+    /// If set, no verb is submitted after this long (the window drains).
+    pub duration: Option<Duration>,
     /// Safety net: the load stops here, counting what did not complete.
     pub deadline: Duration,
 }
@@ -39,7 +41,8 @@ pub struct LoadReport {
     pub failed: u64,
     /// Completed as not submitted (no effect).
     pub not_submitted: u64,
-    /// Submitted and not completed by the deadline.
+    /// Submitted and not completed by the deadline. (`count` is what was
+    /// submitted.)
     pub unfinished: u64,
     /// Completions for no verb this program has in flight (must stay 0:
     /// nothing meant for another process, or twice, reaches it).
@@ -53,6 +56,18 @@ pub struct LoadReport {
     pub withdrawn: u64,
     pub foreign_completions: u64,
     pub undecodable: u64,
+}
+
+/// A load and what the peer's memory says of it (`oaectl demo
+/// --host-ring`, read back by the benchmark suite).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CheckedLoad {
+    pub load: LoadReport,
+    /// How much the target words moved.
+    pub added: u64,
+    /// `added` equals the FETCH-ADDs that succeeded, and every verb
+    /// completed once.
+    pub exact: bool,
 }
 
 impl LoadReport {
@@ -81,9 +96,13 @@ pub fn run(queue: &mut HostQueue, load: &Load) -> LoadReport {
     };
     let start = Instant::now();
     let deadline = start + load.deadline;
-    let (mut submitted, mut polls) = (0u64, 0u64);
-    while report.completed() < load.count {
-        while submitted < load.count
+    let stop_at = load.duration.map(|d| start + d);
+    let (mut submitted, mut polls, mut count) = (0u64, 0u64, load.count);
+    while report.completed() < count {
+        if stop_at.is_some_and(|t| polls.is_multiple_of(64) && Instant::now() >= t) {
+            count = submitted;
+        }
+        while submitted < count
             && let Some(&id) = free.last()
         {
             let verb = Verb::FetchAdd {
@@ -119,6 +138,7 @@ pub fn run(queue: &mut HostQueue, load: &Load) -> LoadReport {
     let seconds = start.elapsed().as_secs_f64();
     let counters: HostQueueCounters = queue.counters();
     LoadReport {
+        count: submitted,
         unfinished: submitted - report.completed(),
         seconds,
         verbs_per_s: report.completed() as f64 / seconds,

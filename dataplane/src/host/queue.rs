@@ -154,6 +154,11 @@ impl HostQueue {
     /// are outstanding, or the ring (FITO) or the next batch (bilateral)
     /// has no room: poll completions, then retry. A verb the host ring
     /// cannot carry completes at once with the reason.
+    ///
+    /// A FITO ring publishes the verb at once. A bilateral ring gathers
+    /// verbs into the next batch, offered at the next
+    /// [`HostQueue::poll_completion`] or [`HostQueue::flush`] (or when the
+    /// batch is full), so verbs submitted together cross in one exchange.
     // As `EmbeddedQueue::submit`: the verb comes back by value for a retry;
     // boxing it would allocate once per submission.
     #[allow(clippy::result_large_err)]
@@ -194,20 +199,24 @@ impl HostQueue {
                 b.pending
                     .extend(records.as_slice().iter().map(VerbRecord::encode));
                 b.pending_verbs += 1;
-                self.exchange();
             }
         }
         Ok(())
     }
 
+    /// Offers the verbs gathered for a bilateral ring's next batch (if the
+    /// slot is free; otherwise they go with the exchange after the one out).
+    pub fn flush(&mut self) {
+        self.exchange();
+    }
+
     /// The next completion, if one is there. A record that does not decode
     /// (a dataplane of another version) completes its id with the reason.
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        if self.ready.is_empty() {
-            match self.end {
-                End::Fito => self.poll_fito(),
-                End::Bilateral(_) => self.exchange(),
-            }
+        match &self.end {
+            End::Fito if self.ready.is_empty() => self.poll_fito(),
+            End::Bilateral(b) if self.ready.is_empty() || b.pending_verbs > 0 => self.exchange(),
+            _ => {}
         }
         self.ready.pop_front()
     }

@@ -14,6 +14,7 @@
 //! repetition runs every subject a few seconds apart and ratios compare
 //! like with like on a machine whose speed drifts.
 
+pub mod ipu;
 pub mod plan;
 pub mod report;
 pub mod svg;

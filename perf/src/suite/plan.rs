@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use oae_dataplane::host::HostMode;
 use oae_swapring::wave::{Variant, Workload};
 
+use super::ipu::{HOST_RING_WINDOWS, host_ring_subject};
 use super::trial::{
     DemoTrial, DriverChoice, FabricTrial, Placement, PollChoice, RedisTrial, Trial,
 };
@@ -289,6 +291,16 @@ fn fabric(opts: &Options, items: &mut Vec<PlanItem>) {
 pub const IPU_READ_NS: [u64; 2] = [0, 750];
 
 fn ipu(items: &mut Vec<PlanItem>) {
+    for mode in [HostMode::Fito, HostMode::Bilateral] {
+        for window in HOST_RING_WINDOWS {
+            items.push(PlanItem::new(
+                Experiment::Ipu,
+                host_ring_subject(mode),
+                &[("window", window.to_string())],
+                Trial::HostRing { mode, window },
+            ));
+        }
+    }
     for workload in [Workload::Sched, Workload::KeyValue] {
         for read_ns in IPU_READ_NS {
             for (name, variant) in Variant::all() {
@@ -357,6 +369,14 @@ mod tests {
             })
         ));
         assert_eq!(count(Experiment::Ipu, "bilateral"), 2 * IPU_READ_NS.len());
+        assert_eq!(
+            count(Experiment::Ipu, "bilateral-batched"),
+            2 * IPU_READ_NS.len()
+        );
+        assert_eq!(
+            count(Experiment::Ipu, "host-ring-bilateral"),
+            HOST_RING_WINDOWS.len()
+        );
         assert_eq!(count(Experiment::Scale, "oae"), 2 * SCALE_QUEUES.len());
         assert_eq!(count(Experiment::Fabric, "oae"), 2);
         assert_eq!(count(Experiment::Fabric, "rc-model"), 1);

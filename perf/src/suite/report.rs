@@ -15,7 +15,7 @@ const TCP_RTO_MIN_US: f64 = 200_000.0;
 /// The TCP baseline's target: OAE's p99.9 at most this share of Redis's.
 const TCP_TAIL_SHARE: f64 = 1.0 / 50.0;
 
-fn find<'a>(
+pub(super) fn find<'a>(
     ms: &'a [Measurement],
     e: Experiment,
     subject: &str,
@@ -346,7 +346,7 @@ fn per_core_cost(oae: Option<f64>, reference: Option<f64>, fpv: Option<f64>, nam
     }
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -526,77 +526,12 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
         });
     }
     if has(Experiment::Ipu) {
-        let sched = |variant: &str| {
-            find(
-                ms,
-                Experiment::Ipu,
-                variant,
-                &[("workload", "sched"), ("read_ns", "750")],
-            )
-        };
-        let rate = |variant: &str| sched(variant).and_then(|m| m.median("per_s"));
-        let bilateral = rate("bilateral");
-        for (against, wanted, bound) in [("fito-none", ">= 3", 3.0), ("fito-all", ">= 1", 1.0)] {
-            let r = ratio(bilateral, rate(against));
-            out.push(Target {
-                name: format!("bilateral swap vs {against}"),
-                ratio_of: format!(
-                    "bilateral decisions/s / {against} decisions/s, scheduling offload, \
-                     750 ns non-posted reads"
-                ),
-                ratio: r,
-                wanted: wanted.into(),
-                met: r.map(|r| r >= bound),
-                why: match (bilateral, rate(against), rate("fito-all")) {
-                    (Some(b), Some(f), Some(all)) => format!(
-                        "{}: {:.0} k/s against {:.0} k/s. FITO pays a non-posted read per \
-                         decision it polls and aborts the decisions that went stale in flight; \
-                         the bilateral swap needs one PCIe atomic per exchange and cannot go \
-                         stale.{}",
-                        if b / f >= bound { "met" } else { "not met" },
-                        b / 1e3,
-                        f / 1e3,
-                        if b / f < bound && against == "fito-none" {
-                            format!(
-                                " Here FITO without mitigations keeps {:.2}x of FITO with all: \
-                                 its PCIe costs per decision (a few us) are small next to the \
-                                 simulated tasks' 2-8 us runs that bound the decision rate, so \
-                                 no variant can be 3x ahead of it",
-                                f / all
-                            )
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    _ => "not measured (see the failed trials)".into(),
-                },
-            });
-        }
-        let stale = sched("bilateral").and_then(|m| m.metrics.get("stale"));
-        let worst = stale.and_then(|f| f.max);
-        out.push(Target {
-            name: "bilateral swap commits nothing stale".into(),
-            ratio_of: "stale decisions in any bilateral run (scheduling, 750 ns)".into(),
-            ratio: worst,
-            wanted: "= 0".into(),
-            met: worst.map(|w| w == 0.0),
-            why: match (
-                stale,
-                sched("fito-none").and_then(|m| m.median("abort_percent")),
-            ) {
-                (Some(f), Some(fito)) => format!(
-                    "{} run(s), none with a stale decision, against {fito:.2} % of FITO's \
-                     decisions aborted as stale without mitigations",
-                    f.values.len()
-                ),
-                _ => "not measured (see the failed trials)".into(),
-            },
-        });
+        super::ipu::targets(ms, &mut out);
     }
     out
 }
 
-fn fmt_fig(f: Option<&Figure>, scale: f64, digits: usize) -> String {
+pub(super) fn fmt_fig(f: Option<&Figure>, scale: f64, digits: usize) -> String {
     match f {
         Some(Figure {
             median: Some(m),
@@ -924,85 +859,7 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         fabric_section(&mut out, ms);
     }
     if r.experiments.contains(&Experiment::Ipu) {
-        let _ = writeln!(
-            out,
-            "## IPU offload: FITO rings against the bilateral swap\n\n\
-             Host and IPU agent are two threads pinned to cores 0 and 1 over one shared \
-             mapping standing in for the PCIe BAR; PCIe costs are busy-waits ({}, the \
-             non-posted read swept). `sched`: 32 tasks on 4 simulated CPUs wake, run, block \
-             and exit; the agent decides where each runs; a decision is stale if its task \
-             changed after the agent saw it. `kv`: 16 requests in flight to a table the agent \
-             holds. Per second: committed decisions or answered requests. Latency: runnable \
-             to committed (request to answer). Runs of {} ms; docs/SWAPRING.md has the \
-             protocols.\n\n\
-             | workload | read ns | variant | per s (k) | p50 us | p99 us | aborted % | wasted us/s | withdrawn/s |\n\
-             |---|---|---|---|---|---|---|---|---|",
-            r.options.pcie_cost, r.options.ipu_ms
-        );
-        for m in ms.iter().filter(|m| m.experiment == Experiment::Ipu) {
-            let g = |k: &str, scale: f64, d: usize| fmt_fig(m.metrics.get(k), scale, d);
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                m.param("workload").unwrap_or("?"),
-                m.param("read_ns").unwrap_or("?"),
-                m.subject,
-                g("per_s", 1e3, 1),
-                g("p50_us", 1.0, 1),
-                g("p99_us", 1.0, 1),
-                g("abort_percent", 1.0, 2),
-                g("wasted_us_per_s", 1.0, 0),
-                g("withdrawn_per_s", 1.0, 0),
-            );
-        }
-        out.push('\n');
-        let at = |variant: &str, workload: &str, read: &str, metric: &str| {
-            find(
-                ms,
-                Experiment::Ipu,
-                variant,
-                &[("workload", workload), ("read_ns", read)],
-            )
-            .and_then(|m| m.median(metric))
-        };
-        if let (Some(none), Some(all), Some(none0), Some(all0)) = (
-            at("fito-none", "kv", "750", "per_s"),
-            at("fito-all", "kv", "750", "per_s"),
-            at("fito-none", "kv", "0", "per_s"),
-            at("fito-all", "kv", "0", "per_s"),
-        ) {
-            let _ = writeln!(
-                out,
-                "**The seed's shape.** Wave's RocksDB served 258 k req/s without its mitigations \
-                 against 895 k with them (0.29x). Here, key-value at 750 ns reads: FITO without \
-                 mitigations reaches {:.2}x of FITO with all ({:.0} k/s against {:.0} k/s); with \
-                 free reads (0 ns) {:.2}x. {}\n",
-                none / all,
-                none / 1e3,
-                all / 1e3,
-                none0 / all0,
-                if none / all < 0.5 {
-                    "The large slowdown without mitigations reproduces. Free reads recover part \
-                     of it: that part is the non-posted reads; the rest is the per-message \
-                     doorbell and MSI-X (1.6 us) that write batching removes."
-                } else {
-                    "The large slowdown without mitigations does not reproduce here."
-                }
-            );
-        }
-        if let (Some(b), Some(none), Some(all)) = (
-            at("bilateral", "sched", "750", "per_s"),
-            at("fito-none", "sched", "750", "per_s"),
-            at("fito-all", "sched", "750", "per_s"),
-        ) {
-            let _ = writeln!(
-                out,
-                "Scheduling at 750 ns: the bilateral swap commits {:.2}x the decisions of FITO \
-                 without mitigations and {:.2}x FITO with all of them, and aborts none.\n",
-                b / none,
-                b / all
-            );
-        }
+        super::ipu::section(&mut out, r);
     }
     let failed: Vec<String> = ms
         .iter()

@@ -18,9 +18,7 @@ use oae_dataplane::deployment::{Deployment, flap_times};
 use oae_pmd::afxdp::AfXdpConfig;
 use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::{FaultConfig, FaultScope, Steering, XdpCounters, XdpMode};
-use oae_swapring::cost::CostModel;
-use oae_swapring::fito::Wakeup;
-use oae_swapring::wave::{self, RunConfig, Variant, Workload};
+use oae_swapring::wave::{Variant, Workload};
 use serde_json::Value;
 
 use super::{GRACE, Options};
@@ -41,7 +39,7 @@ const HUGEPAGES: u64 = 256;
 const SHARED_CPU_MIN_ROUND_US: u64 = 2_000;
 /// With both ends on one core, each waits a whole time slice for the
 /// other: a round well above the scheduler's slice.
-const SAME_CORE_MIN_ROUND_US: u64 = 20_000;
+pub(super) const SAME_CORE_MIN_ROUND_US: u64 = 20_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DriverChoice {
@@ -277,6 +275,12 @@ pub enum Trial {
         variant: Variant,
         read_ns: u64,
     },
+    /// A host program's verbs through dataplane a's host ring in `mode`,
+    /// `window` in flight (`oaectl demo --host-ring`).
+    HostRing {
+        mode: oae_dataplane::host::HostMode,
+        window: usize,
+    },
 }
 
 /// What one repetition measured.
@@ -292,7 +296,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn set(&mut self, name: &str, v: f64) {
+    pub(super) fn set(&mut self, name: &str, v: f64) {
         self.metrics.insert(name.to_string(), v);
     }
 
@@ -314,7 +318,8 @@ pub fn run(trial: &Trial, opts: &Options, log: &Path, rep: usize) -> Result<Outc
             workload,
             variant,
             read_ns,
-        } => offload(opts, *workload, *variant, *read_ns, rep),
+        } => super::ipu::offload(opts, *workload, *variant, *read_ns, rep),
+        Trial::HostRing { mode, window } => super::ipu::host_ring(*mode, *window, opts, log),
         Trial::Demo(d) => demo(d, opts, log),
         Trial::Fabric(f) => fabric(f, opts, log),
         Trial::Redis(r) => redis(r, opts, log),
@@ -1336,53 +1341,6 @@ pub fn redis_benchmark_outcome(text: &str) -> Option<Outcome> {
 
 // ----- IPU offload -----------------------------------------------------------
 
-fn offload(
-    opts: &Options,
-    workload: Workload,
-    variant: Variant,
-    read_ns: u64,
-    rep: usize,
-) -> Result<Outcome, String> {
-    let cost = CostModel::parse(&opts.pcie_cost).map_err(|e| e.to_string())?;
-    let r = wave::run(&RunConfig {
-        workload,
-        variant,
-        cost: CostModel {
-            nonposted_read_ns: read_ns,
-            ..cost
-        },
-        wakeup: Wakeup::Interrupt,
-        duration: Duration::from_millis(opts.ipu_ms),
-        cpus: 4,
-        tasks: 32,
-        window: 16,
-        seed: 0x5eed + rep as u64,
-        pin: true,
-        epoch: Instant::now(),
-    });
-    if r.completed == 0 {
-        return Err("nothing completed".into());
-    }
-    let mut o = Outcome::default();
-    let decisions = (r.aborted_total + r.completed).max(1) as f64;
-    o.set("per_s", r.per_second);
-    o.set("p50_us", r.latency_p50_ns as f64 / 1e3);
-    o.set("p99_us", r.latency_p99_ns as f64 / 1e3);
-    o.set("aborted_per_s", r.aborted_total as f64 / r.seconds);
-    o.set("abort_percent", 100.0 * r.aborted_total as f64 / decisions);
-    o.set("stale", r.aborted_total as f64);
-    o.set("wasted_us_per_s", r.wasted_ns as f64 / 1e3 / r.seconds);
-    o.set("withdrawn_per_s", r.withdrawn as f64 / r.seconds);
-    o.set("cpu_busy", r.cpu_busy);
-    o.headline = format!(
-        "{:.0}/s, p50 {:.1} us, {:.2} % aborted",
-        r.per_second,
-        r.latency_p50_ns as f64 / 1e3,
-        100.0 * r.aborted_total as f64 / decisions
-    );
-    Ok(o)
-}
-
 // ----- children -----------------------------------------------------------------
 
 /// `program` in namespace `side` of `pair`, pinned to `core` with
@@ -1456,7 +1414,7 @@ impl Bounded {
 }
 
 /// Runs `cmd` to completion within `limit`, its output in `log`.
-fn run_bounded(
+pub(super) fn run_bounded(
     cmd: Command,
     log: &Path,
     limit: Duration,
@@ -1486,7 +1444,7 @@ fn run_measured(
 }
 
 /// The last lines of a log, for error messages.
-fn tail(log: &Path) -> String {
+pub(super) fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(12)..].join("\n")

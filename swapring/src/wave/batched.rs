@@ -1,12 +1,13 @@
 //! The batched bilateral variants: one exchange carries a batch each way,
 //! so the agent pays one PCIe AtomicOp per batch rather than per decision.
 //!
-//! * Scheduling: one slot. The host offers every idle cpu together with
+//! * Scheduling: two slots. The host offers every idle cpu together with
 //!   the head of its run queue (as many tasks as idle cpus), the agent
 //!   answers with its assignments (the same FIFO policy), and the whole
-//!   assignment commits against exactly that offer. A task taken back while
-//!   offered voids the offer (withdraw) and the rest go back to the head of
-//!   the queue, in order.
+//!   assignment commits against exactly that offer. A cpu that goes idle
+//!   while one batch is out goes out at once in a batch on the other slot.
+//!   A task taken back while offered voids its batch (withdraw) and the
+//!   rest go back to the head of the queue, in order.
 //! * Key-value: the window is split over two slots, each carrying half of
 //!   the requests in flight; one refills while the other is answered.
 
@@ -24,6 +25,8 @@ use crate::bilateral::{HostSlot, Withdraw};
 use crate::region::{Region, Side};
 use crate::ring::{RECORD_WORDS, Record};
 
+/// Scheduling batches out at once.
+const SCHED_SLOTS: u32 = 2;
 /// Key-value requests in flight are split over this many slots.
 const KV_SLOTS: u32 = 2;
 /// Marks an unused word of an offer or answer.
@@ -35,9 +38,13 @@ fn sched_words(cpus: u32) -> usize {
     1 + 2 * cpus as usize
 }
 
-/// Slots and records per slot for scheduling.
+/// Slots and records per slot for scheduling: two, so a cpu that goes
+/// idle while one batch is out is offered at once on the other.
 pub(super) fn sched_geometry(cfg: &RunConfig) -> (u32, u32) {
-    (1, sched_words(cfg.cpus).div_ceil(RECORD_WORDS) as u32)
+    (
+        SCHED_SLOTS,
+        sched_words(cfg.cpus).div_ceil(RECORD_WORDS) as u32,
+    )
 }
 
 /// Slots and records per slot for key-value.
@@ -76,47 +83,64 @@ pub(super) fn assign_cpus(offer: &[Record], answer: &mut [Record]) -> usize {
     records
 }
 
-/// The host's side of the one slot. Buffers are sized once: the loop
+/// One slot's batch, as the host keeps it.
+struct Out<'a> {
+    slot: HostSlot<'a>,
+    /// Whether a batch is out; if so, its cpus and its tasks in queue
+    /// order.
+    out: bool,
+    cpus: Vec<u32>,
+    tasks: Vec<u32>,
+}
+
+/// The host's side of the slots. Buffers are sized once: the loop
 /// allocates nothing per offer, as FITO's does not per message.
 struct SchedHost<'a> {
-    slot: HostSlot<'a>,
-    /// Whether a batch is out; if so, its tasks in queue order.
-    out: bool,
-    out_tasks: Vec<u32>,
-    /// Per task: on offer now; or, while settling, assigned by the agent.
-    offered: Vec<bool>,
+    outs: Vec<Out<'a>>,
+    /// Per task: the slot whose batch holds it ([`NO_SLOT`] if none).
+    offered_in: Vec<usize>,
+    /// Per task, while a batch is settled: assigned by the agent.
     assigned: Vec<bool>,
+    /// Per cpu: in a batch out.
+    cpu_offered: Vec<bool>,
     queue: VecDeque<u32>,
     records: Vec<Record>,
     answer: Vec<Record>,
     withdrawn: u64,
 }
 
+const NO_SLOT: usize = usize::MAX;
+
 impl SchedHost<'_> {
-    /// Hands the tasks of the batch out that the agent did not assign (and
-    /// that are not `except`) back to the head of the queue, in order.
-    fn requeue(&mut self, except: u32) {
-        self.out = false;
-        for &t in self.out_tasks.iter().rev() {
-            self.offered[t as usize] = false;
+    /// Ends slot `s`'s batch: its tasks the agent did not assign (and that
+    /// are not `except`) go back to the head of the queue, in order.
+    fn requeue(&mut self, s: usize, except: u32) {
+        let out = &mut self.outs[s];
+        out.out = false;
+        for &c in &out.cpus {
+            self.cpu_offered[c as usize] = false;
+        }
+        out.cpus.clear();
+        for &t in out.tasks.iter().rev() {
+            self.offered_in[t as usize] = NO_SLOT;
             if !self.assigned[t as usize] && t != except {
                 self.queue.push_front(t);
             }
             self.assigned[t as usize] = false;
         }
-        self.out_tasks.clear();
+        out.tasks.clear();
     }
 
-    /// Takes a swapped batch, if there is one, and commits its assignments.
-    fn settle(&mut self, sim: &mut Sim, now: u64) -> bool {
-        if !self.out {
+    /// Takes slot `s`'s swap, if there is one, and commits its assignments.
+    fn settle_slot(&mut self, s: usize, sim: &mut Sim, now: u64) -> bool {
+        if !self.outs[s].out {
             return false;
         }
-        let Ok(Some(_)) = self.slot.take(&mut self.answer) else {
+        let Ok(Some(_)) = self.outs[s].slot.take(&mut self.answer) else {
             return false;
         };
         let n = word(&self.answer, 0) as usize;
-        for i in 0..n.min(self.out_tasks.len()) {
+        for i in 0..n.min(self.outs[s].tasks.len()) {
             let a = word(&self.answer, 1 + i);
             let d = SchedDecision {
                 task: (a >> 16 & 0xffff) as u32,
@@ -133,27 +157,37 @@ impl SchedHost<'_> {
                 "a swapped assignment cannot be stale"
             );
         }
-        self.requeue(NO_CPU);
+        self.requeue(s, NO_CPU);
         true
     }
 
-    /// A runnable task is being taken back: if it is on offer, void the
-    /// offer first (or, if the agent's swap won, apply it first).
+    /// Takes every swap there is, oldest batch first.
+    fn settle(&mut self, sim: &mut Sim, now: u64) -> bool {
+        let mut any = false;
+        for s in 0..self.outs.len() {
+            any |= self.settle_slot(s, sim, now);
+        }
+        any
+    }
+
+    /// A runnable task is being taken back: if it is on offer, void its
+    /// batch first (or, if the agent's swap won, apply it first).
     fn take_back(&mut self, sim: &mut Sim, t: u32, now: u64) -> bool {
-        if !self.offered[t as usize] {
+        let s = self.offered_in[t as usize];
+        if s == NO_SLOT {
             if let Some(at) = self.queue.iter().position(|&q| q == t) {
                 self.queue.remove(at);
             }
             return true;
         }
-        match self.slot.withdraw() {
+        match self.outs[s].slot.withdraw() {
             Withdraw::Withdrawn => {
                 self.withdrawn += 1;
-                self.requeue(t);
+                self.requeue(s, t);
                 true
             }
             Withdraw::AlreadySwapped | Withdraw::NotOffered => {
-                if !self.settle(sim, now) {
+                if !self.settle_slot(s, sim, now) {
                     return false;
                 }
                 if let Some(at) = self.queue.iter().position(|&q| q == t) {
@@ -164,34 +198,44 @@ impl SchedHost<'_> {
         }
     }
 
-    /// Offers every idle cpu with as many tasks from the head of the queue.
+    /// Offers every idle cpu not in a batch yet, with as many tasks from
+    /// the head of the queue, on a free slot.
     fn offer(&mut self, sim: &Sim, cpus: u32) -> bool {
-        if self.out || self.queue.is_empty() {
+        if self.queue.is_empty() {
+            return false;
+        }
+        let Some(s) = self.outs.iter().position(|o| !o.out) else {
+            return false;
+        };
+        let out = &mut self.outs[s];
+        for c in 0..cpus {
+            if !self.cpu_offered[c as usize] && sim.tasks.running_on(c).is_none() {
+                out.cpus.push(c);
+            }
+        }
+        let idle = out.cpus.len();
+        if idle == 0 {
             return false;
         }
         let records = &mut self.records;
         records.fill([NONE; RECORD_WORDS]);
-        let mut idle = 0;
-        for c in (0..cpus).filter(|&c| sim.tasks.running_on(c).is_none()) {
-            idle += 1;
-            set_word(records, idle, u64::from(c));
-        }
-        if idle == 0 {
-            return false;
+        for (i, &c) in out.cpus.iter().enumerate() {
+            self.cpu_offered[c as usize] = true;
+            set_word(records, 1 + i, u64::from(c));
         }
         let n = idle.min(self.queue.len());
         for i in 0..n {
             let t = self.queue.pop_front().expect("n tasks queued");
-            self.offered[t as usize] = true;
-            self.out_tasks.push(t);
+            self.offered_in[t as usize] = s;
+            out.tasks.push(t);
             let seq = u64::from(sim.tasks.seqnum(t));
             set_word(records, 1 + idle + i, u64::from(t) | (seq << 32));
         }
         set_word(records, 0, idle as u64 | ((n as u64) << 16));
-        self.slot
+        out.slot
             .offer(records)
-            .expect("with no batch out the slot is the host's");
-        self.out = true;
+            .expect("a slot with no batch out is the host's");
+        out.out = true;
         true
     }
 }
@@ -200,12 +244,19 @@ pub(super) fn sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let cost = region.config().cost;
     let _me = region.attach_as(Side::Host);
     let batch = region.geometry().slot_batch as usize;
+    let cpus = cfg.cpus as usize;
     let mut host = SchedHost {
-        slot: HostSlot::new(region.slot(0), cost),
-        out: false,
-        out_tasks: Vec::with_capacity(cfg.cpus as usize),
-        offered: vec![false; cfg.tasks as usize],
+        outs: (0..region.slot_count())
+            .map(|s| Out {
+                slot: HostSlot::new(region.slot(s), cost),
+                out: false,
+                cpus: Vec::with_capacity(cpus),
+                tasks: Vec::with_capacity(cpus),
+            })
+            .collect(),
+        offered_in: vec![NO_SLOT; cfg.tasks as usize],
         assigned: vec![false; cfg.tasks as usize],
+        cpu_offered: vec![false; cpus],
         queue: VecDeque::with_capacity(cfg.tasks as usize),
         records: vec![[NONE; RECORD_WORDS]; batch],
         answer: vec![[0; RECORD_WORDS]; batch],
@@ -219,7 +270,7 @@ pub(super) fn sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut idle = Idle::new(cfg);
     while now < end {
         now = now_ns(epoch);
-        // Take the swap first: an assignment already committed applies
+        // Take the swaps first: assignments already committed apply
         // before any later change of the host's state.
         let mut progressed = host.settle(&mut sim, now);
         sim.advance(
