@@ -353,6 +353,20 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
         "  slots: {} idle, {} offered, {} swapped, {} half-applied, {} corrupt",
         s["idle"], s["offered"], s["swapped"], s["half_applied"], s["corrupt"]
     );
+    let held = |c: &Value| format!("pid {} (generation {})", c["pid"], c["generation"]);
+    if r["mode"] == "fito" && !r["ring_claim"].is_null() {
+        println!("  rings held by {}", held(&r["ring_claim"]));
+    }
+    for (i, c) in r["slot_claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if !c.is_null() {
+            println!("  slot {i} held by {}", held(c));
+        }
+    }
     Ok(())
 }
 

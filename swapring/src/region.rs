@@ -485,6 +485,10 @@ impl Region {
             STAT_SENT, STAT_SWAPS, STAT_WITHDRAWN,
         };
         let config = self.config();
+        let claim = |word: &AtomicU64| {
+            crate::owner::Claim::of(word.load(Ordering::Acquire))
+                .map(|c| serde_json::json!({"pid": c.pid, "generation": c.generation}))
+        };
         let side = |s: Side| {
             let b = self.side(s);
             serde_json::json!({
@@ -551,6 +555,10 @@ impl Region {
                 "idle": idle, "offered": offered, "swapped": swapped,
                 "half_applied": half_applied, "corrupt": corrupt,
             },
+            "ring_claim": claim(self.ring_owner_word()),
+            "slot_claims": (0..self.slot_count())
+                .map(|i| claim(self.slot(i).owner_word()))
+                .collect::<Vec<_>>(),
         })
     }
 }

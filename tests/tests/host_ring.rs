@@ -251,6 +251,8 @@ fn every_verb(tag: &str, settings: &'static str, mode: &str) {
     );
     assert!(out.success(), "{out}");
     assert!(out.stdout.contains(&format!("{mode} mode")), "{out}");
+    let holder = format!("held by pid {}", std::process::id());
+    assert!(out.stdout.contains(&holder), "the claim shows: {out}");
 }
 
 #[test]

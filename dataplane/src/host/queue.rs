@@ -273,6 +273,7 @@ impl HostQueue {
         let End::Bilateral(b) = end else {
             return;
         };
+        region.side(Side::Host).bump();
         let cost = region.config().cost;
         let mut slot = HostSlot::new(region.slot(b.slot), cost);
         // An offer without verbs only waits for completions: take it back

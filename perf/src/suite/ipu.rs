@@ -124,14 +124,13 @@ pub(super) fn host_ring(
     o.set("p50_us", l.p50_ns as f64 / 1e3);
     o.set("p99_us", l.p99_ns as f64 / 1e3);
     o.set("p999_us", l.p999_ns as f64 / 1e3);
-    o.set(
-        "verbs_per_exchange",
-        if l.exchanges == 0 {
-            f64::NAN
-        } else {
-            l.completed() as f64 / l.exchanges as f64
-        },
-    );
+    if l.exchanges > 0 {
+        // Bilateral only: a FITO ring has no exchanges.
+        o.set(
+            "verbs_per_exchange",
+            l.completed() as f64 / l.exchanges as f64,
+        );
+    }
     o.set("exactly_once_pass", if checked.exact { 1.0 } else { 0.0 });
     o.headline = format!(
         "{:.0} verbs/s, p50 {:.1} us, ledger {}",
