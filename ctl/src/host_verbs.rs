@@ -64,7 +64,7 @@ pub fn run(args: &HostVerbsArgs) -> Result<(), String> {
     if let Some(core) = args.core {
         oae_os::pin::pin_current_thread(core).map_err(|e| format!("--core {core}: {e}"))?;
     }
-    let mut queue = HostQueue::attach(&args.ring, 2000)?;
+    let mut queue = HostQueue::attach(&args.ring, 2000).map_err(|e| e.to_string())?;
     let report = load::run(
         &mut queue,
         &Load {

@@ -319,6 +319,13 @@ impl<'a> HostSlot<'a> {
         self.slot.ctl().phase == Phase::Offered
     }
 
+    /// Records in the host half: the batch offered last (the count as
+    /// written, at most a whole batch).
+    pub fn offered_records(&self) -> u64 {
+        let (count, _) = self.slot.header(self.slot.state_half());
+        count.min(self.slot.batch as u64)
+    }
+
     /// If the IPU swapped, copies its batch into `out` (which must hold a
     /// whole batch), hands the slot back to the host (phase `Idle`) and
     /// returns the exchange.

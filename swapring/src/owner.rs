@@ -5,8 +5,13 @@
 //! so whatever the previous owner left in flight (records it published,
 //! answers on their way to it) can be told apart from the new owner's and
 //! discarded rather than delivered to the wrong process. A word held by a
-//! process that no longer exists may be claimed over; one held by a live
-//! process, this one included, is refused with its pid.
+//! process that no longer exists (or is a zombie) may be claimed over; one
+//! held by a live process, this one included, is refused with its pid.
+//!
+//! Liveness is probed by pid, so host programs and the dataplane must share
+//! a pid namespace (one in another sees a live holder as gone), and a dead
+//! holder's pid taken by an unrelated process keeps the claim held until
+//! that process exits.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -73,17 +78,32 @@ pub fn release(word: &AtomicU64, claim: Claim) {
     let _ = word.compare_exchange(claim.word(), free, Ordering::AcqRel, Ordering::Acquire);
 }
 
-/// Whether process `pid` exists (signal 0 probes without sending).
+/// Whether process `pid` exists and has not exited (signal 0 probes
+/// without sending; a zombie has exited, whoever has yet to reap it).
 #[cfg(not(loom))]
 pub fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
+    // 0 and negative pids name process groups, not a process.
+    let Some(pid) = i32::try_from(pid).ok().filter(|p| *p > 0) else {
         return false;
     };
     #[allow(unsafe_code)]
     // SAFETY: kill with signal 0 only checks that the process exists and
     // may be signalled; it touches no memory.
     let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let exists = r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !is_zombie(pid)
+}
+
+/// From `/proc/PID/stat`: the state follows the parenthesised command name.
+#[cfg(not(loom))]
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, after) = stat.rsplit_once(')')?;
+            after.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(false)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -123,8 +143,21 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_alive_and_pid_zero_is_not_probed() {
+    fn this_process_is_alive_and_process_groups_and_zombies_are_not() {
         assert!(process_alive(std::process::id()));
+        // kill(0) and kill(-1) would probe process groups.
+        assert!(!process_alive(0));
         assert!(!process_alive(u32::MAX));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited but not reaped: a zombie until `wait`.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_alive(pid) {
+            assert!(std::time::Instant::now() < deadline, "{pid} never exited");
+            std::thread::yield_now();
+        }
+        assert!(is_zombie(pid as i32), "exited, not yet reaped");
+        child.wait().unwrap();
+        assert!(!process_alive(pid));
     }
 }

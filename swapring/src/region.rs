@@ -122,29 +122,103 @@ pub enum RegionError {
 /// A mapped region. Unmapped on drop; the creator's drop also removes the
 /// file unless [`Region::keep_file`] was called.
 pub struct Region {
-    base: *mut libc::c_void,
-    len: usize,
+    mapping: Mapping,
     path: PathBuf,
     remove_on_drop: bool,
+    shape: Shape,
+}
+
+/// What the header said when it was validated. The peer can write the
+/// header at any time, so every view is cut from this copy, never from a
+/// fresh read: a host that scribbles on its header cannot make the
+/// dataplane index outside the mapping.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    mode: Mode,
+    geometry: Geometry,
+    layout: Layout,
+}
+
+/// A shared mapping of a file, viewed as words. Unmapped on drop.
+struct Mapping {
+    base: *mut libc::c_void,
+    len: usize,
 }
 
 #[allow(unsafe_code)]
-// SAFETY: `Region` owns its mapping; all access goes through `&[AtomicU64]`
+// SAFETY: `Mapping` owns its mapping; all access goes through `&[AtomicU64]`
 // views, which are `Sync`, and the raw pointer is never written through.
-unsafe impl Send for Region {}
+unsafe impl Send for Mapping {}
 #[allow(unsafe_code)]
 // SAFETY: as above; shared references only hand out atomics.
-unsafe impl Sync for Region {}
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn new(file: &File, path: &Path, len: u64, set_len: bool) -> Result<Mapping, RegionError> {
+        if set_len {
+            file.set_len(len).map_err(|source| RegionError::Io {
+                op: "size",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+        let len = usize::try_from(len).expect("region fits the address space");
+        #[allow(unsafe_code)]
+        // SAFETY: a fresh shared mapping of `len` bytes of an open file
+        // descriptor; the kernel picks the address, nothing aliases it yet.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(RegionError::Io {
+                op: "mmap",
+                path: path.to_path_buf(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(Mapping { base, len })
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        #[allow(unsafe_code)]
+        // SAFETY: `base` is page-aligned (so 8-aligned) and maps `len` bytes
+        // that stay mapped until `self` drops; the slice borrows `self`, so
+        // it cannot outlive the mapping.
+        // `AtomicU64` has the layout of `u64` and allows shared mutation, so
+        // concurrent writes from the peer are not data races.
+        unsafe {
+            std::slice::from_raw_parts(self.base.cast::<AtomicU64>(), self.len / 8)
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: `base`/`len` are exactly the mapping made in `new`, and no
+        // view outlives `self` (they borrow it).
+        unsafe {
+            libc::munmap(self.base, self.len);
+        }
+    }
+}
 
 impl Region {
     /// Creates `path` (which must not exist), sizes it for `config` and
     /// publishes a complete header.
     pub fn create(path: impl AsRef<Path>, config: &RegionConfig) -> Result<Region, RegionError> {
         let path = path.as_ref().to_path_buf();
-        let bytes = config
-            .geometry
-            .bytes()
-            .ok_or(RegionError::InvalidGeometry(config.geometry))?;
+        let (Some(bytes), Some(layout)) = (config.geometry.bytes(), config.geometry.layout())
+        else {
+            return Err(RegionError::InvalidGeometry(config.geometry));
+        };
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -155,14 +229,23 @@ impl Region {
                 path: path.clone(),
                 source,
             })?;
-        let mut region = match Self::map_file(&file, &path, bytes, true) {
-            Ok(r) => r,
+        let mapping = match Mapping::new(&file, &path, bytes, true) {
+            Ok(m) => m,
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
                 return Err(e);
             }
         };
-        region.remove_on_drop = true;
+        let region = Region {
+            mapping,
+            path,
+            remove_on_drop: true,
+            shape: Shape {
+                mode: config.mode,
+                geometry: config.geometry,
+                layout,
+            },
+        };
         let w = region.words();
         w[W_VERSION].store(VERSION, Ordering::Relaxed);
         w[W_TOTAL_BYTES].store(bytes, Ordering::Relaxed);
@@ -207,9 +290,14 @@ impl Region {
         if len < HEADER_BYTES as u64 {
             return Err(RegionError::TooShortForHeader { path, len });
         }
-        let region = Self::map_file(&file, &path, len, false)?;
-        region.validate(len)?;
-        Ok(region)
+        let mapping = Mapping::new(&file, &path, len, false)?;
+        let shape = validate(mapping.words(), &path, len)?;
+        Ok(Region {
+            mapping,
+            path,
+            remove_on_drop: false,
+            shape,
+        })
     }
 
     /// Attaches, retrying while the creator has not yet published the magic,
@@ -234,119 +322,10 @@ impl Region {
         Err(last.expect("at least one attempt"))
     }
 
-    fn validate(&self, file_len: u64) -> Result<(), RegionError> {
-        let w = self.words();
-        let path = self.path.clone();
-        let magic = w[W_MAGIC].load(Ordering::Acquire);
-        if magic == 0 {
-            return Err(RegionError::NotReady { path });
-        }
-        if magic != MAGIC {
-            return Err(RegionError::BadMagic { path, found: magic });
-        }
-        let version = w[W_VERSION].load(Ordering::Relaxed);
-        if version != VERSION {
-            return Err(RegionError::BadVersion {
-                path,
-                found: version,
-            });
-        }
-        let total = w[W_TOTAL_BYTES].load(Ordering::Relaxed);
-        if total != file_len {
-            return Err(RegionError::SizeMismatch {
-                path,
-                header: total,
-                file: file_len,
-            });
-        }
-        let record = w[W_RECORD_BYTES].load(Ordering::Relaxed);
-        if record != RECORD_BYTES {
-            return Err(RegionError::BadRecordSize {
-                path,
-                found: record,
-            });
-        }
-        let mode = w[W_MODE].load(Ordering::Relaxed);
-        if Mode::from_word(mode).is_none() {
-            return Err(RegionError::BadMode { path, found: mode });
-        }
-        let geometry = Geometry {
-            ring_capacity: w[W_RING_CAPACITY].load(Ordering::Relaxed),
-            slots: w[W_SLOTS].load(Ordering::Relaxed),
-            slot_batch: w[W_SLOT_BATCH].load(Ordering::Relaxed),
-        };
-        let (ring_capacity, slots, slot_batch) =
-            (geometry.ring_capacity, geometry.slots, geometry.slot_batch);
-        let Some(need) = geometry.bytes() else {
-            return Err(RegionError::GeometryOutOfBounds {
-                path,
-                ring_capacity,
-                slots,
-                slot_batch,
-            });
-        };
-        if need > total {
-            return Err(RegionError::GeometryDoesNotFit {
-                path,
-                ring_capacity,
-                slots,
-                slot_batch,
-                need,
-                total,
-            });
-        }
-        Ok(())
-    }
-
-    fn map_file(file: &File, path: &Path, len: u64, set_len: bool) -> Result<Region, RegionError> {
-        if set_len {
-            file.set_len(len).map_err(|source| RegionError::Io {
-                op: "size",
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
-        let len = usize::try_from(len).expect("region fits the address space");
-        #[allow(unsafe_code)]
-        // SAFETY: a fresh shared mapping of `len` bytes of an open file
-        // descriptor; the kernel picks the address, nothing aliases it yet.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(RegionError::Io {
-                op: "mmap",
-                path: path.to_path_buf(),
-                source: io::Error::last_os_error(),
-            });
-        }
-        Ok(Region {
-            base,
-            len,
-            path: path.to_path_buf(),
-            remove_on_drop: false,
-        })
-    }
-
     /// The whole region as words. Every access to shared memory goes
     /// through these atomics: the peer process writes concurrently.
     pub fn words(&self) -> &[AtomicU64] {
-        #[allow(unsafe_code)]
-        // SAFETY: `base` is page-aligned (so 8-aligned) and maps `len` bytes
-        // that stay mapped until `self` drops; the slice borrows `self`, so
-        // it cannot outlive the mapping.
-        // `AtomicU64` has the layout of `u64` and allows shared mutation, so
-        // concurrent writes from the peer are not data races.
-        unsafe {
-            std::slice::from_raw_parts(self.base.cast::<AtomicU64>(), self.len / 8)
-        }
+        self.mapping.words()
     }
 
     pub fn path(&self) -> &Path {
@@ -362,16 +341,14 @@ impl Region {
         self.words()[at].load(Ordering::Relaxed)
     }
 
+    /// The mode as validated when the region was created or opened.
     pub fn mode(&self) -> Mode {
-        Mode::from_word(self.word(W_MODE)).expect("validated mode")
+        self.shape.mode
     }
 
+    /// The geometry as validated when the region was created or opened.
     pub fn geometry(&self) -> Geometry {
-        Geometry {
-            ring_capacity: self.word(W_RING_CAPACITY),
-            slots: self.word(W_SLOTS),
-            slot_batch: self.word(W_SLOT_BATCH),
-        }
+        self.shape.geometry
     }
 
     pub fn config(&self) -> RegionConfig {
@@ -399,13 +376,9 @@ impl Region {
         }
     }
 
-    fn layout(&self) -> Layout {
-        self.geometry().layout().expect("validated geometry")
-    }
-
     /// One of the four rings (`RING_*` in [`crate::layout`]).
     pub fn ring(&self, which: usize) -> RingView<'_> {
-        let l = self.layout();
+        let l = self.shape.layout;
         let at = l.rings[which];
         RingView::new(
             &self.words()[at..at + l.ring_words],
@@ -425,7 +398,7 @@ impl Region {
         );
         let batch = self.geometry().slot_batch as usize;
         let words = slot_words(batch);
-        let at = self.layout().slots + index * words;
+        let at = self.shape.layout.slots + index * words;
         SlotView::new(&self.words()[at..at + words], batch)
     }
 
@@ -455,16 +428,77 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        #[allow(unsafe_code)]
-        // SAFETY: `base`/`len` are exactly the mapping made in `map_file`,
-        // and no view outlives `self` (they borrow it).
-        unsafe {
-            libc::munmap(self.base, self.len);
-        }
         if self.remove_on_drop {
             let _ = std::fs::remove_file(&self.path);
         }
     }
+}
+
+fn validate(w: &[AtomicU64], path: &Path, file_len: u64) -> Result<Shape, RegionError> {
+    let path = path.to_path_buf();
+    let magic = w[W_MAGIC].load(Ordering::Acquire);
+    if magic == 0 {
+        return Err(RegionError::NotReady { path });
+    }
+    if magic != MAGIC {
+        return Err(RegionError::BadMagic { path, found: magic });
+    }
+    let version = w[W_VERSION].load(Ordering::Relaxed);
+    if version != VERSION {
+        return Err(RegionError::BadVersion {
+            path,
+            found: version,
+        });
+    }
+    let total = w[W_TOTAL_BYTES].load(Ordering::Relaxed);
+    if total != file_len {
+        return Err(RegionError::SizeMismatch {
+            path,
+            header: total,
+            file: file_len,
+        });
+    }
+    let record = w[W_RECORD_BYTES].load(Ordering::Relaxed);
+    if record != RECORD_BYTES {
+        return Err(RegionError::BadRecordSize {
+            path,
+            found: record,
+        });
+    }
+    let mode = w[W_MODE].load(Ordering::Relaxed);
+    let Some(mode) = Mode::from_word(mode) else {
+        return Err(RegionError::BadMode { path, found: mode });
+    };
+    let geometry = Geometry {
+        ring_capacity: w[W_RING_CAPACITY].load(Ordering::Relaxed),
+        slots: w[W_SLOTS].load(Ordering::Relaxed),
+        slot_batch: w[W_SLOT_BATCH].load(Ordering::Relaxed),
+    };
+    let (ring_capacity, slots, slot_batch) =
+        (geometry.ring_capacity, geometry.slots, geometry.slot_batch);
+    let (Some(need), Some(layout)) = (geometry.bytes(), geometry.layout()) else {
+        return Err(RegionError::GeometryOutOfBounds {
+            path,
+            ring_capacity,
+            slots,
+            slot_batch,
+        });
+    };
+    if need > total {
+        return Err(RegionError::GeometryDoesNotFit {
+            path,
+            ring_capacity,
+            slots,
+            slot_batch,
+            need,
+            total,
+        });
+    }
+    Ok(Shape {
+        mode,
+        geometry,
+        layout,
+    })
 }
 
 /// A region name unique to this process and call, under /dev/shm.

@@ -123,9 +123,9 @@ pub struct Producer<'a> {
 impl<'a> Producer<'a> {
     /// Writes `record` after the staged ones, not yet visible.
     pub fn stage(&mut self, record: &Record) -> Result<(), RingFull> {
-        if self.staged_tail - self.head_seen >= self.ring.capacity {
+        if self.in_flight() >= self.ring.capacity {
             self.head_seen = self.ring.head();
-            if self.staged_tail - self.head_seen >= self.ring.capacity {
+            if self.in_flight() >= self.ring.capacity {
                 self.ring.ctl[REFUSED_FULL].fetch_add(1, Ordering::Relaxed);
                 return Err(RingFull {
                     capacity: self.ring.capacity,
@@ -142,7 +142,14 @@ impl<'a> Producer<'a> {
     /// Records that can be staged now without refusal.
     pub fn room(&mut self) -> u64 {
         self.head_seen = self.ring.head();
-        self.ring.capacity - (self.staged_tail - self.head_seen)
+        self.ring.capacity.saturating_sub(self.in_flight())
+    }
+
+    /// Records staged and not yet consumed. The head is the peer's word: one
+    /// ahead of our tail (a corrupt peer) wraps to a huge count, so the ring
+    /// reads as full rather than overwriting what it has not consumed.
+    fn in_flight(&self) -> u64 {
+        self.staged_tail.wrapping_sub(self.head_seen)
     }
 
     /// Makes every staged record visible at once and rings the doorbell;

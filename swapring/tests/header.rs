@@ -191,3 +191,41 @@ fn missing_file_is_an_io_error_naming_the_path() {
         "{err}"
     );
 }
+
+/// The peer may scribble on the header after both sides attached: every
+/// view stays cut from the geometry each side validated, so nothing indexes
+/// outside the mapping and the mode does not change under either side.
+#[test]
+fn a_header_spoiled_after_attaching_changes_no_view() {
+    const W_SLOTS: u64 = 6;
+    let path = unique_shm_path("oae-swapring-header");
+    let config = RegionConfig {
+        mode: oae_swapring::layout::Mode::Bilateral,
+        geometry: Geometry {
+            ring_capacity: 8,
+            slots: 2,
+            slot_batch: 4,
+        },
+        ..RegionConfig::default()
+    };
+    let creator = Region::create(&path, &config).unwrap();
+    let attached = Region::open(&path).unwrap();
+    let file = OpenOptions::new().write(true).open(&path).unwrap();
+    for (word, value) in [
+        (W_SLOTS, 1 << 40),
+        (W_SLOT_BATCH, 0),
+        (W_RING_CAPACITY, u64::MAX),
+        (W_MODE, 77),
+    ] {
+        put(&file, word, value);
+    }
+    for region in [&creator, &attached] {
+        assert_eq!(region.geometry(), config.geometry);
+        assert_eq!(region.mode(), config.mode);
+        assert_eq!(region.slot_count(), 2);
+        assert_eq!(region.slot(1).batch(), 4);
+        assert_eq!(region.ring(0).capacity(), 8);
+    }
+    drop(attached);
+    drop(creator);
+}

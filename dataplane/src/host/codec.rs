@@ -260,6 +260,13 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
     Ok(cut(s.id, kind, generation, w.bytes()))
 }
 
+/// A result length the completion can carry whole; a longer one is not a
+/// message [`encode_submission`] writes (it refuses it on the host), and
+/// running it would return its data cut short.
+fn result_len(len: u16) -> Option<u16> {
+    (usize::from(len) <= MAX_READ).then_some(len)
+}
+
 /// The dataplane side: the verb a message asks for, or `None` if the
 /// records are not one [`encode_submission`] writes.
 pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
@@ -275,7 +282,7 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
         READ => Verb::Read {
             target,
             offset,
-            len: r.u16()?,
+            len: result_len(r.u16()?)?,
         },
         WRITE => Verb::Write {
             target,
@@ -318,7 +325,7 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
             offset,
             local_region: r.u16()?,
             local_offset: r.u32()?,
-            len: r.u16()?,
+            len: result_len(r.u16()?)?,
         },
         _ => return None,
     };
@@ -570,6 +577,17 @@ mod tests {
         let mut foreign = r.to_vec();
         foreign[1] = VerbRecord::new(5, foreign[1].tag, foreign[1].data()).unwrap();
         assert!(decode_submission(&foreign).is_none(), "another id inside");
+        // A hand-built READ longer than a completion carries would run and
+        // come back cut short: it is not decoded.
+        let read = |len: usize| {
+            let mut payload = [0u8; HEAD + 2];
+            payload[..2].copy_from_slice(&T.id.to_le_bytes());
+            payload[2..6].copy_from_slice(&T.key.to_le_bytes());
+            payload[HEAD..].copy_from_slice(&(len as u16).to_le_bytes());
+            VerbRecord::new(6, u32::from(READ) | (1 << 8), &payload).unwrap()
+        };
+        assert!(decode_submission(&[read(MAX_READ)]).is_some());
+        assert!(decode_submission(&[read(MAX_READ + 1)]).is_none());
     }
 
     #[test]

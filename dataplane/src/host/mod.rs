@@ -26,8 +26,9 @@ mod port;
 mod queue;
 
 pub use codec::{MAX_READ, MAX_VERB_RECORDS, MAX_WRITE};
+pub use oae_swapring::region::RegionError;
 pub use port::{HostOrigin, HostPort, HostPortCounters};
-pub use queue::{HostQueue, HostQueueCounters};
+pub use queue::{AttachError, HostQueue, HostQueueCounters};
 
 /// How host programs and the dataplane exchange verbs and completions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

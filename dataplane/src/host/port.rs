@@ -52,6 +52,10 @@ pub struct HostPortCounters {
     /// Completions for a host process that is gone (another claimed its
     /// ring or slot since); nobody is left to take them.
     pub completions_orphaned: u64,
+    /// Verbs a FITO ring's earlier holder published and the dataplane read
+    /// only after it was gone: not run, as a bilateral slot withdraws what
+    /// a dead holder left offered.
+    pub requests_orphaned: u64,
     /// Bilateral exchanges committed, and lost to the host's withdrawal.
     pub swaps: u64,
     pub lost_swaps: u64,
@@ -316,6 +320,10 @@ fn take_fito(
                 }
             }
         }
+        if generation != owner {
+            counters.requests_orphaned += 1;
+            continue;
+        }
         let origin = HostOrigin {
             slot: 0,
             generation,
@@ -456,4 +464,87 @@ fn queue_completion(
         return;
     }
     waiting.extend(records.as_slice().iter().copied());
+}
+
+#[cfg(test)]
+mod tests {
+    use oae_proto::{RegionRef, Verb};
+    use oae_swapring::region::unique_shm_path;
+
+    use super::*;
+    use crate::host::HostQueue;
+
+    fn ring(mode: HostMode) -> HostRing {
+        HostRing {
+            path: unique_shm_path("oae-host-port"),
+            capacity: 64,
+            cost: CostModel::zero(),
+            mode,
+            processes: 2,
+            batch: 8,
+        }
+    }
+
+    fn faa(id: u64) -> Submission {
+        Submission {
+            id,
+            verb: Verb::FetchAdd {
+                target: RegionRef { id: 1, key: 1 },
+                offset: 0,
+                add: 1,
+            },
+        }
+    }
+
+    /// The ids `take` hands on, and from which generation.
+    fn taken(port: &mut HostPort) -> Vec<(u64, u16)> {
+        let mut got = Vec::new();
+        port.take(64, |origin, s| {
+            got.push((s.id, origin.generation));
+            Ok(())
+        });
+        got
+    }
+
+    #[test]
+    fn a_fito_request_read_after_its_process_let_go_is_not_run() {
+        let r = ring(HostMode::Fito);
+        let mut port = HostPort::create(&r).unwrap();
+        let mut gone = HostQueue::attach(&r.path, 1).unwrap();
+        gone.submit(faa(1)).unwrap();
+        drop(gone);
+        let mut next = HostQueue::attach(&r.path, 1).unwrap();
+        next.submit(faa(2)).unwrap();
+        let got = taken(&mut port);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [2], "{got:?}");
+        let c = port.counters();
+        assert_eq!((c.requests_orphaned, c.requests), (1, 1), "{c:?}");
+    }
+
+    #[test]
+    fn each_bilateral_process_is_served_from_its_own_slot_and_generation() {
+        let r = ring(HostMode::Bilateral);
+        let mut port = HostPort::create(&r).unwrap();
+        let mut a = HostQueue::attach(&r.path, 1).unwrap();
+        let mut b = HostQueue::attach(&r.path, 1).unwrap();
+        assert_ne!(a.slot(), b.slot());
+        for id in 0..3 {
+            a.submit(faa(id)).unwrap();
+        }
+        b.submit(faa(10)).unwrap();
+        a.flush();
+        b.flush();
+        let mut got = taken(&mut port);
+        got.sort();
+        let ids: Vec<u64> = got.iter().map(|g| g.0).collect();
+        assert_eq!(ids, [0, 1, 2, 10], "{got:?}");
+        assert_eq!(port.counters().swaps, 2);
+        // A third process finds both slots held, by live processes.
+        match HostQueue::attach(&r.path, 1) {
+            Err(crate::host::AttachError::SlotsHeld { holders, .. }) => {
+                assert_eq!(holders, [std::process::id(); 2])
+            }
+            other => panic!("{:?}", other.err()),
+        }
+    }
 }

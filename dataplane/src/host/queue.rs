@@ -9,12 +9,12 @@
 //! flight reaches the new holder.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use oae_swapring::bilateral::{HostSlot, Withdraw};
 use oae_swapring::layout::{Mode, RING_VERB_REQUESTS, RING_VERB_RESPONSES};
 use oae_swapring::owner::{self, Claim, ClaimRefused};
-use oae_swapring::region::{Region, Side};
+use oae_swapring::region::{Region, RegionError, Side};
 use oae_swapring::ring::{RECORD_WORDS, Record};
 use oae_swapring::verbs::{VerbRecord, VerbsHost};
 
@@ -53,6 +53,35 @@ pub struct HostQueueCounters {
     pub undecodable: u64,
     /// Swaps whose answer was tagged for another offer (a corrupt region).
     pub corrupt_exchanges: u64,
+    /// Records a dead earlier holder of the slot left in it, voided when
+    /// this process claimed it: an offered batch withdrawn (the dataplane
+    /// took none of it) or an answer discarded (its completions were the
+    /// dead holder's).
+    pub inherited_records: u64,
+}
+
+/// Why a host program could not attach to a host ring.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    #[error("{}: rings of {capacity} records are too small for a host ring", path.display())]
+    RingTooSmall { path: PathBuf, capacity: u64 },
+    #[error(
+        "{}: the FITO host ring is held by process {holder}; it serves one host process \
+         (single-producer rings): give each process its own ring, or run the ring in \
+         mode = \"bilateral\"",
+        path.display()
+    )]
+    RingHeld { path: PathBuf, holder: u32 },
+    #[error(
+        "{}: every one of its {} slots is held by a live process ({}); raise [host] processes \
+         in the dataplane's configuration",
+        path.display(),
+        holders.len(),
+        holders.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    SlotsHeld { path: PathBuf, holders: Vec<u32> },
 }
 
 /// A host program's handle on a dataplane's host ring.
@@ -74,32 +103,32 @@ impl HostQueue {
     /// `attempts` short polls for it to appear. A file that is not a host
     /// ring of this version is refused with what is wrong; a ring (FITO) or
     /// every slot (bilateral) held by live processes, with their pids.
-    pub fn attach(path: impl AsRef<Path>, attempts: u32) -> Result<HostQueue, String> {
+    pub fn attach(path: impl AsRef<Path>, attempts: u32) -> Result<HostQueue, AttachError> {
         let path = path.as_ref();
-        let region = Region::open_when_ready(path, attempts).map_err(|e| e.to_string())?;
+        let region = Region::open_when_ready(path, attempts)?;
         let geometry = region.geometry();
         if geometry.ring_capacity < MAX_VERB_RECORDS as u64 {
-            return Err(format!(
-                "{}: rings of {} records are too small for a host ring",
-                path.display(),
-                geometry.ring_capacity
-            ));
+            return Err(AttachError::RingTooSmall {
+                path: path.to_path_buf(),
+                capacity: geometry.ring_capacity,
+            });
         }
         let pid = std::process::id();
+        let mut counters = HostQueueCounters::default();
         let (claim, end) = match region.mode() {
             Mode::Fito => {
                 let claim = owner::claim(region.ring_owner_word(), pid, owner::process_alive)
-                    .map_err(|ClaimRefused::Held { pid: holder }| {
-                        format!(
-                            "{}: the FITO host ring is held by process {holder}; it serves one \
-                             host process (single-producer rings): give each process its own \
-                             ring, or run the ring in mode = \"bilateral\"",
-                            path.display()
-                        )
+                    .map_err(|ClaimRefused::Held { pid: holder }| AttachError::RingHeld {
+                        path: path.to_path_buf(),
+                        holder,
                     })?;
                 (claim, End::Fito)
             }
-            Mode::Bilateral => claim_slot(&region, path, pid)?,
+            Mode::Bilateral => {
+                let (claim, end, inherited) = claim_slot(&region, path, pid)?;
+                counters.inherited_records = inherited;
+                (claim, end)
+            }
         };
         region.attach_as(Side::Host);
         Ok(HostQueue {
@@ -109,7 +138,7 @@ impl HostQueue {
             end,
             in_flight: 0,
             ready: VecDeque::new(),
-            counters: HostQueueCounters::default(),
+            counters,
         })
     }
 
@@ -397,7 +426,7 @@ impl Drop for HostQueue {
 }
 
 /// Claims the first slot no live process holds.
-fn claim_slot(region: &Region, path: &Path, pid: u32) -> Result<(Claim, End), String> {
+fn claim_slot(region: &Region, path: &Path, pid: u32) -> Result<(Claim, End, u64), AttachError> {
     let mut holders = Vec::new();
     for i in 0..region.slot_count() {
         let view = region.slot(i);
@@ -408,9 +437,16 @@ fn claim_slot(region: &Region, path: &Path, pid: u32) -> Result<(Claim, End), St
                 // (the dataplane took none of it); one it left swapped is
                 // discarded (its completions were the dead holder's).
                 let mut slot = HostSlot::new(view, region.config().cost);
-                if slot.withdraw() == Withdraw::AlreadySwapped {
-                    let _ = slot.take(&mut vec![[0; RECORD_WORDS]; batch]);
-                }
+                let offered = slot.offered_records();
+                let inherited = match slot.withdraw() {
+                    Withdraw::Withdrawn => offered,
+                    Withdraw::AlreadySwapped => slot
+                        .take(&mut vec![[0; RECORD_WORDS]; batch])
+                        .ok()
+                        .flatten()
+                        .map_or(0, |x| x.count as u64),
+                    Withdraw::NotOffered => 0,
+                };
                 let end = End::Bilateral(Bilateral {
                     slot: i,
                     batch,
@@ -420,18 +456,15 @@ fn claim_slot(region: &Region, path: &Path, pid: u32) -> Result<(Claim, End), St
                     offered_records: Vec::with_capacity(batch),
                     answer: vec![[0; RECORD_WORDS]; batch],
                 });
-                return Ok((claim, end));
+                return Ok((claim, end, inherited));
             }
-            Err(ClaimRefused::Held { pid }) => holders.push(pid.to_string()),
+            Err(ClaimRefused::Held { pid }) => holders.push(pid),
         }
     }
-    Err(format!(
-        "{}: every one of its {} slots is held by a live process ({}); raise [host] processes \
-         in the dataplane's configuration",
-        path.display(),
-        region.slot_count(),
-        holders.join(", ")
-    ))
+    Err(AttachError::SlotsHeld {
+        path: path.to_path_buf(),
+        holders,
+    })
 }
 
 /// Decodes an exchange's completions (whole messages, in order).

@@ -68,7 +68,9 @@ fn set_word(records: &mut [Record], i: usize, value: u64) {
 pub(super) fn assign_cpus(offer: &[Record], answer: &mut [Record]) -> usize {
     let counts = word(offer, 0);
     let (cpus, tasks) = ((counts & 0xffff) as usize, (counts >> 16 & 0xffff) as usize);
-    let n = cpus.min(tasks);
+    // No more assignments than the answer holds, whatever the offer says.
+    let room = (answer.len() * RECORD_WORDS).saturating_sub(1);
+    let n = cpus.min(tasks).min(room);
     let records = (1 + n).div_ceil(RECORD_WORDS).min(answer.len());
     for r in answer[..records].iter_mut() {
         *r = [NONE; RECORD_WORDS];

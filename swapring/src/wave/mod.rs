@@ -581,7 +581,7 @@ const NO_CHOICE: u64 = u64::MAX;
 
 /// The agent's policy over a one-cpu offer: FIFO, the first candidate.
 fn choose_task(offer: &[Record], answer: &mut [Record]) -> usize {
-    let state = &offer[0];
+    let state = offer.first().copied().unwrap_or([0; RECORD_WORDS]);
     let count = (state[0] >> 32) as usize;
     answer[0] = [0; RECORD_WORDS];
     answer[0][0] = if count == 0 { NO_CHOICE } else { 0 };
