@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use oae_dataplane::cli_docs::{self, Shell};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
 use oae_dataplane::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
@@ -21,7 +22,7 @@ use serde_json::Value;
 const TIMEOUT: Duration = Duration::from_secs(35);
 
 #[derive(Parser)]
-#[command(version, about = "Control tool for OAE dataplanes")]
+#[command(name = "oaectl", version, about = "Control tool for OAE dataplanes")]
 struct Cli {
     /// Control socket of the dataplane.
     #[arg(long, short, env = "OAE_SOCKET", global = true)]
@@ -107,6 +108,12 @@ enum Cmd {
     /// FETCH-ADDs through the ring, the dataplane and its peer; prints the
     /// rate, the latency seen and every outcome.
     HostVerbs(host_verbs::HostVerbsArgs),
+    /// Prints oaectl's completion script for a shell, e.g.
+    /// `oaectl completions bash > /etc/bash_completion.d/oaectl`.
+    Completions { shell: Shell },
+    /// Writes oaectl's manual pages (oaectl.1 and one per command) into
+    /// DIR, e.g. /usr/local/share/man/man1.
+    Man { dir: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -376,6 +383,17 @@ fn main() -> ExitCode {
         Cmd::Demo(args) => demo::run(args),
         Cmd::SwapRing { path, json } => swap_ring(path, *json),
         Cmd::HostVerbs(args) => host_verbs::run(args),
+        Cmd::Completions { shell } => {
+            cli_docs::completions(Cli::command(), *shell, &mut std::io::stdout());
+            Ok(())
+        }
+        Cmd::Man { dir } => cli_docs::man_pages(Cli::command(), dir)
+            .map(|pages| {
+                for p in pages {
+                    println!("{}", p.display());
+                }
+            })
+            .map_err(|e| format!("writing manual pages into {}: {e}", dir.display())),
         _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket)),
     };
     match result {
@@ -532,7 +550,11 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             }
         }
         Cmd::Shutdown => print_json(&ask(&Request::Shutdown)?),
-        Cmd::Demo(_) | Cmd::SwapRing { .. } | Cmd::HostVerbs(_) => {
+        Cmd::Demo(_)
+        | Cmd::SwapRing { .. }
+        | Cmd::HostVerbs(_)
+        | Cmd::Completions { .. }
+        | Cmd::Man { .. } => {
             unreachable!("handled before a socket is chosen")
         }
     }

@@ -3,6 +3,7 @@
 //! submission/completion queues for applications.
 
 pub mod api;
+pub mod cli_docs;
 pub mod config;
 pub mod control;
 pub mod daemon;

@@ -3,18 +3,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
+use oae_dataplane::cli_docs::{self, Shell};
 use oae_dataplane::config::Config;
 use oae_dataplane::daemon::{self, Overrides};
 
 /// Runs an OAE dataplane: one pinned polling core per configured queue,
 /// controlled through a Unix socket (see `oaectl`).
 #[derive(Parser)]
-#[command(version)]
+#[command(name = "oaed", version)]
 struct Args {
     /// TOML configuration (see configs/).
-    #[arg(long, short)]
-    config: PathBuf,
+    #[arg(long, short, required_unless_present_any = ["completions", "man"])]
+    config: Option<PathBuf>,
     /// Which dataplane of a multi-dataplane file.
     #[arg(long)]
     name: Option<String>,
@@ -27,11 +28,38 @@ struct Args {
     /// Check the configuration and exit.
     #[arg(long)]
     check: bool,
+    /// Print oaed's completion script for a shell and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<Shell>,
+    /// Write oaed's manual page into DIR and exit.
+    #[arg(long, value_name = "DIR", exclusive = true)]
+    man: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let config = match Config::load(&args.config, args.name.as_deref()) {
+    if let Some(shell) = args.completions {
+        cli_docs::completions(Args::command(), shell, &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(dir) = &args.man {
+        return match cli_docs::man_pages(Args::command(), dir) {
+            Ok(pages) => {
+                for p in pages {
+                    println!("{}", p.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("oaed: writing the manual page into {}: {e}", dir.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let Some(path) = args.config else {
+        unreachable!("clap requires --config without --completions or --man");
+    };
+    let config = match Config::load(&path, args.name.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("oaed: {e}");
@@ -39,7 +67,7 @@ fn main() -> ExitCode {
         }
     };
     if args.check {
-        println!("{}: configuration is valid", args.config.display());
+        println!("{}: configuration is valid", path.display());
         return ExitCode::SUCCESS;
     }
     let overrides = Overrides {
