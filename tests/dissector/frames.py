@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Writes OAE frames built from docs/PROTOCOL.md, independently of the Rust
+codec, to the pcap file named by argv[1]: what the dissector test decodes."""
+import struct
+import sys
+
+from scapy.all import Ether, Raw, wrpcap
+
+A, B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+ETHERTYPE = 0x88B5
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def context(cls, level, bob, state, code, field, reverse=False, prev=False):
+    transition = code | (0x80 if reverse else 0) | (0x40 if prev else 0)
+    return struct.pack(">BBBBI", 0x20 | cls, level | (4 if bob else 0), state, transition, field)
+
+
+def frame(ctx, epochs, order, payload):
+    size = 64 << (ctx[0] & 0x0F)
+    body = ctx + struct.pack(">IIII", epochs[0], epochs[1], order[0], order[1]) + payload
+    body = body.ljust(size - 4, b"\0")
+    return body + struct.pack(">I", crc32c(body))
+
+
+def reflect(ctx):
+    return ctx[4:] + ctx[:4]
+
+
+def slot(s, q):
+    return (s << 16) | q
+
+
+hello = frame(context(0, 0, False, 1, 1, 0), (7, 0), (0, 0),
+              struct.pack(">QHHB", 0xA, 4, 3, 4))
+cas_ctx = context(0, 2, False, 2, 1, slot(1, 5))
+cas = frame(cas_ctx, (7, 9), (3, 2),
+            struct.pack(">BBHI", 3, 0, 1, 0x1001) + struct.pack(">IQQ", 8, 0, 7))
+echo = frame(context(0, 2, True, 2, 2, slot(1, 5)), (9, 7), (3, 3),
+             reflect(cas_ctx) + struct.pack(">Q", 42))
+never_sent = context(0, 2, False, 2, 1, slot(2, 9))
+refuse = frame(context(0, 2, True, 2, 5, slot(2, 9), reverse=True), (9, 7), (4, 3),
+               reflect(never_sent) + bytes([7]))
+bad_crc = cas[:-1] + bytes([cas[-1] ^ 0xFF])
+inner = frame(context(0, 2, False, 2, 1, slot(0, 1)), (5, 6), (1, 1),
+              struct.pack(">BBHI", 4, 0, 1, 0x1001) + struct.pack(">IQ", 16, 3))
+forward = frame(context(1, 2, False, 3, 2, 0), (7, 9), (5, 4),
+                struct.pack(">QQBBH", 0xC, 0xA, 15, 1, len(inner)) + inner)
+mcas_ctx = context(1, 2, False, 2, 1, slot(3, 1), prev=True)
+words = [(0, 1, 2), (8, 3, 4)]
+mcas = frame(mcas_ctx, (7, 9), (6, 5),
+             struct.pack(">BBHI", 6, len(words), 1, 0x1001)
+             + b"".join(struct.pack(">IQQ", *w) for w in words))
+mcas_echo = frame(context(1, 2, True, 2, 2, slot(3, 1)), (9, 7), (6, 6),
+                  reflect(mcas_ctx) + struct.pack(">BBQQ", 1, 2, 1, 3))
+
+frames = [(A, B, hello), (A, B, cas), (B, A, echo), (B, A, refuse), (A, B, bad_crc),
+          (A, B, forward), (A, B, mcas), (B, A, mcas_echo)]
+wrpcap(sys.argv[1], [Ether(src=s, dst=d, type=ETHERTYPE) / Raw(f) for s, d, f in frames])
