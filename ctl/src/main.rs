@@ -1,6 +1,7 @@
 //! `oaectl`: talks to running OAE dataplanes over their control sockets, and
 //! runs the two-namespace demo.
 
+mod capture;
 mod demo;
 mod fabric_demo;
 mod host_demo;
@@ -108,6 +109,10 @@ enum Cmd {
     /// FETCH-ADDs through the ring, the dataplane and its peer; prints the
     /// rate, the latency seen and every outcome.
     HostVerbs(host_verbs::HostVerbsArgs),
+    /// Records the next OAE frames a queue of the dataplane receives and
+    /// sends into a pcapng file (`-w FILE`), from its polling core: open it
+    /// in Wireshark with tools/wireshark/oae.lua.
+    Capture(capture::CaptureArgs),
     /// Prints oaectl's completion script for a shell, e.g.
     /// `oaectl completions bash > /etc/bash_completion.d/oaectl`.
     Completions { shell: Shell },
@@ -550,6 +555,7 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             }
         }
         Cmd::Shutdown => print_json(&ask(&Request::Shutdown)?),
+        Cmd::Capture(args) => capture::run(args, socket)?,
         Cmd::Demo(_)
         | Cmd::SwapRing { .. }
         | Cmd::HostVerbs(_)

@@ -68,8 +68,47 @@ pub enum Request {
         node: Option<u64>,
         name: String,
     },
+    /// Records the next `count` OAE frames the queue receives and sends,
+    /// for at most `seconds`; answered with a [`CaptureReport`].
+    Capture {
+        #[serde(default)]
+        queue: u16,
+        count: u32,
+        seconds: f64,
+    },
     /// Stop accepting work, finish what is in flight, exit.
     Shutdown,
+}
+
+/// Most frames one capture holds (its buffer is sized for them up front).
+pub const MAX_CAPTURE_FRAMES: u32 = 100_000;
+/// Longest a capture may run: the control socket waits 30 s for an answer.
+pub const MAX_CAPTURE_SECONDS: f64 = 25.0;
+
+/// One frame a polling core saw, with its Ethernet header.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CapturedFrame {
+    /// Wall-clock time, nanoseconds since the Unix epoch, taken from the
+    /// polling core's clock when it received or composed the frame.
+    pub t_ns: u64,
+    /// Sent (true) or received.
+    pub outbound: bool,
+    /// Index into [`CaptureReport::ports`].
+    pub port: u8,
+    /// The frame, as hex.
+    pub hex: String,
+}
+
+/// What a capture recorded.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CaptureReport {
+    pub queue: u16,
+    /// The interfaces the queue's ports run on.
+    pub ports: Vec<String>,
+    /// In the order the core saw them.
+    pub frames: Vec<CapturedFrame>,
+    /// Whether `count` frames were recorded (else the time ran out).
+    pub complete: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use crate::workload::Aim;
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::control::{FaultChange, Request, Response};
+use crate::control::{FaultChange, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response};
 use crate::pipeline::{CommandKind, FinalReport, QueueShared};
 use crate::queue::{build_memory, build_queue};
 use crate::status::DataplaneStatus;
@@ -317,6 +317,29 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             node,
             name,
         } => ask(queue, CommandKind::WorkloadPhase(aim(link, node), name)),
+        Request::Capture {
+            queue,
+            count,
+            seconds,
+        } => {
+            if count == 0 || count > MAX_CAPTURE_FRAMES {
+                return Err(format!(
+                    "capture count {count}: use 1 to {MAX_CAPTURE_FRAMES} frames"
+                ));
+            }
+            if !(seconds > 0.0 && seconds <= MAX_CAPTURE_SECONDS) {
+                return Err(format!(
+                    "capture time {seconds} s: use more than 0 and at most {MAX_CAPTURE_SECONDS} s"
+                ));
+            }
+            ask(
+                queue,
+                CommandKind::Capture {
+                    count,
+                    within: Duration::from_secs_f64(seconds),
+                },
+            )
+        }
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);
             Ok(json!({"stopping": true}))

@@ -124,6 +124,7 @@ pub fn build_queue(
             for (iface, links) in plan {
                 ports.push(Port::new(
                     open_afxdp(q, &iface, steering)?,
+                    iface,
                     links,
                     q.poll.kicks,
                 ));
@@ -136,7 +137,7 @@ pub fn build_queue(
             let driver = open_dpdk(config, q)?;
             let name = format!("dpdk ({})", driver.name());
             let links = plan.into_iter().flat_map(|(_, links)| links).collect();
-            let port = Port::new(driver, links, q.poll.kicks);
+            let port = Port::new(driver, q.label().to_string(), links, q.poll.kicks);
             assemble(vec![port], name, transport, parts)?
         }
         #[cfg(not(feature = "dpdk"))]

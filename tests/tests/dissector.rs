@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use oae_dataplane::control::{Request, VerbSpec};
 use oae_os::child::Supervised;
-use oae_tests::dataplanes::{Dataplanes, Options};
+use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION, binary};
 use oae_tests::{SCAPY_PYTHON, run};
 
 const FIELDS: &[&str] = &[
@@ -135,56 +136,121 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A live dataplane's frames, captured where the kernel sees them. AF_XDP
-/// sends bypass the kernel's packet taps and its receives are redirected
-/// before them, so while both dataplanes run nothing is captured; with
-/// dataplane a stopped (its XDP program detached), what b sends to it
-/// arrives through a's stack: its probes and, once it gives a up, HELLOs.
+/// `oaectl capture` on a live pair while CAS verbs run: every frame
+/// decodes with a good CRC and a known transition, and every CAS REQUEST
+/// captured with its ECHO is answered by it, with the old value its
+/// expected value says (each CAS moves the word from n to n + 1).
 #[test]
-fn tshark_decodes_what_a_live_dataplane_sends() {
-    if !oae_tests::require_root("tshark_decodes_what_a_live_dataplane_sends") {
+fn tshark_decodes_what_oaectl_captures_on_a_live_pair() {
+    if !oae_tests::require_root("tshark_decodes_what_oaectl_captures_on_a_live_pair") {
         return;
     }
-    let mut d = Dataplanes::start("wshark", &Options::default());
-    let epoch = d.link(1)["epoch"].to_string();
-    d.stop(0);
+    let d = Dataplanes::start("wshark", &Options::default());
     let dir = scratch("live");
-    let capture = dir.join("from-b.pcapng");
-    let mut cmd = d.pair.command(0, "tshark");
-    cmd.args(["-i", &d.pair.ifname[0], "-f", "ether proto 0x88b5"])
-        .args(["-c", "30", "-a", "duration:30", "-w"])
+    let capture = dir.join("a.pcapng");
+    let mut cmd = Command::new(binary("oaectl"));
+    cmd.arg("--socket")
+        .arg(&d.sockets[0])
+        .args(["capture", "--count", "300", "--seconds", "20", "-w"])
         .arg(&capture)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut tshark = Supervised::spawn(&mut cmd, "tshark", Duration::from_secs(5)).unwrap();
-    let status = tshark
-        .wait_for(Duration::from_secs(60))
-        .expect("tshark ends by itself");
-    assert!(status.success(), "tshark: {status}");
+    let mut oaectl = Supervised::spawn(&mut cmd, "oaectl capture", Duration::from_secs(5)).unwrap();
+    // CAS verbs until the capture has its frames: it starts on the polling
+    // core at a moment this test cannot see.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0u64;
+    let status = loop {
+        if let Some(status) = oaectl.exited() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the capture never finished");
+        let v = d
+            .call(
+                0,
+                &Request::Verb {
+                    queue: 0,
+                    link: 0,
+                    node: None,
+                    verb: VerbSpec::Cas {
+                        region: TARGET_REGION,
+                        key: TARGET_KEY,
+                        offset: 64,
+                        expected: n,
+                        new: n + 1,
+                    },
+                },
+            )
+            .expect("CAS");
+        assert_eq!(v["result"]["old"], n, "{v}");
+        n += 1;
+    };
+    assert!(status.success(), "oaectl capture: {status}");
+    assert!(capture.exists(), "no capture written");
 
     let frames = dissect(&capture);
-    let show = format!("{} frames: {frames:#?}", frames.len());
-    assert_eq!(frames.len(), 30, "{show}");
+    let show = format!("{} frames after {n} CAS: {frames:#?}", frames.len());
+    assert_eq!(frames.len(), 300, "{show}");
     assert!(frames.iter().all(|f| f["oae.crc.good"] == "1"), "{show}");
     assert!(
         frames
             .iter()
-            .all(|f| ["HELLO", "TICK", "TOCK"].contains(&f["oae.transition"].as_str())),
-        "an idle link sends probes, then HELLOs: {show}"
+            .all(|f| TRANSITIONS.contains(&f["oae.transition"].as_str())),
+        "{show}"
     );
-    let out = run(Command::new("tshark")
-        .arg("-X")
-        .arg(format!(
-            "lua_script:{}",
-            workspace().join("tools/wireshark/oae.lua").display()
-        ))
-        .arg("-r")
-        .arg(&capture)
-        .args(["-T", "fields", "-e", "oae.sender_epoch"]));
-    assert!(out.success(), "{out}");
-    assert!(
-        out.stdout.lines().all(|e| e == epoch),
-        "every frame is b's, epoch {epoch}: {out}"
-    );
+    let mut answered = 0;
+    for request in frames
+        .iter()
+        .filter(|f| f["oae.transition"] == "REQUEST" && f["oae.verb.opcode"] == "3")
+    {
+        let number = &request["frame.number"];
+        if let Some(echo) = frames
+            .iter()
+            .find(|f| f["oae.transition"] == "ECHO" && &f["oae.answers"] == number)
+        {
+            assert_eq!(
+                echo["oae.result.old"], request["oae.verb.expected"],
+                "{show}"
+            );
+            answered += 1;
+        }
+    }
+    assert!(answered > 0, "no CAS and its ECHO in the capture: {show}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const TRANSITIONS: &[&str] = &[
+    "HELLO",
+    "TICK",
+    "TOCK",
+    "REQUEST",
+    "ECHO",
+    "COMMIT",
+    "COMMIT_ACK",
+    "REFUSE",
+    "REVERSE",
+    "REVERSE_ACK",
+];
+
+#[test]
+fn oaectl_capture_refuses_what_it_cannot_do_with_the_fix() {
+    let nowhere =
+        std::env::temp_dir().join(format!("oae-no-dataplane-{}.sock", std::process::id()));
+    let capture = |args: &[&str]| {
+        run(Command::new(binary("oaectl"))
+            .arg("--socket")
+            .arg(&nowhere)
+            .arg("capture")
+            .args(args)
+            .args(["-w", "/dev/null"]))
+    };
+    for (args, fix) in [
+        (&["--count", "0"][..], "use 1 to 100000 frames"),
+        (&["--seconds", "99"][..], "at most 25"),
+        (&[][..], "start one with `oaed --config <file>`"),
+    ] {
+        let out = capture(args);
+        assert!(!out.success(), "{out}");
+        assert!(out.stderr.contains(fix), "{args:?}: {out}");
+    }
 }

@@ -12,6 +12,7 @@ use oae_proto::{LinkId, Nanos, RegionSpec, Store};
 use serde_json::{Value, json};
 
 use super::idle::Waker;
+use super::tap::Tap;
 use super::{Origin, Pipeline, Target, driver_json};
 use crate::api::{Completion, Submission};
 use crate::control::{Percentiles, WorkloadSpec};
@@ -93,6 +94,12 @@ pub enum CommandKind {
     WorkloadStart(WorkloadSpec),
     WorkloadStatus(Aim),
     WorkloadPhase(Aim, String),
+    /// Records the next frames received and sent, for at most `within`;
+    /// answered when done.
+    Capture {
+        count: u32,
+        within: Duration,
+    },
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
@@ -228,8 +235,26 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .begin_phase(aim, name, now)
                     .map(|()| json!({"phase_started": true})),
                 CommandKind::WorkloadStatus(aim) => self.workloads.status(aim, now),
+                CommandKind::Capture { count, within } => match self.tap {
+                    Some(_) => Err(format!(
+                        "queue {} is already capturing: wait for that capture to end",
+                        self.info.index
+                    )),
+                    None => {
+                        self.tap = Some(Tap::new(count, within, now, cmd.reply));
+                        continue;
+                    }
+                },
             };
             let _ = cmd.reply.send(answer);
+        }
+    }
+
+    /// Answers the capture in progress with what it recorded.
+    pub(super) fn finish_capture(&mut self) {
+        if let Some(tap) = self.tap.take() {
+            let ports = self.ports.iter().map(|p| p.name().to_string()).collect();
+            tap.finish(self.info.index, ports);
         }
     }
 }

@@ -9,6 +9,7 @@
 mod commands;
 mod idle;
 mod port;
+mod tap;
 
 pub use commands::{Command, CommandKind, QueueShared};
 pub use idle::IdleCounters;
@@ -99,6 +100,8 @@ pub struct Pipeline<D: Driver, T: Transport> {
     latency: Histogram<u64>,
     counters: PipelineCounters,
     idle: idle::Idle,
+    /// A capture in progress (`oaectl capture`).
+    tap: Option<tap::Tap>,
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
@@ -127,6 +130,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
             idle: idle::Idle::new(&poll),
+            tap: None,
         }
     }
 
@@ -152,6 +156,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             self.iterate(false);
         }
         self.refuse_queued_submissions();
+        self.finish_capture();
         for port in &mut self.ports {
             port.flush();
         }
@@ -246,18 +251,23 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         if let Some(host) = &mut self.host {
             host.flush();
         }
+        if self.tap.as_ref().is_some_and(|t| t.done(now)) {
+            self.finish_capture();
+        }
         self.progress() != before
     }
 
     fn receive(&mut self, now: Nanos) {
-        for port in &mut self.ports {
-            port.receive(&mut self.transport, &mut self.counters, now);
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            let tap = self.tap.as_mut().map(|t| (t, i as u8));
+            port.receive(&mut self.transport, &mut self.counters, tap, now);
         }
     }
 
     fn transmit(&mut self, now: Nanos) {
-        for port in &mut self.ports {
-            port.transmit(&mut self.transport, &mut self.counters, now);
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            let tap = self.tap.as_mut().map(|t| (t, i as u8));
+            port.transmit(&mut self.transport, &mut self.counters, tap, now);
         }
     }
 

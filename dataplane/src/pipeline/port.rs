@@ -9,6 +9,7 @@ use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
 use oae_proto::{Nanos, TransmitBuffers};
 
 use super::PipelineCounters;
+use super::tap::Tap;
 use crate::config::KickPolicy;
 use crate::transport::Transport;
 
@@ -19,6 +20,8 @@ const KICK_AFTER_ITERATIONS: u32 = 4;
 
 pub struct Port<D: Driver> {
     pub driver: D,
+    /// The interface (or DPDK port) it runs on, as captures name it.
+    name: String,
     mac: [u8; 6],
     /// The queue's links on this port, and each one's peer.
     links: Vec<(LinkId, [u8; 6])>,
@@ -38,10 +41,16 @@ pub struct Port<D: Driver> {
 }
 
 impl<D: Driver> Port<D> {
-    pub fn new(mut driver: D, links: Vec<(LinkId, [u8; 6])>, kicks: KickPolicy) -> Port<D> {
+    pub fn new(
+        mut driver: D,
+        name: String,
+        links: Vec<(LinkId, [u8; 6])>,
+        kicks: KickPolicy,
+    ) -> Port<D> {
         let adaptive_kicks = kicks == KickPolicy::Adaptive;
         driver.hold_kicks(adaptive_kicks);
         Port {
+            name,
             mac: driver.mac(),
             driver,
             links,
@@ -96,11 +105,16 @@ impl<D: Driver> Port<D> {
         self.mac
     }
 
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// One receive burst, each OAE frame handed to the link of its source.
-    pub fn receive<T: Transport>(
+    pub(super) fn receive<T: Transport>(
         &mut self,
         transport: &mut T,
         counters: &mut PipelineCounters,
+        mut tap: Option<(&mut Tap, u8)>,
         now: Nanos,
     ) {
         self.rx.clear();
@@ -123,6 +137,9 @@ impl<D: Driver> Port<D> {
                 counters.rx_foreign += 1;
                 continue;
             };
+            if let Some((tap, port)) = tap.as_mut() {
+                tap.record(*port, false, frame, now);
+            }
             transport.handle_frame(link, payload, now);
         }
         self.driver.release(&mut self.rx);
@@ -130,13 +147,14 @@ impl<D: Driver> Port<D> {
 
     /// Transmit bursts until the port's links have nothing more to send or
     /// the ring is full.
-    pub fn transmit<T: Transport>(
+    pub(super) fn transmit<T: Transport>(
         &mut self,
         transport: &mut T,
         counters: &mut PipelineCounters,
+        tap: Option<(&mut Tap, u8)>,
         now: Nanos,
     ) {
-        self.fill_and_send(transport, counters, now);
+        self.fill_and_send(transport, counters, tap, now);
         self.settle_kick();
     }
 
@@ -144,6 +162,7 @@ impl<D: Driver> Port<D> {
         &mut self,
         transport: &mut T,
         counters: &mut PipelineCounters,
+        mut tap: Option<(&mut Tap, u8)>,
         now: Nanos,
     ) {
         let links = self.links.len();
@@ -168,6 +187,7 @@ impl<D: Driver> Port<D> {
                     spare: &mut self.spare,
                     tx: &mut self.tx,
                     header: (peer, self.mac),
+                    tap: tap.as_mut().map(|(t, p)| (&mut **t, *p, now)),
                 };
                 if transport.poll_transmit_burst(link, now, room, &mut buffers) == 0 {
                     idle_links += 1;
@@ -204,6 +224,8 @@ struct Buffers<'a, D: Driver> {
     tx: &'a mut Burst<D::Buf>,
     /// Destination and source MAC.
     header: ([u8; 6], [u8; 6]),
+    /// A capture in progress, this port's index in it, and the time.
+    tap: Option<(&'a mut Tap, u8, Nanos)>,
 }
 
 impl<D: Driver> TransmitBuffers for Buffers<'_, D> {
@@ -220,6 +242,9 @@ impl<D: Driver> TransmitBuffers for Buffers<'_, D> {
         let mut buf = self.spare.pop().expect("a buffer was lent");
         let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
         eth::write_header(frame, self.header.0, self.header.1);
+        if let Some((tap, port, now)) = self.tap.as_mut() {
+            tap.record(*port, true, frame, *now);
+        }
         self.tx.push(buf);
     }
 }

@@ -1,0 +1,120 @@
+//! `oaectl capture`: asks a running dataplane's polling core for the next
+//! frames it receives and sends, and writes them as pcapng (one interface
+//! per port, nanosecond timestamps from the core's clock, each packet
+//! marked inbound or outbound) for Wireshark and tools/wireshark/oae.lua.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use oae_dataplane::control::{
+    CaptureReport, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, call, from_hex,
+};
+use pcap_file::DataLink;
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
+
+#[derive(clap::Args)]
+pub struct CaptureArgs {
+    /// Frames to record (received and sent together).
+    #[arg(long, short, default_value_t = 100)]
+    count: u32,
+    /// Give up waiting for them after this many seconds, keeping what came.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// The queue whose ports to record.
+    #[arg(long, default_value_t = 0)]
+    queue: u16,
+    /// The pcapng file to write.
+    #[arg(short = 'w', long = "write")]
+    file: PathBuf,
+}
+
+/// pcapng's epb_flags direction bits.
+const INBOUND: u32 = 0b01;
+const OUTBOUND: u32 = 0b10;
+
+pub fn run(args: &CaptureArgs, socket: &Path) -> Result<(), String> {
+    if args.count == 0 || args.count > MAX_CAPTURE_FRAMES {
+        return Err(format!("--count: use 1 to {MAX_CAPTURE_FRAMES} frames"));
+    }
+    if !(args.seconds > 0.0 && args.seconds <= MAX_CAPTURE_SECONDS) {
+        return Err(format!(
+            "--seconds: use more than 0 and at most {MAX_CAPTURE_SECONDS}"
+        ));
+    }
+    let request = Request::Capture {
+        queue: args.queue,
+        count: args.count,
+        seconds: args.seconds,
+    };
+    let answer = call(
+        socket,
+        &request,
+        Duration::from_secs_f64(args.seconds) + Duration::from_secs(10),
+    )?;
+    let report: CaptureReport =
+        serde_json::from_value(answer).map_err(|e| format!("the dataplane's answer: {e}"))?;
+    write_pcapng(&report, &args.file)
+        .map_err(|e| format!("writing {}: {e}", args.file.display()))?;
+    let sent = report.frames.iter().filter(|f| f.outbound).count();
+    println!(
+        "{}: {} frames from queue {} ({} received, {} sent){}",
+        args.file.display(),
+        report.frames.len(),
+        report.queue,
+        report.frames.len() - sent,
+        sent,
+        if report.complete {
+            String::new()
+        } else {
+            format!(
+                " in {} s, fewer than the {} asked",
+                args.seconds, args.count
+            )
+        }
+    );
+    Ok(())
+}
+
+fn write_pcapng(report: &CaptureReport, path: &Path) -> Result<(), String> {
+    let file = File::create(path).map_err(|e| e.to_string())?;
+    let mut writer = PcapNgWriter::new(BufWriter::new(file)).map_err(|e| e.to_string())?;
+    for port in &report.ports {
+        let interface = InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Owned(port.clone())),
+                // pcap-file writes timestamps in nanoseconds.
+                InterfaceDescriptionOption::IfTsResol(9),
+            ],
+        };
+        writer
+            .write_pcapng_block(interface)
+            .map_err(|e| e.to_string())?;
+    }
+    for frame in &report.frames {
+        let data = from_hex(&frame.hex)?;
+        let packet = EnhancedPacketBlock {
+            interface_id: u32::from(frame.port),
+            timestamp: Duration::from_nanos(frame.t_ns),
+            original_len: data.len() as u32,
+            data: Cow::Owned(data),
+            options: vec![EnhancedPacketOption::Flags(if frame.outbound {
+                OUTBOUND
+            } else {
+                INBOUND
+            })],
+        };
+        writer
+            .write_pcapng_block(packet)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
