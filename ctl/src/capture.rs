@@ -104,7 +104,7 @@ fn write_pcapng(report: &CaptureReport, path: &Path) -> Result<(), String> {
         let packet = EnhancedPacketBlock {
             interface_id: u32::from(frame.port),
             timestamp: Duration::from_nanos(frame.t_ns),
-            original_len: data.len() as u32,
+            original_len: frame.original_len,
             data: Cow::Owned(data),
             options: vec![EnhancedPacketOption::Flags(if frame.outbound {
                 OUTBOUND

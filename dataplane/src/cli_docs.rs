@@ -14,24 +14,32 @@ pub fn completions(mut cmd: clap::Command, shell: Shell, out: &mut impl io::Writ
 }
 
 /// Writes `cmd`'s manual page and one for each of its subcommands (as
-/// `oaectl-status.1`) into `dir`, creating it; returns the pages written,
-/// sorted.
+/// `oaectl-status.1`, `oaectl-verb-cas.1`) into `dir`, creating it;
+/// returns the pages written, in the command tree's order.
 pub fn man_pages(cmd: clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let name = cmd.get_name().to_string();
+    let mut pages = Vec::new();
+    page_names(&cmd, cmd.get_name(), &mut pages);
     // Not built first: `generate_to` builds with the help subcommand
     // disabled, so no `help` pages appear.
     clap_mangen::generate_to(cmd, dir)?;
-    let mut pages = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
-        if file.ends_with(".1")
-            && (file == format!("{name}.1") || file.starts_with(&format!("{name}-")))
-        {
-            pages.push(path);
-        }
+    let pages: Vec<PathBuf> = pages
+        .into_iter()
+        .map(|p| dir.join(format!("{p}.1")))
+        .collect();
+    if let Some(missing) = pages.iter().find(|p| !p.exists()) {
+        return Err(io::Error::other(format!(
+            "{} was not written",
+            missing.display()
+        )));
     }
-    pages.sort();
     Ok(pages)
+}
+
+/// The page of `cmd` (named `name`) and of every subcommand below it.
+fn page_names(cmd: &clap::Command, name: &str, out: &mut Vec<String>) {
+    out.push(name.to_string());
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        page_names(sub, &format!("{name}-{}", sub.get_name()), out);
+    }
 }

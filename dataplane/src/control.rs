@@ -80,21 +80,26 @@ pub enum Request {
     Shutdown,
 }
 
-/// Most frames one capture holds (its buffer is sized for them up front).
-pub const MAX_CAPTURE_FRAMES: u32 = 100_000;
+/// Most frames one capture holds (its buffer, about 1 KiB a frame, is
+/// made when it starts).
+pub const MAX_CAPTURE_FRAMES: u32 = 10_000;
 /// Longest a capture may run: the control socket waits 30 s for an answer.
-pub const MAX_CAPTURE_SECONDS: f64 = 25.0;
+pub const MAX_CAPTURE_SECONDS: f64 = 20.0;
 
 /// One frame a polling core saw, with its Ethernet header.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CapturedFrame {
-    /// Wall-clock time, nanoseconds since the Unix epoch, taken from the
-    /// polling core's clock when it received or composed the frame.
+    /// Wall-clock time, nanoseconds since the Unix epoch: the polling
+    /// core's clock at the start of the iteration that received or composed
+    /// the frame (frames of one burst share it).
     pub t_ns: u64,
     /// Sent (true) or received.
     pub outbound: bool,
     /// Index into [`CaptureReport::ports`].
     pub port: u8,
+    /// Its length on the wire; `hex` holds at most a frame of the largest
+    /// class.
+    pub original_len: u32,
     /// The frame, as hex.
     pub hex: String,
 }

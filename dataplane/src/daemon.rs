@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::control::{FaultChange, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response};
-use crate::pipeline::{CommandKind, FinalReport, QueueShared};
+use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
 use crate::queue::{build_memory, build_queue};
 use crate::status::DataplaneStatus;
 
@@ -332,13 +332,22 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
                     "capture time {seconds} s: use more than 0 and at most {MAX_CAPTURE_SECONDS} s"
                 ));
             }
+            // Made here, not on the polling core: a buffer of up to 10 MB.
+            let buffer = Box::new(CaptureBuffer::new(count));
+            let within = Duration::from_secs_f64(seconds);
+            let (done, finished) = std::sync::mpsc::sync_channel(1);
             ask(
                 queue,
                 CommandKind::Capture {
-                    count,
-                    within: Duration::from_secs_f64(seconds),
+                    buffer,
+                    within,
+                    done,
                 },
-            )
+            )?;
+            let capture = finished
+                .recv_timeout(within + Duration::from_secs(5))
+                .map_err(|_| format!("queue {queue} did not end its capture"))?;
+            serde_json::to_value(capture.report()).map_err(|e| e.to_string())
         }
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);

@@ -62,6 +62,22 @@ mcas = frame(mcas_ctx, (7, 9), (6, 5),
 mcas_echo = frame(context(1, 2, True, 2, 2, slot(3, 1)), (9, 7), (6, 6),
                   reflect(mcas_ctx) + struct.pack(">BBQQ", 1, 2, 1, 3))
 
+# A request whose CRC is broken is dropped by its receiver: an echo that
+# reflects it answers nothing.
+lost_ctx = context(0, 2, False, 2, 1, slot(4, 1))
+lost = frame(lost_ctx, (7, 9), (7, 6), struct.pack(">BBHI", 4, 0, 1, 0x1001) + struct.pack(">IQ", 0, 1))
+lost = lost[:-1] + bytes([lost[-1] ^ 1])
+lost_echo = frame(context(0, 2, True, 2, 2, slot(4, 1)), (9, 7), (7, 7),
+                  reflect(lost_ctx) + struct.pack(">Q", 5))
+# Malformed: a WRITE claiming more data than the frame holds, a version-1
+# frame, and one shorter than any class.
+long_write = frame(context(0, 2, False, 2, 1, slot(5, 1)), (7, 9), (8, 7),
+                   struct.pack(">BBHI", 2, 0, 1, 0x1001) + struct.pack(">IH", 0, 5000))
+version1 = bytes([0x10]) + hello[1:-4]
+version1 = version1 + struct.pack(">I", crc32c(version1))
+short = hello[:40]
+
 frames = [(A, B, hello), (A, B, cas), (B, A, echo), (B, A, refuse), (A, B, bad_crc),
-          (A, B, forward), (A, B, mcas), (B, A, mcas_echo)]
+          (A, B, forward), (A, B, mcas), (B, A, mcas_echo), (A, B, lost), (B, A, lost_echo),
+          (A, B, long_write), (A, B, version1), (A, B, short)]
 wrpcap(sys.argv[1], [Ether(src=s, dst=d, type=ETHERTYPE) / Raw(f) for s, d, f in frames])

@@ -29,6 +29,16 @@ const FIELDS: &[&str] = &[
     "oae.prev_committed",
     "oae.verb.expected",
     "oae.verb.new",
+    "oae.sender_epoch",
+    "oae.receiver_epoch",
+    "oae.order",
+    "oae.seen",
+    "oae.liveness.level",
+    "oae.liveness.role",
+    "oae.malformed",
+    "_ws.lua.error",
+    "frame.packet_flags_direction",
+    "frame.interface_name",
 ];
 
 fn workspace() -> PathBuf {
@@ -60,7 +70,8 @@ fn dissect(capture: &Path) -> Vec<HashMap<&'static str, String>> {
         !out.stderr.contains("Lua"),
         "the script loads cleanly: {out}"
     );
-    out.stdout
+    let frames: Vec<HashMap<&'static str, String>> = out
+        .stdout
         .lines()
         .map(|line| {
             FIELDS
@@ -69,7 +80,13 @@ fn dissect(capture: &Path) -> Vec<HashMap<&'static str, String>> {
                 .zip(line.split('|').map(String::from))
                 .collect()
         })
-        .collect()
+        .collect();
+    // A Lua error inside a frame shows only in its tree, not on stderr.
+    assert!(
+        frames.iter().all(|f| f["_ws.lua.error"].is_empty()),
+        "the dissector failed on a frame: {out}"
+    );
+    frames
 }
 
 #[test]
@@ -82,7 +99,7 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
     assert!(out.success(), "{out}");
     let frames = dissect(&capture);
     let show = format!("{frames:#?}");
-    assert_eq!(frames.len(), 8, "{show}");
+    assert_eq!(frames.len(), 13, "{show}");
     let field = |i: usize, name: &str| frames[i][name].as_str();
 
     assert_eq!(field(0, "oae.transition"), "HELLO", "{show}");
@@ -91,6 +108,19 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
         "0x000000000000000a",
         "{show}"
     );
+    let header = |i| {
+        [
+            "oae.sender_epoch",
+            "oae.receiver_epoch",
+            "oae.order",
+            "oae.seen",
+            "oae.liveness.level",
+            "oae.liveness.role",
+        ]
+        .map(|k| field(i, k))
+    };
+    assert_eq!(header(0), ["7", "0", "0", "0", "0", "0"], "{show}");
+    assert_eq!(header(2), ["9", "7", "3", "3", "2", "1"], "{show}");
     // A CAS and its ECHO: the echo reflects the request's context slice, so
     // it names it and its old value is decoded by the request's verb.
     assert_eq!(field(1, "oae.transition"), "REQUEST", "{show}");
@@ -119,7 +149,7 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
         frames
             .iter()
             .enumerate()
-            .all(|(i, f)| i == 4 || !f["oae.crc.good"].contains('0')),
+            .all(|(i, f)| [4, 8, 12].contains(&i) || !f["oae.crc.good"].contains('0')),
         "{show}"
     );
     // A FORWARD's relayed frame is dissected in place.
@@ -133,6 +163,26 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
     assert_eq!(field(7, "oae.answers"), "7", "{show}");
     assert_eq!(field(7, "oae.result.committed"), "1", "{show}");
     assert_eq!(field(7, "oae.result.old"), "1,3", "{show}");
+    // A request with a bad CRC never reached anyone: nothing answers it.
+    assert_eq!(field(8, "oae.crc.good"), "0", "{show}");
+    assert_eq!(field(9, "oae.reflected.match"), "0", "{show}");
+    // What a receiver refuses is said, not guessed at.
+    assert!(
+        field(10, "oae.malformed").contains("does not decode"),
+        "{show}"
+    );
+    assert!(
+        field(11, "oae.malformed").contains("unknown version 1"),
+        "{show}"
+    );
+    assert!(
+        field(12, "oae.malformed").contains("shorter than 64"),
+        "{show}"
+    );
+    assert!(
+        frames[..10].iter().all(|f| f["oae.malformed"].is_empty()),
+        "{show}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -198,6 +248,21 @@ fn tshark_decodes_what_oaectl_captures_on_a_live_pair() {
             .all(|f| TRANSITIONS.contains(&f["oae.transition"].as_str())),
         "{show}"
     );
+    // Both directions (pcapng: 1 inbound, 2 outbound), on dataplane a's interface.
+    for direction in ["0x00000001", "0x00000002"] {
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["frame.packet_flags_direction"] == direction),
+            "direction {direction}: {show}"
+        );
+    }
+    assert!(
+        frames
+            .iter()
+            .all(|f| f["frame.interface_name"] == d.pair.ifname[0]),
+        "{show}"
+    );
     let mut answered = 0;
     for request in frames
         .iter()
@@ -245,8 +310,8 @@ fn oaectl_capture_refuses_what_it_cannot_do_with_the_fix() {
             .args(["-w", "/dev/null"]))
     };
     for (args, fix) in [
-        (&["--count", "0"][..], "use 1 to 100000 frames"),
-        (&["--seconds", "99"][..], "at most 25"),
+        (&["--count", "0"][..], "use 1 to 10000 frames"),
+        (&["--seconds", "99"][..], "at most 20"),
         (&[][..], "start one with `oaed --config <file>`"),
     ] {
         let out = capture(args);

@@ -101,6 +101,7 @@ f.init_epoch = ProtoField.uint32("oae.resolve.initiator_epoch", "Initiator epoch
 f.target_epoch = ProtoField.uint32("oae.resolve.target_epoch", "Target epoch")
 f.decision = ProtoField.bytes("oae.resolve.decision", "Decision context slice")
 f.outcome = ProtoField.uint8("oae.resolve.outcome", "Outcome", base.DEC, OUTCOMES)
+f.malformed = ProtoField.string("oae.malformed", "Malformed")
 f.crc = ProtoField.uint32("oae.crc", "CRC32C", base.HEX)
 f.crc_ok = ProtoField.bool("oae.crc.good", "CRC32C good")
 
@@ -108,7 +109,17 @@ local e_bad_crc = ProtoExpert.new("oae.crc.bad", "CRC32C does not match", expert
 local e_length = ProtoExpert.new("oae.length.bad", "Length differs from the class's size", expert.group.MALFORMED, expert.severity.ERROR)
 local e_unknown = ProtoExpert.new("oae.transition.unknown", "Unknown state or transition", expert.group.MALFORMED, expert.severity.ERROR)
 local e_unmatched = ProtoExpert.new("oae.reflected.unmatched", "Reflects no frame of this capture", expert.group.SEQUENCE, expert.severity.NOTE)
-oae.experts = { e_bad_crc, e_length, e_unknown, e_unmatched }
+local e_malformed = ProtoExpert.new("oae.malformed.expert", "A receiver refuses this frame", expert.group.MALFORMED, expert.severity.ERROR)
+oae.experts = { e_bad_crc, e_length, e_unknown, e_unmatched, e_malformed }
+
+-- Every read of a length the frame itself gives goes through this: past
+-- the payload area (which ends at the CRC) the payload does not decode.
+local limit = 0
+local function need(at, len)
+    if at + len > limit then
+        error("needs bytes " .. at .. ".." .. (at + len) .. " of a payload ending at " .. limit, 0)
+    end
+end
 
 -- CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven.
 local CRC_TABLE = {}
@@ -125,9 +136,11 @@ for i = 0, 255 do
 end
 
 local function crc32c(tvb, offset, len)
+    -- One ByteArray for the whole frame, not a range object per byte.
+    local bytes = tvb:range(offset, len):bytes()
     local crc = 0xFFFFFFFF
-    for i = offset, offset + len - 1 do
-        local b = tvb(i, 1):uint()
+    for i = 0, len - 1 do
+        local b = bytes:get_index(i)
         crc = bit.bxor(bit.rshift(crc, 8), CRC_TABLE[bit.band(bit.bxor(crc, b), 0xFF)])
     end
     return bit.bxor(crc, 0xFFFFFFFF)
@@ -159,6 +172,7 @@ local function add_verb(tvb, p, tree)
     local q = p + 8
     if op == 6 then
         local count = tvb(p + 1, 1):uint()
+        need(q, 20 * count)
         for i = 0, count - 1 do
             local w = tree:add(oae, tvb(q + 20 * i, 20), "Word " .. i)
             w:add(f.offset, tvb(q + 20 * i, 4))
@@ -174,6 +188,7 @@ local function add_verb(tvb, p, tree)
         return op, name .. at .. " len " .. tvb(q + 4, 2):uint()
     elseif op == 2 or op == 7 then
         local len = tvb(q + 4, 2):uint()
+        need(q + 6, len)
         tree:add(f.len, tvb(q + 4, 2))
         if len > 0 then
             tree:add(f.data, tvb(q + 6, len))
@@ -196,6 +211,7 @@ local function add_result(tvb, p, tree, op)
     end
     if op == 1 or op == 7 then
         local len = tvb(p, 2):uint()
+        need(p + 2, len)
         tree:add(f.result_len, tvb(p, 2))
         if len > 0 then
             tree:add(f.result_data, tvb(p + 2, len))
@@ -206,6 +222,7 @@ local function add_result(tvb, p, tree, op)
         return "old " .. tostring(tvb(p, 8):uint64())
     elseif op == 6 then
         local count = tvb(p + 1, 1):uint()
+        need(p + 2, 8 * count)
         tree:add(f.committed, tvb(p, 1))
         tree:add(f.result_count, tvb(p + 1, 1))
         for i = 0, count - 1 do
@@ -221,6 +238,7 @@ local function add_advert(tvb, p, tree)
     tree:add(f.digest, tvb(p + 8, 8))
     tree:add(f.entries, tvb(p + 16, 1))
     local count = tvb(p + 16, 1):uint()
+    need(p + 17, 14 * count)
     for i = 0, count - 1 do
         local at = p + 17 + 14 * i
         local e = tree:add(oae, tvb(at, 14), "Entry " .. i)
@@ -243,8 +261,11 @@ local function add_forward(tvb, p, tree, pinfo)
     local kind = tvb(p + 17, 1):uint()
     local len = tvb(p + 18, 2):uint()
     local body = p + 20
+    need(body, len)
     if kind == 1 and len >= 64 then
+        local outer = limit
         local inner = dissect_frame(tvb(body, len):tvb(), pinfo, tree, nil, nil)
+        limit = outer
         return "path frame: " .. inner
     elseif kind == 2 or kind == 3 then
         tree:add(f.init_epoch, tvb(body, 4))
@@ -268,12 +289,31 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
     tree:add(f.version, tvb(0, 1))
     tree:add(f.class, tvb(0, 1))
     tree:add(f.frame_len, tvb(0, 1), size)
+    local problems = {}
+    local function refuse(why)
+        problems[#problems + 1] = why
+    end
+    if bit.rshift(tvb(0, 1):uint(), 4) ~= 2 then
+        refuse("unknown version " .. bit.rshift(tvb(0, 1):uint(), 4))
+    end
+    if class > 4 then
+        refuse("class " .. class .. " above 4")
+    end
     if len < size then
         tree:add_proto_expert_info(e_length, "frame of " .. len .. " bytes, class " .. class .. " is " .. size)
+        tree:add(f.malformed, tvb(0, len), "truncated")
         return "truncated"
     end
+    if len > size then
+        tree:add_proto_expert_info(e_length, "frame of " .. len .. " bytes, class " .. class .. " is " .. size)
+        refuse("longer than its class")
+    end
+    limit = size - 4
     tree:add(f.level, tvb(1, 1))
     tree:add(f.role, tvb(1, 1))
+    if bit.band(tvb(1, 1):uint(), 0xF8) ~= 0 or bit.band(tvb(1, 1):uint(), 3) == 3 then
+        refuse("reserved liveness bits set")
+    end
     tree:add(f.state, tvb(2, 1))
     tree:add(f.code, tvb(3, 1))
     tree:add(f.prev_committed, tvb(3, 1))
@@ -283,6 +323,18 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
     tree:add(f.transition, tvb(2, 2), name or "unknown")
     if name == nil then
         tree:add_proto_expert_info(e_unknown)
+        refuse("unknown transition")
+    end
+    local reverse = bit.band(tvb(3, 1):uint(), 0x80) ~= 0
+    local reverse_names = { REFUSE = true, REVERSE = true, REVERSE_ACK = true }
+    if name ~= nil and reverse ~= (reverse_names[name] == true) then
+        refuse("direction bit disagrees with " .. name)
+    end
+    if bit.band(tvb(3, 1):uint(), 0x20) ~= 0 then
+        refuse("reserved transition bit set")
+    end
+    if tvb(8, 4):uint() == 0 then
+        refuse("zero sender epoch")
     end
     if state == 2 then
         tree:add(f.slot, tvb(4, 2))
@@ -334,6 +386,7 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
         p = p + 8
     end
 
+    local decoded, failure = pcall(function()
     if name == "HELLO" then
         tree:add(f.hello_node, tvb(p, 8))
         tree:add(f.hello_slots, tvb(p + 8, 2))
@@ -359,6 +412,16 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
     elseif name == "FORWARD" then
         summary = summary .. " " .. add_forward(tvb, p, tree, pinfo)
     end
+    end)
+    if not decoded then
+        refuse("payload does not decode: " .. tostring(failure))
+    end
+    if #problems > 0 then
+        local why = table.concat(problems, "; ")
+        tree:add(f.malformed, tvb(0, size), why)
+        tree:add_proto_expert_info(e_malformed, why)
+        summary = summary .. " [malformed: " .. why .. "]"
+    end
     if not good then
         summary = summary .. " [bad CRC]"
     end
@@ -367,10 +430,14 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
 end
 
 function oae.dissector(tvb, pinfo, tree)
-    if tvb:len() < 64 then
-        return 0
-    end
     pinfo.cols.protocol = "OAE"
+    if tvb:len() < 64 then
+        local t = tree:add(oae, tvb())
+        t:add_proto_expert_info(e_length, "shorter than the smallest frame (64 bytes)")
+        t:add(f.malformed, tvb(), "shorter than 64 bytes")
+        pinfo.cols.info = "short OAE frame"
+        return tvb:len()
+    end
     local summary = dissect_frame(tvb, pinfo, tree, tostring(pinfo.dl_src), tostring(pinfo.dl_dst))
     pinfo.cols.info = summary
     return tvb:len()

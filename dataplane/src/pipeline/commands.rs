@@ -12,7 +12,7 @@ use oae_proto::{LinkId, Nanos, RegionSpec, Store};
 use serde_json::{Value, json};
 
 use super::idle::Waker;
-use super::tap::Tap;
+use super::tap::{CaptureBuffer, FinishedCapture, Tap};
 use super::{Origin, Pipeline, Target, driver_json};
 use crate::api::{Completion, Submission};
 use crate::control::{Percentiles, WorkloadSpec};
@@ -94,11 +94,12 @@ pub enum CommandKind {
     WorkloadStart(WorkloadSpec),
     WorkloadStatus(Aim),
     WorkloadPhase(Aim, String),
-    /// Records the next frames received and sent, for at most `within`;
-    /// answered when done.
+    /// Records the next frames received and sent into `buffer`, for at
+    /// most `within`; answered at once, the frames handed back on `done`.
     Capture {
-        count: u32,
+        buffer: Box<CaptureBuffer>,
         within: Duration,
+        done: SyncSender<FinishedCapture>,
     },
 }
 
@@ -235,14 +236,18 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .begin_phase(aim, name, now)
                     .map(|()| json!({"phase_started": true})),
                 CommandKind::WorkloadStatus(aim) => self.workloads.status(aim, now),
-                CommandKind::Capture { count, within } => match self.tap {
+                CommandKind::Capture {
+                    buffer,
+                    within,
+                    done,
+                } => match self.tap {
                     Some(_) => Err(format!(
                         "queue {} is already capturing: wait for that capture to end",
                         self.info.index
                     )),
                     None => {
-                        self.tap = Some(Tap::new(count, within, now, cmd.reply));
-                        continue;
+                        self.tap = Some(Tap::new(*buffer, within, now, done));
+                        Ok(json!({"capturing": true}))
                     }
                 },
             };

@@ -11,6 +11,8 @@ mod idle;
 mod port;
 mod tap;
 
+pub use tap::{CaptureBuffer, FinishedCapture};
+
 pub use commands::{Command, CommandKind, QueueShared};
 pub use idle::IdleCounters;
 pub use port::Port;
