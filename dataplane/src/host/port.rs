@@ -185,8 +185,7 @@ impl HostPort {
         } = self;
         match serve {
             Serve::Fito { waiting } => {
-                let owner = ring_generation(region);
-                take_fito(region, *cost, max, owner, waiting, counters, &mut submit);
+                take_fito(region, *cost, max, waiting, counters, &mut submit);
             }
             Serve::Bilateral {
                 slots,
@@ -295,11 +294,11 @@ fn take_fito(
     region: &Region,
     cost: CostModel,
     max: usize,
-    owner: u16,
     waiting: &mut VecDeque<VerbRecord>,
     counters: &mut HostPortCounters,
     submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
 ) {
+    let mut owner = ring_generation(region);
     let mut device = ipu_end(region, cost);
     let mut message = arrayvec::ArrayVec::<VerbRecord, MAX_VERB_RECORDS>::new();
     for _ in 0..max {
@@ -320,7 +319,7 @@ fn take_fito(
                 }
             }
         }
-        if generation != owner {
+        if from_gone_holder(generation, &mut owner, || ring_generation(region)) {
             counters.requests_orphaned += 1;
             continue;
         }
@@ -331,6 +330,19 @@ fn take_fito(
         accept(&message, id, origin, waiting, counters, submit);
     }
     device.release();
+}
+
+/// Whether a request of `generation` came from a holder that has since let
+/// the ring go. `owner` is the claim as last read: a holder claims before
+/// it publishes, so a request of another generation is judged against the
+/// claim read again now, after the request (a stale read would orphan the
+/// first verbs of a holder that claimed a moment ago).
+fn from_gone_holder(generation: u16, owner: &mut u16, read_owner: impl FnOnce() -> u16) -> bool {
+    if generation == *owner {
+        return false;
+    }
+    *owner = read_owner();
+    generation != *owner
 }
 
 /// Hands one message's verb to `submit`, or answers why it had no effect.
@@ -519,6 +531,20 @@ mod tests {
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [2], "{got:?}");
         let c = port.counters();
         assert_eq!((c.requests_orphaned, c.requests), (1, 1), "{c:?}");
+    }
+
+    /// The claim read before a new holder claimed and published: its first
+    /// request must still run (it stalled a host program's first verb).
+    #[test]
+    fn a_request_from_a_holder_that_claimed_after_the_last_read_runs() {
+        let mut owner = 3;
+        assert!(!from_gone_holder(4, &mut owner, || 4));
+        assert_eq!(owner, 4);
+        // The holder it replaced is gone: its late request does not run.
+        assert!(from_gone_holder(3, &mut owner, || 4));
+        assert!(!from_gone_holder(4, &mut owner, || unreachable!(
+            "read once"
+        )));
     }
 
     #[test]
