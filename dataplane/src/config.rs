@@ -56,6 +56,19 @@ pub struct Config {
     /// swap-ring region standing in for the PCIe BAR.
     #[serde(default)]
     pub host: Option<HostSettings>,
+    /// The metrics endpoint (off unless `listen` is set).
+    #[serde(default)]
+    pub metrics: Option<MetricsSettings>,
+}
+
+/// `[metrics]`: Prometheus and OpenMetrics text at `http://<listen>/metrics`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// An IP address and port, e.g. `127.0.0.1:9464` (port 0: any free
+    /// port, printed at start). The endpoint has no authentication: keep
+    /// it on loopback or a management network.
+    pub listen: std::net::SocketAddr,
 }
 
 /// The host ring (`crate::host`): the dataplane creates it, the polling

@@ -116,6 +116,13 @@ pub struct CaptureReport {
     pub complete: bool,
 }
 
+/// The fault injector of one interface after a [`Request::Fault`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FaultsSet {
+    pub iface: String,
+    pub faults: crate::stats::FaultView,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FaultChange {
     pub drop_ppm: Option<u32>,

@@ -21,11 +21,16 @@ use oae_proto::LinkId;
 use crate::workload::Aim;
 use serde_json::{Value, json};
 
-use crate::config::Config;
-use crate::control::{FaultChange, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response};
+use crate::config::{Config, MetricsSettings};
+use crate::control::{
+    FaultChange, FaultsSet, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response,
+};
+use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
 use crate::queue::{build_memory, build_queue};
+use crate::stats::{Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters};
 use crate::status::DataplaneStatus;
+use serde::Serialize;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -109,6 +114,18 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     for s in shared.steering.lock().expect("not poisoned").values() {
         eprintln!("oaed: {}: XDP attached in {} mode", s.iface(), s.mode());
     }
+    let metrics = match config.metrics.as_ref().map(|m| start_metrics(m, &shared)) {
+        Some(Err(e)) => {
+            shared.stop.store(true, Ordering::Relaxed);
+            finish(&shared, threads, &socket);
+            return Err(e);
+        }
+        Some(Ok(m)) => {
+            eprintln!("oaed: metrics at http://{}/metrics", m.addr);
+            Some(m)
+        }
+        None => None,
+    };
     eprintln!(
         "oaed: {} running, epoch {epoch}, {} queue(s), control socket {}",
         config.name,
@@ -116,8 +133,39 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         socket.display()
     );
     serve(&listener, &shared);
+    shared.stop.store(true, Ordering::Relaxed);
+    if let Some(m) = metrics {
+        m.join();
+    }
     finish(&shared, threads, &socket);
     Ok(())
+}
+
+fn start_metrics(
+    settings: &MetricsSettings,
+    shared: &Arc<Shared>,
+) -> Result<MetricsServer, String> {
+    let source = Arc::clone(shared);
+    MetricsServer::start(
+        settings.listen,
+        Arc::new(move || Ok((stats(&source)?, status(&source)?))),
+        Arc::clone(&shared.stop),
+    )
+}
+
+/// What `oaed` prints when it stops.
+#[derive(Serialize)]
+struct FinalSummary {
+    name: String,
+    epoch: u32,
+    queues: Vec<FinalReport>,
+    xdp: Vec<FinalXdp>,
+}
+
+#[derive(Serialize)]
+struct FinalXdp {
+    iface: String,
+    counters: Counters,
 }
 
 fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path) {
@@ -131,12 +179,15 @@ fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path)
             Err(_) => eprintln!("oaed: a polling thread panicked"),
         }
     }
-    let xdp: Vec<Value> = shared
+    let xdp: Vec<FinalXdp> = shared
         .steering
         .lock()
         .map(|s| {
             s.values()
-                .map(|st| json!({"iface": st.iface(), "counters": xdp_counters_json(&st.counters())}))
+                .map(|st| FinalXdp {
+                    iface: st.iface().to_string(),
+                    counters: xdp_counters(&st.counters()),
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -145,8 +196,12 @@ fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path)
         s.clear();
     }
     let _ = std::fs::remove_file(socket);
-    let summary =
-        json!({"name": shared.name, "epoch": shared.epoch, "queues": reports, "xdp": xdp});
+    let summary = FinalSummary {
+        name: shared.name.clone(),
+        epoch: shared.epoch,
+        queues: reports,
+        xdp,
+    };
     println!(
         "{}",
         serde_json::to_string_pretty(&summary).unwrap_or_default()
@@ -231,27 +286,38 @@ fn connection(stream: UnixStream, shared: &Shared) {
     }
 }
 
+/// Every counter: each polling core answers for its queue.
+fn stats(shared: &Shared) -> Result<DataplaneStats, String> {
+    let queues = (0..shared.queues.len() as u16)
+        .map(|q| {
+            let answer = ask(shared, q, CommandKind::Stats)?;
+            serde_json::from_value(answer).map_err(|e| format!("queue {q}'s counters: {e}"))
+        })
+        .collect::<Result<Vec<QueueStats>, String>>()?;
+    let xdp = shared
+        .steering
+        .lock()
+        .map_err(|_| "steering lock poisoned")?
+        .values()
+        .map(|s| XdpStats {
+            iface: s.iface().to_string(),
+            mode: s.mode().name().to_string(),
+            counters: xdp_counters(&s.counters()),
+            faults: fault_view(&s.faults()),
+        })
+        .collect();
+    Ok(DataplaneStats {
+        name: shared.name.clone(),
+        queues,
+        xdp,
+    })
+}
+
 fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
     let ask = |queue: u16, what: CommandKind| ask(shared, queue, what);
     match request {
         Request::Status => serde_json::to_value(status(shared)?).map_err(|e| e.to_string()),
-        Request::Stats => {
-            let queues = (0..shared.queues.len() as u16)
-                .map(|q| ask(q, CommandKind::Stats))
-                .collect::<Result<Vec<_>, _>>()?;
-            let xdp: Vec<Value> = shared
-                .steering
-                .lock()
-                .map_err(|_| "steering lock poisoned")?
-                .values()
-                .map(|s| {
-                    json!({"iface": s.iface(), "mode": s.mode().name(),
-                                "counters": xdp_counters_json(&s.counters()),
-                                "faults": fault_json(&s.faults())})
-                })
-                .collect();
-            Ok(json!({"name": shared.name, "queues": queues, "xdp": xdp}))
-        }
+        Request::Stats => serde_json::to_value(stats(shared)?).map_err(|e| e.to_string()),
         Request::Hist { queue } => ask(queue, CommandKind::Hist),
         Request::Verb {
             queue,
@@ -466,29 +532,27 @@ fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
             return Err("probabilities are parts per million: at most 1000000".into());
         }
         s.set_faults(&f).map_err(|e| e.to_string())?;
-        out.push(json!({"iface": s.iface(), "faults": fault_json(&f)}));
+        out.push(FaultsSet {
+            iface: s.iface().to_string(),
+            faults: fault_view(&f),
+        });
     }
-    Ok(Value::Array(out))
+    serde_json::to_value(out).map_err(|e| e.to_string())
 }
 
-/// The XDP program's counters as a JSON object, by counter name.
-pub fn xdp_counters_json(c: &XdpCounters) -> Value {
-    c.iter()
-        .map(|(name, n)| (name.to_string(), Value::from(n)))
-        .collect()
+/// The XDP program's counters, by name.
+pub fn xdp_counters(c: &XdpCounters) -> Counters {
+    named_counters(c.iter())
 }
 
-pub fn fault_json(f: &FaultConfig) -> Value {
-    json!({
-        "drop_ppm": f.drop_ppm,
-        "corrupt_ppm": f.corrupt_ppm,
-        "corrupt_offset": if f.corrupt_offset == oae_common::CORRUPT_RANDOM_OFFSET {
-            Value::from("random")
-        } else {
-            Value::from(f.corrupt_offset)
-        },
-        "link_down": f.link_down != 0,
-        "seed": f.seed,
-        "scope": f.scope().map(|s| s.to_string()),
-    })
+pub fn fault_view(f: &FaultConfig) -> FaultView {
+    FaultView {
+        drop_ppm: f.drop_ppm,
+        corrupt_ppm: f.corrupt_ppm,
+        corrupt_offset: (f.corrupt_offset != oae_common::CORRUPT_RANDOM_OFFSET)
+            .then_some(f.corrupt_offset),
+        link_down: f.link_down != 0,
+        seed: f.seed,
+        scope: f.scope().map(|s| s.to_string()),
+    }
 }

@@ -3,6 +3,7 @@
 use oae_proto::wire::Malformed;
 use oae_proto::{FabricStats, LinkId, Node, Observer, Store};
 
+use crate::stats::{Counters, LinkCounters, named_counters};
 use crate::status::{LinkState, OaeLinkStatus, ProtocolStatus};
 
 /// An OAE link's state, as `status` reports it.
@@ -32,67 +33,65 @@ pub fn link_state<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Opt
 }
 
 /// Every counter of the link, malformed frames by reason.
-pub fn stats_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> serde_json::Value {
+pub fn stats_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> LinkCounters {
     let Some(s) = node.link_stats(link) else {
-        return serde_json::Value::Null;
+        return LinkCounters::default();
     };
-    let malformed: serde_json::Map<String, serde_json::Value> = Malformed::ALL
-        .iter()
-        .zip(s.malformed)
-        .map(|(m, n)| (m.name().to_string(), n.into()))
-        .collect();
-    serde_json::json!({
-        "rx_frames": s.rx_frames,
-        "tx_frames": s.tx_frames,
-        "malformed_total": s.malformed.iter().sum::<u64>(),
-        "malformed": malformed,
-        "stale_epoch": s.stale_epoch,
-        "stale_slot_frames": s.stale_slot_frames,
-        "duplicate_requests": s.duplicate_requests,
-        "requests_sent": s.requests_sent,
-        "echoes_verified": s.echoes_verified,
-        "echo_mismatches": s.echo_mismatches,
-        "echo_missing": s.echo_missing,
-        "lost_by_order": s.lost_by_order,
-        "lost_by_patience": s.lost_by_patience,
-        "gaps_seen": s.gaps_seen,
-        "probes_sent": s.probes_sent,
-        "reversals": s.reversals,
-        "retries": s.retries,
-        "refusals_received": s.refusals_received,
-        "commits_sent": s.commits_sent,
-        "transfers_applied": s.transfers_applied,
-        "transfers_committed": s.transfers_committed,
-        "transfers_reversed": s.transfers_reversed,
-        "refusals_sent": s.refusals_sent,
-        "overruns": s.overruns,
-        "protocol_violations": s.protocol_violations,
-        "ticks_sent": s.ticks_sent,
-        "rtt_samples": s.rtt_samples,
-        "unreachable_declared": s.unreachable_declared,
-        "peer_restarts": s.peer_restarts,
-        "presumed_commits": s.presumed_commits,
-        "completions_ok": s.completions_ok,
-        "completions_err": s.completions_err,
-    })
+    LinkCounters {
+        malformed: named_counters(Malformed::ALL.iter().map(|m| m.name()).zip(s.malformed)),
+        counters: named_counters([
+            ("rx_frames", s.rx_frames),
+            ("tx_frames", s.tx_frames),
+            ("malformed_total", s.malformed.iter().sum::<u64>()),
+            ("stale_epoch", s.stale_epoch),
+            ("stale_slot_frames", s.stale_slot_frames),
+            ("duplicate_requests", s.duplicate_requests),
+            ("requests_sent", s.requests_sent),
+            ("echoes_verified", s.echoes_verified),
+            ("echo_mismatches", s.echo_mismatches),
+            ("echo_missing", s.echo_missing),
+            ("lost_by_order", s.lost_by_order),
+            ("lost_by_patience", s.lost_by_patience),
+            ("gaps_seen", s.gaps_seen),
+            ("probes_sent", s.probes_sent),
+            ("reversals", s.reversals),
+            ("retries", s.retries),
+            ("refusals_received", s.refusals_received),
+            ("commits_sent", s.commits_sent),
+            ("transfers_applied", s.transfers_applied),
+            ("transfers_committed", s.transfers_committed),
+            ("transfers_reversed", s.transfers_reversed),
+            ("refusals_sent", s.refusals_sent),
+            ("overruns", s.overruns),
+            ("protocol_violations", s.protocol_violations),
+            ("ticks_sent", s.ticks_sent),
+            ("rtt_samples", s.rtt_samples),
+            ("unreachable_declared", s.unreachable_declared),
+            ("peer_restarts", s.peer_restarts),
+            ("presumed_commits", s.presumed_commits),
+            ("completions_ok", s.completions_ok),
+            ("completions_err", s.completions_err),
+        ]),
+        ..LinkCounters::default()
+    }
 }
 
 /// Every counter of a node's fabric.
-pub fn fabric_counters(s: &FabricStats) -> serde_json::Value {
-    serde_json::json!({
-        "adverts_sent": s.adverts_sent,
-        "adverts_received": s.adverts_received,
-        "malformed": s.malformed,
-        "relayed": s.relayed,
-        "delivered": s.delivered,
-        "dropped_no_route": s.dropped_no_route,
-        "dropped_hops": s.dropped_hops,
-        "dropped_queue_full": s.dropped_queue_full,
-        "dropped_link_lost": s.dropped_link_lost,
-        "paths_opened": s.paths_opened,
-        "verbs_rerouted": s.verbs_rerouted,
-        "resolves_sent": s.resolves_sent,
-        "resolved_as_target": s.resolved_as_target,
-        "resolved_as_initiator": s.resolved_as_initiator,
-    })
+pub fn fabric_counters(s: &FabricStats) -> Counters {
+    named_counters([
+        ("adverts_sent", s.adverts_sent),
+        ("adverts_received", s.adverts_received),
+        ("malformed", s.malformed),
+        ("relayed", s.relayed),
+        ("delivered", s.delivered),
+        ("dropped_no_route", s.dropped_no_route),
+        ("dropped_hops", s.dropped_hops),
+        ("dropped_queue_full", s.dropped_queue_full),
+        ("dropped_link_lost", s.dropped_link_lost),
+        ("paths_opened", s.paths_opened),
+        ("verbs_rerouted", s.verbs_rerouted),
+        ("resolves_sent", s.resolves_sent),
+        ("resolved_as_target", s.resolved_as_target),
+        ("resolved_as_initiator", s.resolved_as_initiator),
+    ])
 }

@@ -70,7 +70,7 @@ pub struct FabricStatus {
     /// Words of the dataplane's memory locked by tentative transfers.
     pub locked_words: usize,
     /// Counters by name (`oae_proto::FabricStats`).
-    pub counters: serde_json::Value,
+    pub counters: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

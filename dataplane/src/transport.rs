@@ -10,10 +10,10 @@ use oae_proto::{
     TransmitBuffers, VerbId,
 };
 use oae_rc_model::{RcEndpoint, RcEvent};
-use serde_json::{Value, json};
 
 use crate::api::NotSubmitted;
 use crate::report::{fabric_counters, link_state, stats_report};
+use crate::stats::{LinkCounters, named_counters};
 use crate::status::{FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus};
 
 /// What a transport tells the pipeline.
@@ -83,8 +83,9 @@ pub trait Transport: Send + 'static {
     fn peer_node(&self, link: LinkId) -> Option<u64>;
     /// A link's state for `status`.
     fn status(&self, link: LinkId) -> Option<LinkState>;
-    /// Every counter of a link, for `stats`.
-    fn stats(&self, link: LinkId) -> Value;
+    /// Every counter of a link, for `stats` (the pipeline fills in which
+    /// link and peer).
+    fn stats(&self, link: LinkId) -> LinkCounters;
     /// The memory the peers' verbs act on.
     fn memory(&self) -> &SharedMemory;
 }
@@ -218,7 +219,7 @@ impl Transport for Oae {
         link_state(&self.node, link)
     }
 
-    fn stats(&self, link: LinkId) -> Value {
+    fn stats(&self, link: LinkId) -> LinkCounters {
         stats_report(&self.node, link)
     }
 
@@ -307,29 +308,31 @@ impl Transport for RcModel {
         })
     }
 
-    fn stats(&self, _link: LinkId) -> Value {
+    fn stats(&self, _link: LinkId) -> LinkCounters {
         let s = self.endpoint.stats();
-        json!({
-            "transport": "rc-model",
-            "rx_frames": s.rx_frames,
-            "tx_frames": s.tx_frames,
-            "malformed_total": s.malformed,
-            "requests_sent": s.requests_sent,
-            "retransmissions": s.retransmissions,
-            "timeouts": s.timeouts,
-            "naks_received": s.naks_received,
-            "acks_sent": s.acks_sent,
-            "naks_sent": s.naks_sent,
-            "executed": s.executed,
-            "duplicates": s.duplicates,
-            "cache_replays": s.cache_replays,
-            "cache_misses": s.cache_misses,
-            "out_of_order": s.out_of_order,
-            "completions_ok": s.completions_ok,
-            "completions_err": s.completions_err,
-            // Names the OAE reports use, so tables can sum either.
-            "reversals": s.retransmissions,
-        })
+        LinkCounters {
+            counters: named_counters([
+                ("rx_frames", s.rx_frames),
+                ("tx_frames", s.tx_frames),
+                ("malformed_total", s.malformed),
+                ("requests_sent", s.requests_sent),
+                ("retransmissions", s.retransmissions),
+                ("timeouts", s.timeouts),
+                ("naks_received", s.naks_received),
+                ("acks_sent", s.acks_sent),
+                ("naks_sent", s.naks_sent),
+                ("executed", s.executed),
+                ("duplicates", s.duplicates),
+                ("cache_replays", s.cache_replays),
+                ("cache_misses", s.cache_misses),
+                ("out_of_order", s.out_of_order),
+                ("completions_ok", s.completions_ok),
+                ("completions_err", s.completions_err),
+                // Names the OAE reports use, so tables can sum either.
+                ("reversals", s.retransmissions),
+            ]),
+            ..LinkCounters::default()
+        }
     }
 
     fn memory(&self) -> &SharedMemory {

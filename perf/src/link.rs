@@ -125,7 +125,7 @@ perms = "rw"
         reports
             .iter()
             .flat_map(|r| &r.links)
-            .map(|l| l[name].as_u64().unwrap_or(0))
+            .map(|l| l.get(name))
             .sum()
     };
     result.map(|mut run| {

@@ -63,6 +63,9 @@ pub struct Options {
     pub queues: u32,
     /// Every queue's `[queue.poll]` table, e.g. `idle = "sleep"`.
     pub poll: Option<&'static str>,
+    /// Give dataplane a a metrics endpoint on its namespace's loopback,
+    /// on a port it picks (see [`Dataplanes::metrics_addr`]).
+    pub metrics: bool,
 }
 
 /// How the two dataplanes reach each other.
@@ -100,6 +103,7 @@ impl Default for Options {
             host_ring_settings: "",
             queues: 1,
             poll: None,
+            metrics: false,
         }
     }
 }
@@ -209,6 +213,18 @@ impl Dataplanes {
             .stdout(Stdio::null())
             .stderr(log);
         self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &self.log_path(i)));
+    }
+
+    /// Where dataplane `i` serves its metrics, from the line it logs
+    /// before it answers on its control socket.
+    pub fn metrics_addr(&self, i: usize) -> String {
+        let log = self.log(i);
+        log.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("oaed: metrics at http://"))
+            .and_then(|rest| rest.strip_suffix("/metrics"))
+            .unwrap_or_else(|| panic!("dataplane {i} logged no metrics address:\n{log}"))
+            .to_string()
     }
 
     pub fn log_path(&self, i: usize) -> PathBuf {
@@ -399,8 +415,13 @@ node_id = {node}
             o.host_ring_settings
         )
     });
+    let metrics = if o.metrics {
+        "\n[dataplane.a.metrics]\nlisten = \"127.0.0.1:0\"\n"
+    } else {
+        ""
+    };
     format!(
-        "[topology]\nkind = \"veth-pair\"\nmacs = [\"{}\", \"{}\"]\n{}{}{host}",
+        "[topology]\nkind = \"veth-pair\"\nmacs = [\"{}\", \"{}\"]\n{}{}{host}{metrics}",
         format_mac(MACS[0]),
         format_mac(MACS[1]),
         side(0, "a"),

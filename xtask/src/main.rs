@@ -36,7 +36,13 @@ usage: cargo xtask <command>
           packages, rustfmt, clippy, nightly's rust-src, bpf-linker
   install-cli-docs [--prefix DIR]
           install oaectl's and oaed's shell completions (bash, zsh, fish) and
-          manual pages under DIR (default /usr/local)";
+          manual pages under DIR (default /usr/local)
+  install-c [--prefix DIR] [--debug]
+          build liboae and install liboae.so, liboae.a, oae.h and oae.pc
+          (pkg-config) under DIR (default /usr/local)
+  c-header [--check]
+          regenerate liboae/include/oae.h from liboae's source (cbindgen);
+          --check fails if the committed header differs (test runs it)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +56,8 @@ fn main() -> ExitCode {
         Some("fuzz") => setup().and_then(|()| fuzz(&args[1..])),
         Some("setup") => setup(),
         Some("install-cli-docs") => setup().and_then(|()| install_cli_docs(&args[1..])),
+        Some("install-c") => setup().and_then(|()| install_c(&args[1..])),
+        Some("c-header") => setup().and_then(|()| c_header(&args[1..])),
         Some("-h" | "--help") | None => {
             eprintln!("{USAGE}");
             return if args.is_empty() {
@@ -97,6 +105,11 @@ const APT_PACKAGES: &[&str] = &[
     "ethtool",
     // `man -l` renders the generated manual pages in the tests.
     "man-db",
+    // The metrics endpoint's tests: promtool's linter, the Python
+    // reference client's OpenMetrics parser, Prometheus scraping, curl.
+    "prometheus",
+    "python3-prometheus-client",
+    "curl",
     // DPDK 22.11: the EAL, its PMDs (net_memif, net_af_xdp, net_ring) and
     // the headers and pkg-config file dpdk-sys binds.
     "dpdk",
@@ -117,8 +130,132 @@ fn setup() -> Result<(), String> {
     )?;
     println!("setup: rustfmt and clippy: ok");
     setup_nightly()?;
-    setup_bpf_linker()
+    setup_bpf_linker()?;
+    setup_cbindgen()
 }
+
+/// cbindgen writes liboae's header; Debian's is too old for edition 2024.
+fn setup_cbindgen() -> Result<(), String> {
+    if succeeds("cbindgen", &["--version"]) {
+        println!("setup: cbindgen: ok");
+        return Ok(());
+    }
+    cargo(
+        &["install", "--locked", "--version", "^0.29", "cbindgen"],
+        &[],
+    )?;
+    println!("setup: cbindgen: installed");
+    Ok(())
+}
+
+/// The committed header, and how cbindgen makes it.
+const C_HEADER: &str = "liboae/include/oae.h";
+
+fn generated_header() -> Result<Vec<u8>, String> {
+    let out = Command::new("cbindgen")
+        .args([
+            "--config",
+            "liboae/cbindgen.toml",
+            "--crate",
+            "liboae",
+            "liboae",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot start cbindgen: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cbindgen failed ({})", out.status));
+    }
+    Ok(out.stdout)
+}
+
+fn c_header(extra: &[String]) -> Result<(), String> {
+    let header = generated_header()?;
+    match extra {
+        [] => {
+            std::fs::write(C_HEADER, &header).map_err(|e| format!("{C_HEADER}: {e}"))?;
+            eprintln!("xtask: wrote {C_HEADER}");
+            Ok(())
+        }
+        [check] if check == "--check" => {
+            let committed = std::fs::read(C_HEADER).unwrap_or_default();
+            if committed == header {
+                eprintln!("xtask: {C_HEADER} is up to date");
+                Ok(())
+            } else {
+                Err(format!(
+                    "{C_HEADER} is not what liboae's source declares: run `cargo xtask c-header` \
+                     and commit the result"
+                ))
+            }
+        }
+        _ => Err("usage: cargo xtask c-header [--check]".into()),
+    }
+}
+
+/// Builds liboae and installs it where pkg-config finds it under `prefix`.
+fn install_c(extra: &[String]) -> Result<(), String> {
+    let mut prefix = PathBuf::from("/usr/local");
+    let mut debug = false;
+    let mut args = extra.iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--prefix" => prefix = PathBuf::from(args.next().ok_or("--prefix needs a DIR")?),
+            "--debug" => debug = true,
+            _ => return Err("usage: cargo xtask install-c [--prefix DIR] [--debug]".into()),
+        }
+    }
+    let prefix = std::path::absolute(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
+    let (profile, dir) = if debug {
+        ("test", "target/debug")
+    } else {
+        ("release", "target/release")
+    };
+    cargo(
+        &["build", "--quiet", "--profile", profile, "-p", "liboae"],
+        &[],
+    )?;
+    let lib = prefix.join("lib");
+    let include = prefix.join("include");
+    let pkgconfig = lib.join("pkgconfig");
+    for d in [&lib, &include, &pkgconfig] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    let copy = |from: &str, to: PathBuf| {
+        std::fs::copy(from, &to).map_err(|e| format!("{from} -> {}: {e}", to.display()))?;
+        eprintln!("xtask: {}", to.display());
+        Ok::<(), String>(())
+    };
+    copy(&format!("{dir}/liboae.so"), lib.join("liboae.so"))?;
+    copy(&format!("{dir}/liboae.a"), lib.join("liboae.a"))?;
+    copy(C_HEADER, include.join("oae.h"))?;
+    let pc = pkgconfig.join("oae.pc");
+    std::fs::write(
+        &pc,
+        format!(
+            "prefix={}\nlibdir=${{prefix}}/lib\nincludedir=${{prefix}}/include\n\n\
+             Name: oae\n\
+             Description: Open Atomic Ethernet verbs on a running oaed's host ring\n\
+             Version: {}\n\
+             Libs: -L${{libdir}} -loae\n\
+             Libs.private: {LIBOAE_STATIC_DEPS}\n\
+             Cflags: -I${{includedir}}\n",
+            prefix.display(),
+            env!("CARGO_PKG_VERSION"),
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", pc.display()))?;
+    eprintln!("xtask: {}", pc.display());
+    eprintln!(
+        "xtask: build against it with \
+         `PKG_CONFIG_PATH={} cc prog.c $(pkg-config --cflags --libs oae)`",
+        pkgconfig.display()
+    );
+    Ok(())
+}
+
+/// What liboae.a needs besides itself (`--print native-static-libs`).
+const LIBOAE_STATIC_DEPS: &str = "-lelf -lz -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc";
 
 fn setup_apt_packages() -> Result<(), String> {
     install_apt_packages("apt packages", APT_PACKAGES)
@@ -497,6 +634,10 @@ fn test() -> Result<(), String> {
         &["build", "--profile", "test", "--workspace", "--bins"],
         &[],
     )?;
+    // liboae as a C program meets it: the committed header, installed with
+    // its pkg-config file where tests/tests/c_library.rs looks.
+    c_header(&["--check".into()])?;
+    install_c(&["--prefix".into(), "target/oae-c".into(), "--debug".into()])?;
     // OAE against raw AF_XDP in quick mode: checks that every part of the
     // comparison runs on real links; the figures mean nothing this short.
     run(

@@ -39,7 +39,7 @@ pub struct HostOrigin {
 }
 
 /// Counters of a dataplane's host port.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct HostPortCounters {
     pub requests: u64,
     pub undecodable: u64,

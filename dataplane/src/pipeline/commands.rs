@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 
 use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
-use super::{Origin, Pipeline, Target, driver_json};
+use super::{Origin, Pipeline, Target, driver_counters};
 use crate::api::{Completion, Submission};
 use crate::control::{Percentiles, WorkloadSpec};
+use crate::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
 use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
 use crate::workload::Aim;
@@ -126,22 +127,35 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
-    /// `f` of every link, each tagged with its number and peer.
-    fn per_link(&self, f: impl Fn(&T, LinkId) -> Value) -> Vec<Value> {
-        (0..self.links)
+    /// Every counter of the queue, its links' and its driver's.
+    fn stats(&mut self) -> QueueStats {
+        let links = (0..self.links)
             .map(|l| {
-                let mut v = f(&self.transport, l as LinkId);
-                if let Value::Object(o) = &mut v {
-                    o.insert("link".into(), l.into());
-                    o.insert("peer_mac".into(), self.info.peer_macs[l].clone().into());
-                    o.insert(
-                        "peer_node".into(),
-                        self.transport.peer_node(l as LinkId).into(),
-                    );
+                let link = l as LinkId;
+                LinkCounters {
+                    link,
+                    peer_mac: self.info.peer_macs[l].clone(),
+                    peer_node: self.transport.peer_node(link),
+                    ..self.transport.stats(link)
                 }
-                v
             })
-            .collect()
+            .collect();
+        QueueStats {
+            queue: self.info.clone(),
+            pipeline: self.counters,
+            verbs: self.outcomes.report(),
+            host: self.host.as_ref().map(|h| HostStats {
+                ring: h.path().display().to_string(),
+                counters: h.counters(),
+            }),
+            driver: driver_counters(&self.driver_stats()),
+            idle: self.idle.counters(),
+            // Answered on the polling thread: its own CPU time.
+            cpu: oae_os::cpu::this_thread(),
+            transport: self.transport.name().into(),
+            links,
+            latency: LatencyBuckets::of(&self.latency),
+        }
     }
 
     pub(super) fn take_commands(&mut self, now: Nanos) {
@@ -151,20 +165,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 CommandKind::Status => {
                     serde_json::to_value(self.status()).map_err(|e| e.to_string())
                 }
-                CommandKind::Stats => Ok(json!({
-                    "queue": self.info,
-                    "pipeline": self.counters,
-                    "host": self.host.as_ref().map(|h| json!({
-                        "ring": h.path().display().to_string(),
-                        "counters": h.counters(),
-                    })),
-                    "driver": driver_json(&self.driver_stats()),
-                    "idle": self.idle.counters(),
-                    // Answered on the polling thread: its own CPU time.
-                    "cpu": oae_os::cpu::this_thread(),
-                    "transport": self.transport.name(),
-                    "links": self.per_link(|t, l| t.stats(l)),
-                })),
+                CommandKind::Stats => serde_json::to_value(self.stats()).map_err(|e| e.to_string()),
                 CommandKind::Hist => Ok(json!({
                     "queue": self.info.index,
                     "latency_ns": Percentiles::of(&self.latency),

@@ -18,7 +18,7 @@ use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeSpec;
 use oae_proto::Nanos;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{IdlePolicy, PollSettings};
 
@@ -70,7 +70,7 @@ impl Waker {
 }
 
 /// What the idle policy did, for reports.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct IdleCounters {
     /// Loop iterations that found nothing to do.
     pub idle_iterations: u64,

@@ -7,7 +7,7 @@
 //! are answered on the same thread, between bursts (`commands`).
 
 mod commands;
-mod idle;
+pub mod idle;
 mod port;
 mod tap;
 
@@ -28,13 +28,15 @@ use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{Nanos, VerbId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::config::PollSettings;
 use crate::control::OutputView;
 use crate::host::{HostOrigin, HostPort};
+use crate::outcome::{Outcome, verb_kind};
+use crate::stats::{Counters, LinkCounters, VerbOutcomes, named_counters};
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
@@ -62,10 +64,12 @@ enum Origin {
 struct InFlight {
     origin: Origin,
     submitted: Nanos,
+    /// Index into [`VERB_KINDS`], for the counts of outcomes.
+    kind: u8,
 }
 
 /// Counters of the loop itself.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct PipelineCounters {
     pub bursts: u64,
     pub rx_frames: u64,
@@ -101,6 +105,7 @@ pub struct Pipeline<D: Driver, T: Transport> {
     workloads: LinkWorkloads,
     latency: Histogram<u64>,
     counters: PipelineCounters,
+    outcomes: VerbOutcomes,
     idle: idle::Idle,
     /// A capture in progress (`oaectl capture`).
     tap: Option<tap::Tap>,
@@ -131,6 +136,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             workloads: LinkWorkloads::new(links),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
+            outcomes: VerbOutcomes::default(),
             idle: idle::Idle::new(&poll),
             tap: None,
         }
@@ -168,7 +174,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             info: self.info.clone(),
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
             pipeline: self.counters,
-            driver: self.driver_stats(),
+            driver: driver_counters(&self.driver_stats()),
             links: (0..self.links as LinkId)
                 .map(|l| self.transport.stats(l))
                 .collect(),
@@ -310,6 +316,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         self.free_ids.push(index as u32);
         let latency = now.saturating_sub(entry.submitted);
         let _ = self.latency.record(latency.max(1));
+        let outcome = Outcome::of(&result.map_err(AppError::Verb));
+        self.outcomes.count(usize::from(entry.kind), outcome);
         match entry.origin {
             Origin::App(app_id) => {
                 let completion = Completion {
@@ -348,8 +356,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn submit(&mut self, origin: Origin, to: Target, now: Nanos) -> Result<(), NotSubmitted> {
+        let kind = match &to {
+            Target::Link(_, verb) | Target::Node(_, verb) => verb_kind(verb),
+        };
         let Some(index) = self.free_ids.pop() else {
-            return Err(NotSubmitted::QueueFull);
+            return Err(self.not_submitted(kind, NotSubmitted::QueueFull));
         };
         let id = VerbId(u64::from(index));
         let submitted = match to {
@@ -361,14 +372,22 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 self.inflight[index as usize] = Some(InFlight {
                     origin,
                     submitted: now,
+                    kind: kind as u8,
                 });
                 Ok(())
             }
             Err(e) => {
                 self.free_ids.push(index);
-                Err(e)
+                Err(self.not_submitted(kind, e))
             }
         }
+    }
+
+    /// Counts a verb refused before it reached a link, and hands back why.
+    fn not_submitted(&mut self, kind: usize, why: NotSubmitted) -> NotSubmitted {
+        let outcome = Outcome::of::<()>(&Err(AppError::NotSubmitted(why)));
+        self.outcomes.count(kind, outcome);
+        why
     }
 
     fn take_submissions(&mut self, now: Nanos) {
@@ -466,30 +485,25 @@ pub struct FinalReport {
     pub idle: IdleCounters,
     pub in_flight_at_exit: usize,
     pub pipeline: PipelineCounters,
-    #[serde(serialize_with = "serialize_driver")]
-    pub driver: DriverStats,
+    pub driver: Counters,
     /// Each link's counters, link 0 first.
-    pub links: Vec<Value>,
+    pub links: Vec<LinkCounters>,
 }
 
-fn serialize_driver<S: serde::Serializer>(d: &DriverStats, s: S) -> Result<S::Ok, S::Error> {
-    driver_json(d).serialize(s)
-}
-
-pub fn driver_json(d: &DriverStats) -> Value {
-    json!({
-        "rx_packets": d.rx_packets,
-        "tx_packets": d.tx_packets,
-        "tx_ring_full": d.tx_ring_full,
-        "alloc_failed": d.alloc_failed,
-        "rx_unsupported": d.rx_unsupported,
-        "kernel_rx_dropped": d.kernel_rx_dropped,
-        "kernel_rx_ring_full": d.kernel_rx_ring_full,
-        "kernel_fill_ring_empty": d.kernel_fill_ring_empty,
-        "kernel_rx_invalid": d.kernel_rx_invalid,
-        "kernel_tx_invalid": d.kernel_tx_invalid,
-        "kernel_tx_ring_empty": d.kernel_tx_ring_empty,
-        "tx_kicks": d.tx_kicks,
-        "busy_polls": d.busy_polls,
-    })
+pub fn driver_counters(d: &DriverStats) -> Counters {
+    named_counters([
+        ("rx_packets", d.rx_packets),
+        ("tx_packets", d.tx_packets),
+        ("tx_ring_full", d.tx_ring_full),
+        ("alloc_failed", d.alloc_failed),
+        ("rx_unsupported", d.rx_unsupported),
+        ("kernel_rx_dropped", d.kernel_rx_dropped),
+        ("kernel_rx_ring_full", d.kernel_rx_ring_full),
+        ("kernel_fill_ring_empty", d.kernel_fill_ring_empty),
+        ("kernel_rx_invalid", d.kernel_rx_invalid),
+        ("kernel_tx_invalid", d.kernel_tx_invalid),
+        ("kernel_tx_ring_empty", d.kernel_tx_ring_empty),
+        ("tx_kicks", d.tx_kicks),
+        ("busy_polls", d.busy_polls),
+    ])
 }

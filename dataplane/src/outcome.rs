@@ -1,0 +1,239 @@
+//! How a verb ended, as one stable number: what the metrics endpoint labels
+//! verbs with and what the C library hands back in a completion's status.
+
+use oae_proto::verb::{Output, Refusal, ReverseReason, Verb, VerbError};
+
+use crate::api::{AppError, NotSubmitted};
+
+/// The outcome of a completed verb. The codes are stable (a C program
+/// compares against them): new outcomes take new codes, none is reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Outcome {
+    Ok = 0,
+    /// 1-8: the target refused it, by [`Refusal`] code.
+    RefusedNoCredit = 1,
+    RefusedUnknownRegion = 2,
+    RefusedBadKey = 3,
+    RefusedOutOfBounds = 4,
+    RefusedMalformed = 5,
+    RefusedForbidden = 6,
+    RefusedLocked = 7,
+    RefusedMisaligned = 8,
+    Unreachable = 16,
+    PeerRestarted = 17,
+    EchoMissing = 18,
+    EchoMismatch = 19,
+    LocalLocked = 20,
+    TooLarge = 21,
+    /// 32-41: refused before it reached a link, by [`NotSubmitted`] code.
+    NotSubmitted = 32,
+    QueueFull = 33,
+    ShuttingDown = 34,
+    NotForTransport = 35,
+    Undecodable = 36,
+    Invalid = 37,
+    NoSuchLink = 38,
+    QpFailed = 39,
+    NoRoute = 40,
+    Recalled = 41,
+}
+
+/// One more than the largest code: the size of a table indexed by code.
+pub const OUTCOME_CODES: usize = 42;
+
+impl Outcome {
+    pub const ALL: [Outcome; 25] = [
+        Outcome::Ok,
+        Outcome::RefusedNoCredit,
+        Outcome::RefusedUnknownRegion,
+        Outcome::RefusedBadKey,
+        Outcome::RefusedOutOfBounds,
+        Outcome::RefusedMalformed,
+        Outcome::RefusedForbidden,
+        Outcome::RefusedLocked,
+        Outcome::RefusedMisaligned,
+        Outcome::Unreachable,
+        Outcome::PeerRestarted,
+        Outcome::EchoMissing,
+        Outcome::EchoMismatch,
+        Outcome::LocalLocked,
+        Outcome::TooLarge,
+        Outcome::NotSubmitted,
+        Outcome::QueueFull,
+        Outcome::ShuttingDown,
+        Outcome::NotForTransport,
+        Outcome::Undecodable,
+        Outcome::Invalid,
+        Outcome::NoSuchLink,
+        Outcome::QpFailed,
+        Outcome::NoRoute,
+        Outcome::Recalled,
+    ];
+
+    pub fn of<T>(result: &Result<T, AppError>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Ok,
+            Err(AppError::Verb(e)) => Outcome::of_verb_error(e),
+            Err(AppError::NotSubmitted(n)) => Outcome::of_not_submitted(*n),
+        }
+    }
+
+    fn of_verb_error(e: &VerbError) -> Outcome {
+        match e {
+            VerbError::Refused(r) => match r {
+                Refusal::NoCredit => Outcome::RefusedNoCredit,
+                Refusal::UnknownRegion => Outcome::RefusedUnknownRegion,
+                Refusal::BadKey => Outcome::RefusedBadKey,
+                Refusal::OutOfBounds => Outcome::RefusedOutOfBounds,
+                Refusal::Malformed => Outcome::RefusedMalformed,
+                Refusal::Forbidden => Outcome::RefusedForbidden,
+                Refusal::Locked => Outcome::RefusedLocked,
+                Refusal::Misaligned => Outcome::RefusedMisaligned,
+            },
+            VerbError::Unreachable => Outcome::Unreachable,
+            VerbError::PeerRestarted => Outcome::PeerRestarted,
+            VerbError::Exhausted(ReverseReason::EchoMissing) => Outcome::EchoMissing,
+            VerbError::Exhausted(ReverseReason::EchoMismatch) => Outcome::EchoMismatch,
+            VerbError::LocalLocked => Outcome::LocalLocked,
+            VerbError::TooLarge => Outcome::TooLarge,
+        }
+    }
+
+    fn of_not_submitted(n: NotSubmitted) -> Outcome {
+        Outcome::from_code(Outcome::NotSubmitted as u8 + n.code()).unwrap_or(Outcome::NotSubmitted)
+    }
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.code() == code)
+    }
+
+    /// Its label in metrics and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::RefusedNoCredit => "refused_no_credit",
+            Outcome::RefusedUnknownRegion => "refused_unknown_region",
+            Outcome::RefusedBadKey => "refused_bad_key",
+            Outcome::RefusedOutOfBounds => "refused_out_of_bounds",
+            Outcome::RefusedMalformed => "refused_malformed",
+            Outcome::RefusedForbidden => "refused_forbidden",
+            Outcome::RefusedLocked => "refused_locked",
+            Outcome::RefusedMisaligned => "refused_misaligned",
+            Outcome::Unreachable => "unreachable",
+            Outcome::PeerRestarted => "peer_restarted",
+            Outcome::EchoMissing => "echo_missing",
+            Outcome::EchoMismatch => "echo_mismatch",
+            Outcome::LocalLocked => "local_locked",
+            Outcome::TooLarge => "too_large",
+            Outcome::NotSubmitted => "not_submitted",
+            Outcome::QueueFull => "queue_full",
+            Outcome::ShuttingDown => "shutting_down",
+            Outcome::NotForTransport => "not_for_transport",
+            Outcome::Undecodable => "undecodable",
+            Outcome::Invalid => "invalid",
+            Outcome::NoSuchLink => "no_such_link",
+            Outcome::QpFailed => "qp_failed",
+            Outcome::NoRoute => "no_route",
+            Outcome::Recalled => "recalled",
+        }
+    }
+
+    /// What it means, for a person (`oae_strerror`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Outcome::Ok => "success",
+            Outcome::RefusedNoCredit => "refused by the target: sent without a credit",
+            Outcome::RefusedUnknownRegion => "refused by the target: no such region",
+            Outcome::RefusedBadKey => "refused by the target: wrong region key",
+            Outcome::RefusedOutOfBounds => "refused by the target: outside the region",
+            Outcome::RefusedMalformed => "refused by the target: the verb did not decode",
+            Outcome::RefusedForbidden => {
+                "refused by the target: the region does not allow this verb"
+            }
+            Outcome::RefusedLocked => {
+                "refused by the target: a word stayed locked by another transfer"
+            }
+            Outcome::RefusedMisaligned => {
+                "refused by the target: an atomic word offset is not 8-byte aligned"
+            }
+            Outcome::Unreachable => "the link was declared unreachable; no effect",
+            Outcome::PeerRestarted => "the target restarted; no effect on its new incarnation",
+            Outcome::EchoMissing => "every attempt was reversed: an echo never came",
+            Outcome::EchoMismatch => "every attempt was reversed: an echo did not match",
+            Outcome::LocalLocked => "the local block of a bilateral swap stayed locked",
+            Outcome::TooLarge => "the verb needs a larger frame than the peer accepts",
+            Outcome::NotSubmitted => "refused by the dataplane",
+            Outcome::QueueFull => "submission queue full: poll completions, then retry",
+            Outcome::ShuttingDown => "the dataplane is shutting down",
+            Outcome::NotForTransport => "the queue's transport does not run this verb",
+            Outcome::Undecodable => "the dataplane could not decode the request",
+            Outcome::Invalid => "invalid verb",
+            Outcome::NoSuchLink => "no such link on this queue",
+            Outcome::QpFailed => "the RC model's queue pair has failed",
+            Outcome::NoRoute => "no link or route to that node",
+            Outcome::Recalled => "taken back before the dataplane took it",
+        }
+    }
+}
+
+/// The seven verbs, as the metrics endpoint labels them.
+pub const VERB_KINDS: [&str; 7] = ["read", "write", "cas", "faa", "swap", "mcas", "bswap"];
+
+/// A verb's index into [`VERB_KINDS`].
+pub fn verb_kind(v: &Verb) -> usize {
+    match v {
+        Verb::Read { .. } => 0,
+        Verb::Write { .. } => 1,
+        Verb::CompareAndSwap { .. } => 2,
+        Verb::FetchAdd { .. } => 3,
+        Verb::Swap { .. } => 4,
+        Verb::MultiWordCommit { .. } => 5,
+        Verb::BilateralSwap { .. } => 6,
+    }
+}
+
+/// The same index from a verb's result.
+pub fn output_kind(o: &Output) -> usize {
+    match o {
+        Output::Read(_) => 0,
+        Output::Write => 1,
+        Output::CompareAndSwap { .. } => 2,
+        Output::FetchAdd { .. } => 3,
+        Output::Swap { .. } => 4,
+        Output::MultiWordCommit { .. } => 5,
+        Output::BilateralSwap(_) => 6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_distinct_and_fit_the_table() {
+        for (i, a) in Outcome::ALL.iter().enumerate() {
+            assert!(usize::from(a.code()) < OUTCOME_CODES, "{a:?}");
+            assert_eq!(Outcome::from_code(a.code()), Some(*a));
+            for b in &Outcome::ALL[i + 1..] {
+                assert_ne!(a.name(), b.name());
+            }
+        }
+        assert_eq!(Outcome::from_code(9), None);
+    }
+
+    #[test]
+    fn every_refusal_before_a_link_has_its_own_outcome() {
+        for code in 0..10 {
+            let n = NotSubmitted::from_code(code);
+            let o = Outcome::of::<()>(&Err(AppError::NotSubmitted(n)));
+            assert_eq!(o.code(), 32 + code, "{n:?}");
+        }
+        let refused = Outcome::of::<()>(&Err(AppError::Verb(VerbError::Refused(Refusal::Locked))));
+        assert_eq!(refused.code(), Refusal::Locked as u8);
+    }
+}

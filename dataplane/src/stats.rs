@@ -1,0 +1,295 @@
+//! Every counter of a dataplane, as `oaectl stats` and the metrics endpoint
+//! read them: serde types that `oaed` writes and its clients read, so both
+//! sides agree on every field by construction.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use oae_os::cpu::CpuTime;
+use serde::{Deserialize, Serialize};
+
+use crate::host::HostPortCounters;
+use crate::outcome::{OUTCOME_CODES, Outcome, VERB_KINDS};
+use crate::pipeline::PipelineCounters;
+use crate::pipeline::idle::IdleCounters;
+use crate::status::QueueInfo;
+
+/// Monotonic counters by name (the producer's field names): they only
+/// grow while the process lives.
+pub type Counters = BTreeMap<String, u64>;
+
+/// Counters from `(name, count)` pairs.
+pub fn named_counters<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> Counters {
+    pairs.into_iter().map(|(n, c)| (n.to_string(), c)).collect()
+}
+
+/// `oaectl stats`: every queue's counters and every XDP program's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DataplaneStats {
+    pub name: String,
+    pub queues: Vec<QueueStats>,
+    pub xdp: Vec<XdpStats>,
+}
+
+/// The XDP program on one interface.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct XdpStats {
+    pub iface: String,
+    /// `native` or `generic`.
+    pub mode: String,
+    pub counters: Counters,
+    pub faults: FaultView,
+}
+
+/// The fault injector's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultView {
+    pub drop_ppm: u32,
+    pub corrupt_ppm: u32,
+    /// The flipped bit's byte; `None` (`"random"` in JSON) picks one per
+    /// frame.
+    #[serde(with = "random_offset")]
+    pub corrupt_offset: Option<u32>,
+    pub link_down: bool,
+    pub seed: u64,
+    /// `oae`, `ipv4` or `port:N`.
+    pub scope: Option<String>,
+}
+
+mod random_offset {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Offset {
+        At(u32),
+        Random(String),
+    }
+
+    pub fn serialize<S: Serializer>(o: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+        match o {
+            Some(at) => s.serialize_u32(*at),
+            None => s.serialize_str("random"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        match Offset::deserialize(d)? {
+            Offset::At(at) => Ok(Some(at)),
+            Offset::Random(r) if r == "random" => Ok(None),
+            Offset::Random(r) => Err(D::Error::custom(format!(
+                "corrupt_offset: '{r}' is neither a byte offset nor \"random\""
+            ))),
+        }
+    }
+}
+
+/// One queue: its polling core, driver, links and the verbs it ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueStats {
+    pub queue: QueueInfo,
+    pub pipeline: PipelineCounters,
+    /// Verbs ended, by verb and outcome (those that never ended are not
+    /// here): only the pairs that happened.
+    pub verbs: Vec<VerbCount>,
+    pub host: Option<HostStats>,
+    pub driver: Counters,
+    pub idle: IdleCounters,
+    /// The polling thread's CPU time.
+    pub cpu: CpuTime,
+    /// `oae` or `rc-model`.
+    pub transport: String,
+    pub links: Vec<LinkCounters>,
+    /// Latency of every verb completed on the queue.
+    pub latency: LatencyBuckets,
+}
+
+/// The host ring a queue serves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostStats {
+    pub ring: String,
+    pub counters: HostPortCounters,
+}
+
+/// How many verbs of one kind ended one way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbCount {
+    /// `read`, `write`, `cas`, `faa`, `swap`, `mcas`, `bswap`.
+    pub verb: String,
+    /// [`Outcome::name`]: `ok`, `refused_locked`, `queue_full`, ...
+    pub outcome: String,
+    pub count: u64,
+}
+
+/// One link's counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LinkCounters {
+    pub link: u16,
+    pub peer_mac: String,
+    pub peer_node: Option<u64>,
+    /// Malformed frames by reason (OAE links).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub malformed: Counters,
+    /// Every other counter of the link's transport.
+    #[serde(flatten)]
+    pub counters: Counters,
+}
+
+impl LinkCounters {
+    /// A counter by name; zero if the transport keeps no such counter.
+    pub fn get(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// A latency distribution as cumulative buckets (Prometheus' histogram).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBuckets {
+    /// `(upper bound in ns, verbs at or below it)`, bounds increasing.
+    pub buckets: Vec<(u64, u64)>,
+    pub count: u64,
+    /// Sum of the latencies in ns, at the histogram's precision (three
+    /// significant figures).
+    pub sum_ns: u64,
+}
+
+/// Bucket bounds: 1-2.5-5 steps from 1 µs to 10 s.
+const BOUNDS_NS: [u64; 22] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+impl LatencyBuckets {
+    pub fn of(h: &Histogram<u64>) -> LatencyBuckets {
+        let mut below = 0;
+        let mut next = 0;
+        let mut buckets: Vec<(u64, u64)> = BOUNDS_NS.iter().map(|&b| (b, 0)).collect();
+        let mut sum = 0u128;
+        for v in h.iter_recorded() {
+            let value = v.value_iterated_to();
+            let n = v.count_at_value();
+            sum += u128::from(h.median_equivalent(value)) * u128::from(n);
+            while next < buckets.len() && buckets[next].0 < value {
+                buckets[next].1 = below;
+                next += 1;
+            }
+            below += n;
+        }
+        for b in &mut buckets[next..] {
+            b.1 = below;
+        }
+        LatencyBuckets {
+            buckets,
+            count: h.len(),
+            sum_ns: u64::try_from(sum).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Verbs ended by kind and outcome, kept on the polling core in a table
+/// made once (no allocation when a verb ends).
+#[derive(Debug, Clone)]
+pub struct VerbOutcomes {
+    table: Box<[[u64; OUTCOME_CODES]; VERB_KINDS.len()]>,
+}
+
+impl Default for VerbOutcomes {
+    fn default() -> VerbOutcomes {
+        VerbOutcomes {
+            table: Box::new([[0; OUTCOME_CODES]; VERB_KINDS.len()]),
+        }
+    }
+}
+
+impl VerbOutcomes {
+    pub fn count(&mut self, kind: usize, outcome: Outcome) {
+        if let Some(row) = self.table.get_mut(kind) {
+            row[usize::from(outcome.code())] += 1;
+        }
+    }
+
+    /// The pairs that happened.
+    pub fn report(&self) -> Vec<VerbCount> {
+        let mut out = Vec::new();
+        for (verb, row) in VERB_KINDS.iter().zip(self.table.iter()) {
+            for outcome in Outcome::ALL {
+                let count = row[usize::from(outcome.code())];
+                if count > 0 {
+                    out.push(VerbCount {
+                        verb: (*verb).into(),
+                        outcome: outcome.name().into(),
+                        count,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_cumulative_and_end_with_every_verb() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for v in [800, 1_000, 3_000, 3_000, 40_000, 20_000_000_000] {
+            h.record(v).unwrap();
+        }
+        let b = LatencyBuckets::of(&h);
+        let at = |bound: u64| b.buckets.iter().find(|x| x.0 == bound).unwrap().1;
+        assert_eq!(at(1_000), 2, "{b:?}");
+        assert_eq!(at(2_500), 2);
+        assert_eq!(at(5_000), 4);
+        assert_eq!(at(50_000), 5);
+        assert_eq!(at(10_000_000_000), 5, "20 s is above every bound");
+        assert_eq!(b.count, 6);
+        let exact: u64 = 800 + 1_000 + 6_000 + 40_000 + 20_000_000_000;
+        assert!(
+            b.sum_ns.abs_diff(exact) < exact / 500,
+            "{} vs {exact}",
+            b.sum_ns
+        );
+        assert!(b.buckets.windows(2).all(|w| w[0].1 <= w[1].1));
+    }
+
+    #[test]
+    fn outcomes_report_only_what_happened() {
+        let mut o = VerbOutcomes::default();
+        o.count(2, Outcome::Ok);
+        o.count(2, Outcome::Ok);
+        o.count(6, Outcome::RefusedLocked);
+        o.count(99, Outcome::Ok);
+        let r = o.report();
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(
+            (r[0].verb.as_str(), r[0].outcome.as_str(), r[0].count),
+            ("cas", "ok", 2)
+        );
+        assert_eq!(
+            (r[1].verb.as_str(), r[1].outcome.as_str()),
+            ("bswap", "refused_locked")
+        );
+    }
+}
