@@ -1,0 +1,279 @@
+/* liboae: Open Atomic Ethernet verbs from C. Generated from liboae/src by
+ * `cargo xtask c-header`: do not edit. See examples/c/ and the README. */
+
+#ifndef OAE_H
+#define OAE_H
+
+#include <stdint.h>
+
+// Most bytes a READ, WRITE or BILATERAL SWAP carries through the host
+// ring (`oae_wc.data`).
+#define OAE_MAX_DATA 374
+
+// A NULL pointer or an argument out of range; see `oae_last_error`.
+#define OAE_ERR_INVALID -1
+
+// The host ring is full: poll completions, then post again.
+#define OAE_ERR_AGAIN -2
+
+// The host ring could not be attached; `oae_last_error` says why.
+#define OAE_ERR_ATTACH -3
+
+// The dataplane's control socket refused or did not answer.
+#define OAE_ERR_CONTROL -4
+
+#define OAE_OP_READ 0
+
+#define OAE_OP_WRITE 1
+
+#define OAE_OP_CAS 2
+
+#define OAE_OP_FAA 3
+
+#define OAE_OP_SWAP 4
+
+#define OAE_OP_MCAS 5
+
+#define OAE_OP_BSWAP 6
+
+// A completion for an id this queue did not post (never expected).
+#define OAE_OP_UNKNOWN 255
+
+#define OAE_WC_SUCCESS 0
+
+#define OAE_WC_REFUSED_NO_CREDIT 1
+
+#define OAE_WC_REFUSED_UNKNOWN_REGION 2
+
+#define OAE_WC_REFUSED_BAD_KEY 3
+
+#define OAE_WC_REFUSED_OUT_OF_BOUNDS 4
+
+#define OAE_WC_REFUSED_MALFORMED 5
+
+#define OAE_WC_REFUSED_FORBIDDEN 6
+
+#define OAE_WC_REFUSED_LOCKED 7
+
+#define OAE_WC_REFUSED_MISALIGNED 8
+
+#define OAE_WC_UNREACHABLE 16
+
+#define OAE_WC_PEER_RESTARTED 17
+
+#define OAE_WC_ECHO_MISSING 18
+
+#define OAE_WC_ECHO_MISMATCH 19
+
+#define OAE_WC_LOCAL_LOCKED 20
+
+#define OAE_WC_TOO_LARGE 21
+
+#define OAE_WC_NOT_SUBMITTED 32
+
+#define OAE_WC_QUEUE_FULL 33
+
+#define OAE_WC_SHUTTING_DOWN 34
+
+#define OAE_WC_NOT_FOR_TRANSPORT 35
+
+#define OAE_WC_UNDECODABLE 36
+
+#define OAE_WC_INVALID 37
+
+#define OAE_WC_NO_SUCH_LINK 38
+
+#define OAE_WC_QP_FAILED 39
+
+#define OAE_WC_NO_ROUTE 40
+
+#define OAE_WC_RECALLED 41
+
+// A host program's queue on a dataplane's host ring. Opaque to C.
+typedef struct oae_queue oae_queue;
+
+// One word of a multi-word commit.
+typedef struct oae_mcas_word {
+  // Byte offset in the region, 8-aligned.
+  uint32_t offset;
+  uint64_t expected;
+  uint64_t desired;
+} oae_mcas_word;
+
+// A completion: the verb's `wr_id`, its status (`OAE_WC_*`) and, on
+// success, its result.
+typedef struct oae_wc {
+  uint64_t wr_id;
+  // `OAE_WC_SUCCESS`, or why the verb had no effect at the target.
+  uint32_t status;
+  // `OAE_OP_*`: which verb this completes.
+  uint32_t opcode;
+  // From the dataplane's burst that took the verb to the one that
+  // completed it, in nanoseconds.
+  uint64_t latency_ns;
+  // CAS, FETCH-ADD, SWAP: the word before the verb.
+  uint64_t old;
+  // CAS: 1 if it swapped.
+  uint8_t swapped;
+  // MULTI-WORD COMMIT: 1 if every word matched and all were written.
+  uint8_t committed;
+  // MULTI-WORD COMMIT: words in `mcas_old`.
+  uint8_t count;
+  uint8_t reserved;
+  // READ, BILATERAL SWAP: bytes in `data`.
+  uint32_t len;
+  // MULTI-WORD COMMIT: each word before the verb.
+  uint64_t mcas_old[8];
+  // READ: the bytes read; BILATERAL SWAP: the peer's block, now local.
+  uint8_t data[OAE_MAX_DATA];
+} oae_wc;
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+// The details of the last call that failed on this thread (an empty
+// string if none did). Valid until the next failing call on the thread.
+const char *oae_last_error(void);
+
+// What a code means: an `OAE_ERR_*` a function returned, or an
+// `OAE_WC_*` status of a completion. Never NULL; a static string.
+const char *oae_strerror(int code);
+
+// Attaches to the host ring at `ring_path` (the `[host] ring` of a running
+// `oaed`), waiting up to about a second for the dataplane to create it.
+// On success stores the queue in `*queue` and returns 0.
+//
+// # Safety
+// `ring_path` is a NUL-terminated string; `queue` points to writable
+// storage for one pointer.
+int oae_queue_open(const char *ring_path, struct oae_queue **queue);
+
+// Detaches and frees the queue. Verbs still in flight complete at the
+// dataplane, unseen. NULL is ignored.
+//
+// # Safety
+// `queue` is NULL or a queue from `oae_queue_open` not closed before.
+void oae_queue_close(struct oae_queue *queue);
+
+// Verbs posted and not yet polled.
+//
+// # Safety
+// `queue` is NULL or an open queue.
+int oae_queue_outstanding(const struct oae_queue *queue);
+
+// Reads `len` bytes (at most `OAE_MAX_DATA`) at `offset` of the peer's
+// region `region` (key `key`); the completion's `data` holds them.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_read(struct oae_queue *queue,
+                  uint64_t wr_id,
+                  uint16_t region,
+                  uint32_t key,
+                  uint32_t offset,
+                  uint16_t len);
+
+// Writes `len` bytes from `data` at `offset` of the peer's region.
+//
+// # Safety
+// `queue` is an open queue used by one thread at a time; `data` points
+// to `len` readable bytes.
+int oae_post_write(struct oae_queue *queue,
+                   uint64_t wr_id,
+                   uint16_t region,
+                   uint32_t key,
+                   uint32_t offset,
+                   const uint8_t *data,
+                   uint16_t len);
+
+// Compare-and-swap of the 8-byte word at `offset`: writes `desired` if it
+// holds `expected`. The completion's `old` is the word before, `swapped`
+// whether it was written.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_cas(struct oae_queue *queue,
+                 uint64_t wr_id,
+                 uint16_t region,
+                 uint32_t key,
+                 uint32_t offset,
+                 uint64_t expected,
+                 uint64_t desired);
+
+// Adds `add` to the 8-byte word at `offset`; `old` is the word before.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_faa(struct oae_queue *queue,
+                 uint64_t wr_id,
+                 uint16_t region,
+                 uint32_t key,
+                 uint32_t offset,
+                 uint64_t add);
+
+// Writes `value` into the 8-byte word at `offset`; `old` is the word
+// before.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_swap(struct oae_queue *queue,
+                  uint64_t wr_id,
+                  uint16_t region,
+                  uint32_t key,
+                  uint32_t offset,
+                  uint64_t value);
+
+// Multi-word commit: `count` (1 to 8) words, all written if all match.
+//
+// # Safety
+// `queue` is an open queue used by one thread at a time; `words` points
+// to `count` readable words.
+int oae_post_mcas(struct oae_queue *queue,
+                  uint64_t wr_id,
+                  uint16_t region,
+                  uint32_t key,
+                  const struct oae_mcas_word *words,
+                  uint8_t count);
+
+// Bilateral swap: the peer's `len` bytes at `offset` and this dataplane's
+// own region `local_region` at `local_offset` trade places, both or
+// neither.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_bswap(struct oae_queue *queue,
+                   uint64_t wr_id,
+                   uint16_t region,
+                   uint32_t key,
+                   uint32_t offset,
+                   uint16_t local_region,
+                   uint32_t local_offset,
+                   uint16_t len);
+
+// Takes up to `max` completions into `wc`; returns how many (0 if none
+// is ready), or a negative `OAE_ERR_*`.
+//
+// # Safety
+// `queue` is an open queue used by one thread at a time; `wc` points to
+// `max` writable completions.
+int oae_poll_cq(struct oae_queue *queue, int max, struct oae_wc *wc);
+
+// Registers a region of `len` bytes, id `id`, key `key`, permissions
+// `perms` (any of "r", "w", "a") in the dataplane whose control socket is
+// `control_socket` (e.g. "/run/oae/a.sock"): what its peers' verbs may
+// reach. Its own memory is zeroed.
+//
+// # Safety
+// `control_socket` and `perms` are NUL-terminated strings.
+int oae_region_register(const char *control_socket,
+                        uint16_t id,
+                        uint32_t key,
+                        uint32_t len,
+                        const char *perms);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* OAE_H */

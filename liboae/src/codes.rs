@@ -1,0 +1,154 @@
+//! The numbers a C program compares against: return codes, completion
+//! statuses (the dataplane's stable [`Outcome`] codes) and opcodes.
+
+use std::ffi::{CStr, CString, c_int};
+use std::sync::OnceLock;
+
+use oae_dataplane::outcome::Outcome;
+
+/// Most bytes a READ, WRITE or BILATERAL SWAP carries through the host
+/// ring (`oae_wc.data`).
+pub const OAE_MAX_DATA: usize = 374;
+
+// Returned by the functions (negative).
+/// A NULL pointer or an argument out of range; see `oae_last_error`.
+pub const OAE_ERR_INVALID: c_int = -1;
+/// The host ring is full: poll completions, then post again.
+pub const OAE_ERR_AGAIN: c_int = -2;
+/// The host ring could not be attached; `oae_last_error` says why.
+pub const OAE_ERR_ATTACH: c_int = -3;
+/// The dataplane's control socket refused or did not answer.
+pub const OAE_ERR_CONTROL: c_int = -4;
+
+// A completion's `opcode`.
+pub const OAE_OP_READ: u32 = 0;
+pub const OAE_OP_WRITE: u32 = 1;
+pub const OAE_OP_CAS: u32 = 2;
+pub const OAE_OP_FAA: u32 = 3;
+pub const OAE_OP_SWAP: u32 = 4;
+pub const OAE_OP_MCAS: u32 = 5;
+pub const OAE_OP_BSWAP: u32 = 6;
+/// A completion for an id this queue did not post (never expected).
+pub const OAE_OP_UNKNOWN: u32 = 255;
+
+// A completion's `status`: the verb took effect (SUCCESS), or had none.
+pub const OAE_WC_SUCCESS: u32 = 0;
+pub const OAE_WC_REFUSED_NO_CREDIT: u32 = 1;
+pub const OAE_WC_REFUSED_UNKNOWN_REGION: u32 = 2;
+pub const OAE_WC_REFUSED_BAD_KEY: u32 = 3;
+pub const OAE_WC_REFUSED_OUT_OF_BOUNDS: u32 = 4;
+pub const OAE_WC_REFUSED_MALFORMED: u32 = 5;
+pub const OAE_WC_REFUSED_FORBIDDEN: u32 = 6;
+pub const OAE_WC_REFUSED_LOCKED: u32 = 7;
+pub const OAE_WC_REFUSED_MISALIGNED: u32 = 8;
+pub const OAE_WC_UNREACHABLE: u32 = 16;
+pub const OAE_WC_PEER_RESTARTED: u32 = 17;
+pub const OAE_WC_ECHO_MISSING: u32 = 18;
+pub const OAE_WC_ECHO_MISMATCH: u32 = 19;
+pub const OAE_WC_LOCAL_LOCKED: u32 = 20;
+pub const OAE_WC_TOO_LARGE: u32 = 21;
+pub const OAE_WC_NOT_SUBMITTED: u32 = 32;
+pub const OAE_WC_QUEUE_FULL: u32 = 33;
+pub const OAE_WC_SHUTTING_DOWN: u32 = 34;
+pub const OAE_WC_NOT_FOR_TRANSPORT: u32 = 35;
+pub const OAE_WC_UNDECODABLE: u32 = 36;
+pub const OAE_WC_INVALID: u32 = 37;
+pub const OAE_WC_NO_SUCH_LINK: u32 = 38;
+pub const OAE_WC_QP_FAILED: u32 = 39;
+pub const OAE_WC_NO_ROUTE: u32 = 40;
+pub const OAE_WC_RECALLED: u32 = 41;
+
+const ERRORS: [(c_int, &str); 4] = [
+    (OAE_ERR_INVALID, "invalid argument"),
+    (
+        OAE_ERR_AGAIN,
+        "the host ring is full: poll completions, then post again",
+    ),
+    (OAE_ERR_ATTACH, "cannot attach to the host ring"),
+    (
+        OAE_ERR_CONTROL,
+        "the dataplane's control socket refused the request",
+    ),
+];
+
+/// Every code's text, NUL-terminated, made once.
+fn texts() -> &'static [(c_int, CString)] {
+    static TEXTS: OnceLock<Vec<(c_int, CString)>> = OnceLock::new();
+    TEXTS.get_or_init(|| {
+        let errors = ERRORS.iter().map(|&(c, t)| (c, t));
+        let statuses = Outcome::ALL
+            .iter()
+            .map(|o| (c_int::from(o.code()), o.describe()));
+        errors
+            .chain(statuses)
+            .map(|(c, t)| (c, CString::new(t).unwrap_or_default()))
+            .collect()
+    })
+}
+
+pub(crate) fn describe(code: c_int) -> &'static CStr {
+    texts()
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or(c"unknown code", |(_, t)| t.as_c_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oae_dataplane::host::{MAX_READ, MAX_WRITE};
+
+    /// The header's numbers are the dataplane's: a status added there
+    /// without its constant here fails this.
+    #[test]
+    fn statuses_are_the_dataplanes_outcome_codes() {
+        let named = [
+            (OAE_WC_SUCCESS, Outcome::Ok),
+            (OAE_WC_REFUSED_NO_CREDIT, Outcome::RefusedNoCredit),
+            (OAE_WC_REFUSED_UNKNOWN_REGION, Outcome::RefusedUnknownRegion),
+            (OAE_WC_REFUSED_BAD_KEY, Outcome::RefusedBadKey),
+            (OAE_WC_REFUSED_OUT_OF_BOUNDS, Outcome::RefusedOutOfBounds),
+            (OAE_WC_REFUSED_MALFORMED, Outcome::RefusedMalformed),
+            (OAE_WC_REFUSED_FORBIDDEN, Outcome::RefusedForbidden),
+            (OAE_WC_REFUSED_LOCKED, Outcome::RefusedLocked),
+            (OAE_WC_REFUSED_MISALIGNED, Outcome::RefusedMisaligned),
+            (OAE_WC_UNREACHABLE, Outcome::Unreachable),
+            (OAE_WC_PEER_RESTARTED, Outcome::PeerRestarted),
+            (OAE_WC_ECHO_MISSING, Outcome::EchoMissing),
+            (OAE_WC_ECHO_MISMATCH, Outcome::EchoMismatch),
+            (OAE_WC_LOCAL_LOCKED, Outcome::LocalLocked),
+            (OAE_WC_TOO_LARGE, Outcome::TooLarge),
+            (OAE_WC_NOT_SUBMITTED, Outcome::NotSubmitted),
+            (OAE_WC_QUEUE_FULL, Outcome::QueueFull),
+            (OAE_WC_SHUTTING_DOWN, Outcome::ShuttingDown),
+            (OAE_WC_NOT_FOR_TRANSPORT, Outcome::NotForTransport),
+            (OAE_WC_UNDECODABLE, Outcome::Undecodable),
+            (OAE_WC_INVALID, Outcome::Invalid),
+            (OAE_WC_NO_SUCH_LINK, Outcome::NoSuchLink),
+            (OAE_WC_QP_FAILED, Outcome::QpFailed),
+            (OAE_WC_NO_ROUTE, Outcome::NoRoute),
+            (OAE_WC_RECALLED, Outcome::Recalled),
+        ];
+        assert_eq!(named.len(), Outcome::ALL.len());
+        for (code, outcome) in named {
+            assert_eq!(code, u32::from(outcome.code()), "{outcome:?}");
+        }
+        assert_eq!(OAE_MAX_DATA, MAX_READ.min(MAX_WRITE));
+    }
+
+    #[test]
+    fn every_code_has_its_own_text() {
+        assert_eq!(describe(OAE_ERR_AGAIN).to_str().unwrap(), ERRORS[1].1);
+        assert!(
+            describe(OAE_WC_REFUSED_BAD_KEY as c_int)
+                .to_str()
+                .unwrap()
+                .contains("key")
+        );
+        assert_eq!(describe(9999).to_str().unwrap(), "unknown code");
+        let t = texts();
+        for (i, a) in t.iter().enumerate() {
+            assert!(t[i + 1..].iter().all(|b| b.0 != a.0 && b.1 != a.1), "{a:?}");
+        }
+    }
+}

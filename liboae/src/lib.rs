@@ -1,0 +1,612 @@
+//! liboae: OAE verbs from C, C++ or any language with a C FFI.
+//!
+//! A program attaches to the host ring of a running `oaed` (`[host] ring`
+//! in its configuration), posts verbs against the peer's registered memory
+//! and polls their completions, as a libibverbs program posts work requests
+//! and polls a completion queue. Every posted verb completes exactly once:
+//! with `OAE_WC_SUCCESS` and its result, or with a status that says why it
+//! had no effect at the target. Functions return 0 (or a count) on success
+//! and a negative `OAE_ERR_*` code on failure; `oae_last_error` tells the
+//! details of the last failure on the calling thread, `oae_strerror` names
+//! any code.
+//!
+//! The header, `include/oae.h`, is generated from this file by
+//! `cargo xtask c-header`; `cargo xtask install-c` installs the libraries,
+//! the header and a pkg-config file (`oae.pc`).
+
+#![allow(non_camel_case_types)]
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::path::Path;
+use std::time::Duration;
+
+use oae_dataplane::api::{Completion, Submission};
+use oae_dataplane::control::{Request, call};
+use oae_dataplane::host::HostQueue;
+use oae_dataplane::outcome::Outcome;
+use oae_dataplane::proto::verb::{MAX_MCAS_WORDS, Output};
+use oae_dataplane::proto::{Block, McasWord, RegionRef, Verb};
+
+mod codes;
+pub use codes::*;
+
+/// A host program's queue on a dataplane's host ring. Opaque to C.
+pub struct oae_queue {
+    queue: HostQueue,
+    /// Posted verbs by the id the ring carries: the caller's `wr_id` and
+    /// the verb's opcode, so a failed completion still names both.
+    posted: Vec<Option<(u64, u32)>>,
+    free: Vec<u32>,
+}
+
+/// One word of a multi-word commit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct oae_mcas_word {
+    /// Byte offset in the region, 8-aligned.
+    pub offset: u32,
+    pub expected: u64,
+    pub desired: u64,
+}
+
+/// A completion: the verb's `wr_id`, its status (`OAE_WC_*`) and, on
+/// success, its result.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct oae_wc {
+    pub wr_id: u64,
+    /// `OAE_WC_SUCCESS`, or why the verb had no effect at the target.
+    pub status: u32,
+    /// `OAE_OP_*`: which verb this completes.
+    pub opcode: u32,
+    /// From the dataplane's burst that took the verb to the one that
+    /// completed it, in nanoseconds.
+    pub latency_ns: u64,
+    /// CAS, FETCH-ADD, SWAP: the word before the verb.
+    pub old: u64,
+    /// CAS: 1 if it swapped.
+    pub swapped: u8,
+    /// MULTI-WORD COMMIT: 1 if every word matched and all were written.
+    pub committed: u8,
+    /// MULTI-WORD COMMIT: words in `mcas_old`.
+    pub count: u8,
+    pub reserved: u8,
+    /// READ, BILATERAL SWAP: bytes in `data`.
+    pub len: u32,
+    /// MULTI-WORD COMMIT: each word before the verb.
+    pub mcas_old: [u64; 8],
+    /// READ: the bytes read; BILATERAL SWAP: the peer's block, now local.
+    pub data: [u8; OAE_MAX_DATA],
+}
+
+impl Default for oae_wc {
+    fn default() -> oae_wc {
+        oae_wc {
+            wr_id: 0,
+            status: 0,
+            opcode: 0,
+            latency_ns: 0,
+            old: 0,
+            swapped: 0,
+            committed: 0,
+            count: 0,
+            reserved: 0,
+            len: 0,
+            mcas_old: [0; 8],
+            data: [0; OAE_MAX_DATA],
+        }
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `why` for `oae_last_error` and returns `code`.
+fn fail(code: c_int, why: impl Into<String>) -> c_int {
+    let text = CString::new(why.into().replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+    code
+}
+
+/// The details of the last call that failed on this thread (an empty
+/// string if none did). Valid until the next failing call on the thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn oae_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// What a code means: an `OAE_ERR_*` a function returned, or an
+/// `OAE_WC_*` status of a completion. Never NULL; a static string.
+#[unsafe(no_mangle)]
+pub extern "C" fn oae_strerror(code: c_int) -> *const c_char {
+    codes::describe(code).as_ptr()
+}
+
+/// Reads a C string argument.
+///
+/// SAFETY (callers): `s` is NULL or points to a NUL-terminated string that
+/// lives for the call.
+unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<&'a str, c_int> {
+    if s.is_null() {
+        return Err(fail(OAE_ERR_INVALID, format!("{what} is NULL")));
+    }
+    // SAFETY: not NULL, and NUL-terminated by the caller's contract.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| fail(OAE_ERR_INVALID, format!("{what} is not UTF-8")))
+}
+
+/// Attaches to the host ring at `ring_path` (the `[host] ring` of a running
+/// `oaed`), waiting up to about a second for the dataplane to create it.
+/// On success stores the queue in `*queue` and returns 0.
+///
+/// # Safety
+/// `ring_path` is a NUL-terminated string; `queue` points to writable
+/// storage for one pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_queue_open(
+    ring_path: *const c_char,
+    queue: *mut *mut oae_queue,
+) -> c_int {
+    // SAFETY: the caller's contract above.
+    let path = match unsafe { text(ring_path, "ring_path") } {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    if queue.is_null() {
+        return fail(OAE_ERR_INVALID, "queue is NULL");
+    }
+    match HostQueue::attach(Path::new(path), 200) {
+        Ok(q) => {
+            let handle = Box::new(oae_queue {
+                queue: q,
+                posted: Vec::new(),
+                free: Vec::new(),
+            });
+            // SAFETY: `queue` is not NULL and writable by the contract.
+            unsafe { *queue = Box::into_raw(handle) };
+            0
+        }
+        Err(e) => fail(OAE_ERR_ATTACH, e.to_string()),
+    }
+}
+
+/// Detaches and frees the queue. Verbs still in flight complete at the
+/// dataplane, unseen. NULL is ignored.
+///
+/// # Safety
+/// `queue` is NULL or a queue from `oae_queue_open` not closed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_queue_close(queue: *mut oae_queue) {
+    if !queue.is_null() {
+        // SAFETY: made by `Box::into_raw` in `oae_queue_open`, closed once.
+        drop(unsafe { Box::from_raw(queue) });
+    }
+}
+
+/// Verbs posted and not yet polled.
+///
+/// # Safety
+/// `queue` is NULL or an open queue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_queue_outstanding(queue: *const oae_queue) -> c_int {
+    // SAFETY: NULL or an open queue, by the contract.
+    match unsafe { queue.as_ref() } {
+        Some(q) => c_int::try_from(q.queue.outstanding()).unwrap_or(c_int::MAX),
+        None => fail(OAE_ERR_INVALID, "queue is NULL"),
+    }
+}
+
+/// SAFETY (callers): `queue` is NULL or an open queue used by one thread.
+unsafe fn queue_mut<'a>(queue: *mut oae_queue) -> Result<&'a mut oae_queue, c_int> {
+    // SAFETY: NULL or an open queue, by the callers' contract.
+    unsafe { queue.as_mut() }.ok_or_else(|| fail(OAE_ERR_INVALID, "queue is NULL"))
+}
+
+impl oae_queue {
+    fn post(&mut self, wr_id: u64, opcode: u32, verb: Verb) -> c_int {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.posted.push(None);
+                (self.posted.len() - 1) as u32
+            }
+        };
+        let submission = Submission {
+            id: u64::from(slot),
+            verb,
+        };
+        match self.queue.submit(submission) {
+            Ok(()) => {
+                self.posted[slot as usize] = Some((wr_id, opcode));
+                0
+            }
+            Err(_) => {
+                self.free.push(slot);
+                fail(
+                    OAE_ERR_AGAIN,
+                    "the host ring is full: poll completions, then post again",
+                )
+            }
+        }
+    }
+
+    fn completion(&mut self, c: &Completion, wc: &mut oae_wc) {
+        let (wr_id, opcode) = usize::try_from(c.id)
+            .ok()
+            .and_then(|i| self.posted.get_mut(i)?.take())
+            .unwrap_or((c.id, OAE_OP_UNKNOWN));
+        if let Ok(slot) = u32::try_from(c.id)
+            && (slot as usize) < self.posted.len()
+        {
+            self.free.push(slot);
+        }
+        *wc = oae_wc {
+            wr_id,
+            opcode,
+            status: u32::from(Outcome::of(&c.result).code()),
+            latency_ns: c.latency_ns,
+            ..oae_wc::default()
+        };
+        if let Ok(output) = &c.result {
+            fill_result(output, wc);
+        }
+    }
+}
+
+fn fill_result(output: &Output, wc: &mut oae_wc) {
+    match output {
+        Output::Read(b) | Output::BilateralSwap(b) => {
+            let n = b.len().min(OAE_MAX_DATA);
+            wc.data[..n].copy_from_slice(&b.as_slice()[..n]);
+            wc.len = n as u32;
+        }
+        Output::Write => {}
+        Output::CompareAndSwap { old, swapped } => {
+            wc.old = *old;
+            wc.swapped = u8::from(*swapped);
+        }
+        Output::FetchAdd { old } | Output::Swap { old } => wc.old = *old,
+        Output::MultiWordCommit {
+            committed,
+            count,
+            old,
+        } => {
+            wc.committed = u8::from(*committed);
+            wc.count = *count;
+            wc.mcas_old = *old;
+        }
+    }
+}
+
+/// Posts `verb` on `queue`: 0, or `OAE_ERR_AGAIN` when the ring is full.
+///
+/// SAFETY (callers): `queue` is NULL or an open queue used by one thread.
+unsafe fn post(queue: *mut oae_queue, wr_id: u64, opcode: u32, verb: Verb) -> c_int {
+    // SAFETY: the callers' contract.
+    match unsafe { queue_mut(queue) } {
+        Ok(q) => q.post(wr_id, opcode, verb),
+        Err(code) => code,
+    }
+}
+
+fn target(region: u16, key: u32) -> RegionRef {
+    RegionRef { id: region, key }
+}
+
+/// Reads `len` bytes (at most `OAE_MAX_DATA`) at `offset` of the peer's
+/// region `region` (key `key`); the completion's `data` holds them.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_read(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    len: u16,
+) -> c_int {
+    if usize::from(len) > OAE_MAX_DATA {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a READ through the host ring takes at most {OAE_MAX_DATA} bytes, not {len}"),
+        );
+    }
+    let verb = Verb::Read {
+        target: target(region, key),
+        offset,
+        len,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_READ, verb) }
+}
+
+/// Writes `len` bytes from `data` at `offset` of the peer's region.
+///
+/// # Safety
+/// `queue` is an open queue used by one thread at a time; `data` points
+/// to `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_write(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    data: *const u8,
+    len: u16,
+) -> c_int {
+    if data.is_null() && len > 0 {
+        return fail(OAE_ERR_INVALID, "data is NULL");
+    }
+    let bytes = if len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: not NULL, and `len` readable bytes by the contract.
+        unsafe { std::slice::from_raw_parts(data, usize::from(len)) }
+    };
+    let Some(block) = Block::new(bytes) else {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a WRITE of {len} bytes is too large"),
+        );
+    };
+    let verb = Verb::Write {
+        target: target(region, key),
+        offset,
+        data: block,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_WRITE, verb) }
+}
+
+/// Compare-and-swap of the 8-byte word at `offset`: writes `desired` if it
+/// holds `expected`. The completion's `old` is the word before, `swapped`
+/// whether it was written.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_cas(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    expected: u64,
+    desired: u64,
+) -> c_int {
+    let verb = Verb::CompareAndSwap {
+        target: target(region, key),
+        offset,
+        expected,
+        new: desired,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_CAS, verb) }
+}
+
+/// Adds `add` to the 8-byte word at `offset`; `old` is the word before.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_faa(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    add: u64,
+) -> c_int {
+    let verb = Verb::FetchAdd {
+        target: target(region, key),
+        offset,
+        add,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_FAA, verb) }
+}
+
+/// Writes `value` into the 8-byte word at `offset`; `old` is the word
+/// before.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_swap(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    value: u64,
+) -> c_int {
+    let verb = Verb::Swap {
+        target: target(region, key),
+        offset,
+        new: value,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_SWAP, verb) }
+}
+
+/// Multi-word commit: `count` (1 to 8) words, all written if all match.
+///
+/// # Safety
+/// `queue` is an open queue used by one thread at a time; `words` points
+/// to `count` readable words.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_mcas(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    words: *const oae_mcas_word,
+    count: u8,
+) -> c_int {
+    if words.is_null() || count == 0 || usize::from(count) > MAX_MCAS_WORDS {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a multi-word commit takes 1 to {MAX_MCAS_WORDS} words, not {count}"),
+        );
+    }
+    // SAFETY: not NULL, and `count` readable words by the contract.
+    let given = unsafe { std::slice::from_raw_parts(words, usize::from(count)) };
+    let mut all = [McasWord::default(); MAX_MCAS_WORDS];
+    for (w, g) in all.iter_mut().zip(given) {
+        *w = McasWord {
+            offset: g.offset,
+            expected: g.expected,
+            new: g.desired,
+        };
+    }
+    let verb = Verb::MultiWordCommit {
+        target: target(region, key),
+        count,
+        words: all,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_MCAS, verb) }
+}
+
+/// Bilateral swap: the peer's `len` bytes at `offset` and this dataplane's
+/// own region `local_region` at `local_offset` trade places, both or
+/// neither.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_bswap(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    local_region: u16,
+    local_offset: u32,
+    len: u16,
+) -> c_int {
+    if usize::from(len) > OAE_MAX_DATA {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a BILATERAL SWAP through the host ring takes at most {OAE_MAX_DATA} bytes"),
+        );
+    }
+    let verb = Verb::BilateralSwap {
+        target: target(region, key),
+        offset,
+        local_region,
+        local_offset,
+        len,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, OAE_OP_BSWAP, verb) }
+}
+
+/// Takes up to `max` completions into `wc`; returns how many (0 if none
+/// is ready), or a negative `OAE_ERR_*`.
+///
+/// # Safety
+/// `queue` is an open queue used by one thread at a time; `wc` points to
+/// `max` writable completions.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_poll_cq(queue: *mut oae_queue, max: c_int, wc: *mut oae_wc) -> c_int {
+    // SAFETY: the contract above.
+    let q = match unsafe { queue_mut(queue) } {
+        Ok(q) => q,
+        Err(code) => return code,
+    };
+    let Ok(max) = usize::try_from(max) else {
+        return fail(OAE_ERR_INVALID, "max is negative");
+    };
+    if wc.is_null() && max > 0 {
+        return fail(OAE_ERR_INVALID, "wc is NULL");
+    }
+    let mut taken = 0;
+    while taken < max {
+        let Some(c) = q.queue.poll_completion() else {
+            break;
+        };
+        // SAFETY: `wc` has `max` writable entries and `taken < max`.
+        let entry = unsafe { &mut *wc.add(taken) };
+        q.completion(&c, entry);
+        taken += 1;
+    }
+    c_int::try_from(taken).unwrap_or(c_int::MAX)
+}
+
+/// Registers a region of `len` bytes, id `id`, key `key`, permissions
+/// `perms` (any of "r", "w", "a") in the dataplane whose control socket is
+/// `control_socket` (e.g. "/run/oae/a.sock"): what its peers' verbs may
+/// reach. Its own memory is zeroed.
+///
+/// # Safety
+/// `control_socket` and `perms` are NUL-terminated strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_region_register(
+    control_socket: *const c_char,
+    id: u16,
+    key: u32,
+    len: u32,
+    perms: *const c_char,
+) -> c_int {
+    // SAFETY: the contract above.
+    let (socket, perms) =
+        match unsafe { (text(control_socket, "control_socket"), text(perms, "perms")) } {
+            (Ok(s), Ok(p)) => (s, p),
+            (Err(code), _) | (_, Err(code)) => return code,
+        };
+    let request = Request::RegionAdd {
+        id,
+        key,
+        len,
+        perms: perms.to_string(),
+    };
+    match call(Path::new(socket), &request, Duration::from_secs(10)) {
+        Ok(_) => 0,
+        Err(e) => fail(OAE_ERR_CONTROL, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_ring_is_refused_with_the_reason() {
+        let mut q: *mut oae_queue = std::ptr::null_mut();
+        let path = CString::new("/nonexistent/oae-ring").unwrap();
+        // SAFETY: a valid string and a writable pointer.
+        let code = unsafe { oae_queue_open(path.as_ptr(), &mut q) };
+        assert_eq!(code, OAE_ERR_ATTACH);
+        assert!(q.is_null());
+        // SAFETY: the library's own strings, NUL-terminated.
+        let why = unsafe { CStr::from_ptr(oae_last_error()) }.to_string_lossy();
+        assert!(why.contains("/nonexistent/oae-ring"), "{why}");
+        // SAFETY: NULL is ignored.
+        unsafe { oae_queue_close(q) };
+    }
+
+    #[test]
+    fn null_arguments_are_refused_not_followed() {
+        // SAFETY: NULLs are what is being tested.
+        unsafe {
+            assert_eq!(
+                oae_poll_cq(std::ptr::null_mut(), 4, std::ptr::null_mut()),
+                OAE_ERR_INVALID
+            );
+            assert_eq!(
+                oae_post_cas(std::ptr::null_mut(), 1, 1, 1, 0, 0, 1),
+                OAE_ERR_INVALID
+            );
+            assert_eq!(oae_queue_outstanding(std::ptr::null()), OAE_ERR_INVALID);
+            let mut q: *mut oae_queue = std::ptr::null_mut();
+            assert_eq!(oae_queue_open(std::ptr::null(), &mut q), OAE_ERR_INVALID);
+        }
+    }
+}
