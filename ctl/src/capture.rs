@@ -39,7 +39,7 @@ pub struct CaptureArgs {
 const INBOUND: u32 = 0b01;
 const OUTBOUND: u32 = 0b10;
 
-pub fn run(args: &CaptureArgs, socket: &Path) -> Result<(), String> {
+pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), String> {
     if args.count == 0 || args.count > MAX_CAPTURE_FRAMES {
         return Err(format!("--count: use 1 to {MAX_CAPTURE_FRAMES} frames"));
     }
@@ -63,6 +63,21 @@ pub fn run(args: &CaptureArgs, socket: &Path) -> Result<(), String> {
     write_pcapng(&report, &args.file)
         .map_err(|e| format!("writing {}: {e}", args.file.display()))?;
     let sent = report.frames.iter().filter(|f| f.outbound).count();
+    if json {
+        let summary = CaptureSummary {
+            file: args.file.display().to_string(),
+            queue: report.queue,
+            ports: report.ports.clone(),
+            received: report.frames.len() - sent,
+            sent,
+            complete: report.complete,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
     println!(
         "{}: {} frames from queue {} ({} received, {} sent){}",
         args.file.display(),
@@ -80,6 +95,18 @@ pub fn run(args: &CaptureArgs, socket: &Path) -> Result<(), String> {
         }
     );
     Ok(())
+}
+
+/// `oaectl capture --json`: what was written where.
+#[derive(serde::Serialize)]
+struct CaptureSummary {
+    file: String,
+    queue: u16,
+    ports: Vec<String>,
+    received: usize,
+    sent: usize,
+    /// Whether `--count` frames were recorded (else the time ran out).
+    complete: bool,
 }
 
 fn write_pcapng(report: &CaptureReport, path: &Path) -> Result<(), String> {

@@ -116,9 +116,9 @@ pub struct DemoArgs {
     /// The CPU the host program is pinned to.
     #[arg(long, requires = "host_ring")]
     host_core: Option<usize>,
-    /// Print the final report as JSON too.
-    #[arg(long)]
-    json: bool,
+    /// Print the final report as JSON too (oaectl's `--json`).
+    #[arg(skip)]
+    pub json: bool,
     /// Write the final report as JSON to this file.
     #[arg(long)]
     report: Option<PathBuf>,

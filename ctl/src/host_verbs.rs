@@ -41,8 +41,6 @@ pub struct HostVerbsArgs {
     /// Pin this process to a CPU.
     #[arg(long)]
     core: Option<usize>,
-    #[arg(long)]
-    json: bool,
 }
 
 /// Keys are written in hexadecimal in configuration files; accept both.
@@ -54,7 +52,7 @@ fn parse_key(s: &str) -> Result<u32, String> {
     parsed.map_err(|_| format!("'{s}' is not a key (decimal, or hexadecimal with 0x)"))
 }
 
-pub fn run(args: &HostVerbsArgs) -> Result<(), String> {
+pub fn run(args: &HostVerbsArgs, json: bool) -> Result<(), String> {
     if args.window == 0 || args.count == 0 {
         return Err("--window and --count must be at least 1".into());
     }
@@ -80,7 +78,7 @@ pub fn run(args: &HostVerbsArgs) -> Result<(), String> {
             deadline: Duration::from_secs(args.timeout),
         },
     );
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string(&report).map_err(|e| e.to_string())?

@@ -15,9 +15,15 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser, Subcommand};
 use oae_dataplane::cli_docs::{self, Shell};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
-use oae_dataplane::control::{FaultChange, Request, VerbSpec, call};
+use oae_dataplane::control::{
+    FaultChange, FaultsSet, HistReport, OutputView, RegionAdded, RegionDump, RegionView, Request,
+    Stopping, VerbAnswer, VerbSpec, call,
+};
+use oae_dataplane::stats::DataplaneStats;
 use oae_dataplane::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(35);
@@ -31,6 +37,10 @@ struct Cli {
     /// Dataplane name: its socket is /run/oae/<name>.sock.
     #[arg(long, short, global = true)]
     name: Option<String>,
+    /// Print the answer as JSON (the serde types oaed answers with), for
+    /// programs; every command takes it.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -38,21 +48,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Links: state, epochs, slots in use, credits, RTT estimate.
-    Status {
-        #[arg(long)]
-        json: bool,
-    },
+    Status,
     /// The fabric: the numbered view of live members, routes, paths and
     /// transfers still in doubt, per queue that runs one.
-    Members {
-        #[arg(long)]
-        json: bool,
-    },
+    Members,
     /// Every counter: link, pipeline, driver, XDP.
-    Stats {
-        #[arg(long)]
-        json: bool,
-    },
+    Stats,
     /// Latency percentiles of completed verbs.
     Hist {
         #[arg(long, default_value_t = 0)]
@@ -102,8 +103,6 @@ enum Cmd {
     SwapRing {
         /// The region's file, e.g. /dev/shm/oae-host-a.
         path: PathBuf,
-        #[arg(long)]
-        json: bool,
     },
     /// Runs as a host program on a dataplane's host ring: a window of
     /// FETCH-ADDs through the ring, the dataplane and its peer; prints the
@@ -383,23 +382,28 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    let json = cli.json;
+    if let Cmd::Demo(args) = &mut cli.command {
+        args.json = json;
+    }
     let result = match &cli.command {
         Cmd::Demo(args) => demo::run(args),
-        Cmd::SwapRing { path, json } => swap_ring(path, *json),
-        Cmd::HostVerbs(args) => host_verbs::run(args),
-        Cmd::Completions { shell } => {
-            cli_docs::completions(Cli::command(), *shell, &mut std::io::stdout());
-            Ok(())
-        }
+        Cmd::SwapRing { path } => swap_ring(path, json),
+        Cmd::HostVerbs(args) => host_verbs::run(args, json),
+        Cmd::Completions { shell } => completions(*shell, json),
         Cmd::Man { dir } => cli_docs::man_pages(Cli::command(), dir)
-            .map(|pages| {
+            .map_err(|e| format!("writing manual pages into {}: {e}", dir.display()))
+            .and_then(|pages| {
+                if json {
+                    return print_typed(&pages);
+                }
                 for p in pages {
                     println!("{}", p.display());
                 }
-            })
-            .map_err(|e| format!("writing manual pages into {}: {e}", dir.display())),
-        _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket)),
+                Ok(())
+            }),
+        _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket, json)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -410,42 +414,87 @@ fn main() -> ExitCode {
     }
 }
 
-fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
-    let ask = |r: &Request| call(socket, r, TIMEOUT);
+/// The answer to `request`, read as the serde type `T` oaed answers with.
+fn ask<T: DeserializeOwned>(socket: &Path, request: &Request) -> Result<T, String> {
+    let v = call(socket, request, TIMEOUT)?;
+    serde_json::from_value(v).map_err(|e| format!("the dataplane's answer does not read: {e}"))
+}
+
+fn print_typed<T: Serialize>(v: &T) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// `oaectl completions SHELL`: the script, or with `--json` the script
+/// inside an object.
+fn completions(shell: Shell, json: bool) -> Result<(), String> {
+    if !json {
+        cli_docs::completions(Cli::command(), shell, &mut std::io::stdout());
+        return Ok(());
+    }
+    let mut script = Vec::new();
+    cli_docs::completions(Cli::command(), shell, &mut script);
+    print_typed(&CompletionScript {
+        shell: shell.to_string(),
+        script: String::from_utf8_lossy(&script).into_owned(),
+    })
+}
+
+#[derive(Serialize)]
+struct CompletionScript {
+    shell: String,
+    script: String,
+}
+
+fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
     match cmd {
-        Cmd::Status { json } => {
-            let v = ask(&Request::Status)?;
-            if *json {
-                print_json(&v);
+        Cmd::Status => {
+            let status: DataplaneStatus = ask(socket, &Request::Status)?;
+            if json {
+                print_typed(&status)?;
             } else {
-                print_status(&v)?;
+                print_status(&status);
             }
         }
-        Cmd::Members { json } => {
-            let v = ask(&Request::Status)?;
-            let status: DataplaneStatus = serde_json::from_value(v)
-                .map_err(|e| format!("the dataplane's status does not read as one: {e}"))?;
-            if *json {
+        Cmd::Members => {
+            let status: DataplaneStatus = ask(socket, &Request::Status)?;
+            if json {
                 let fabrics: Vec<_> = status.queues.iter().map(|q| &q.fabric).collect();
-                print_json(&serde_json::to_value(fabrics).map_err(|e| e.to_string())?);
+                print_typed(&fabrics)?;
             } else {
                 print_members(&status);
             }
         }
-        Cmd::Stats { json } => {
-            let v = ask(&Request::Stats)?;
-            if *json {
-                print_json(&v);
+        Cmd::Stats => {
+            let stats: DataplaneStats = ask(socket, &Request::Stats)?;
+            if json {
+                print_typed(&stats)?;
             } else {
-                print_flat("", &v);
+                print_flat(
+                    "",
+                    &serde_json::to_value(&stats).map_err(|e| e.to_string())?,
+                );
             }
         }
         Cmd::Hist { queue } => {
-            let v = ask(&Request::Hist { queue: *queue })?;
-            let l = &v["latency_ns"];
-            println!("verbs completed: {}", l["count"]);
-            for p in ["min", "p50", "p90", "p99", "p999", "max"] {
-                println!("  {p:>5}: {:>10.3} us", l[p].as_f64().unwrap_or(0.0) / 1e3);
+            let h: HistReport = ask(socket, &Request::Hist { queue: *queue })?;
+            if json {
+                return print_typed(&h);
+            }
+            let l = &h.latency_ns;
+            println!("verbs completed on queue {}: {}", h.queue, l.count);
+            for (p, ns) in [
+                ("min", l.min),
+                ("p50", l.p50),
+                ("p90", l.p90),
+                ("p99", l.p99),
+                ("p999", l.p999),
+                ("max", l.max),
+            ] {
+                println!("  {p:>5}: {:>10.3} us", ns as f64 / 1e3);
             }
         }
         Cmd::Verb {
@@ -454,13 +503,23 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             link,
             verb,
         } => {
-            let v = ask(&Request::Verb {
-                queue: *queue,
-                link: *link,
-                node: *node,
-                verb: verb_spec(verb),
-            })?;
-            print_json(&v);
+            let answer: VerbAnswer = ask(
+                socket,
+                &Request::Verb {
+                    queue: *queue,
+                    link: *link,
+                    node: *node,
+                    verb: verb_spec(verb),
+                },
+            )?;
+            if json {
+                return print_typed(&answer);
+            }
+            println!(
+                "{} in {:.1} us",
+                describe_output(&answer.result),
+                answer.latency_ns as f64 / 1e3
+            );
         }
         Cmd::Region { cmd } => {
             let request = match cmd {
@@ -481,22 +540,31 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                     queue: *queue,
                 },
             };
-            let v = ask(&request)?;
             match cmd {
                 RegionCmd::List => {
+                    let regions: Vec<RegionView> = ask(socket, &request)?;
+                    if json {
+                        return print_typed(&regions);
+                    }
                     println!("{:>6} {:>10} {:>10} perms", "id", "key", "len");
-                    for r in v.as_array().into_iter().flatten() {
-                        println!(
-                            "{:>6} {:>10} {:>10} {}",
-                            r["id"],
-                            r["key"],
-                            r["len"],
-                            r["perms"].as_str().unwrap_or("")
-                        );
+                    for r in regions {
+                        println!("{:>6} {:>#10x} {:>10} {}", r.id, r.key, r.len, r.perms);
                     }
                 }
-                RegionCmd::Dump { .. } => println!("{}", v["data"].as_str().unwrap_or("")),
-                RegionCmd::Add { .. } => print_json(&v),
+                RegionCmd::Dump { .. } => {
+                    let dump: RegionDump = ask(socket, &request)?;
+                    if json {
+                        return print_typed(&dump);
+                    }
+                    println!("{}", dump.data);
+                }
+                RegionCmd::Add { .. } => {
+                    let added: RegionAdded = ask(socket, &request)?;
+                    if json {
+                        return print_typed(&added);
+                    }
+                    println!("region {} registered", added.registered);
+                }
             }
         }
         Cmd::Fault { cmd } => {
@@ -533,7 +601,24 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                     }
                 }
             }
-            print_json(&ask(&Request::Fault(change))?);
+            let set: Vec<FaultsSet> = ask(socket, &Request::Fault(change))?;
+            if json {
+                return print_typed(&set);
+            }
+            for s in set {
+                let f = &s.faults;
+                println!(
+                    "{}: drop {} ppm, corrupt {} ppm at {}, link {}, seed {}, scope {}",
+                    s.iface,
+                    f.drop_ppm,
+                    f.corrupt_ppm,
+                    f.corrupt_offset
+                        .map_or_else(|| "a random byte".to_string(), |o| format!("byte {o}")),
+                    if f.link_down { "down" } else { "up" },
+                    f.seed,
+                    f.scope.as_deref().unwrap_or("oae"),
+                );
+            }
         }
         Cmd::Watch { interval, count } => {
             if interval.is_nan() || *interval < 0.05 {
@@ -541,12 +626,21 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
             }
             let mut n = 0;
             loop {
-                let status = ask(&Request::Status)?;
-                let stats = ask(&Request::Stats)?;
-                print!("\x1b[2J\x1b[H");
-                print_status(&status)?;
-                println!();
-                print_watch_counters(&stats);
+                let status: DataplaneStatus = ask(socket, &Request::Status)?;
+                let stats: DataplaneStats = ask(socket, &Request::Stats)?;
+                if json {
+                    // One object a line, for programs that follow along.
+                    let line = WatchLine { status, stats };
+                    println!(
+                        "{}",
+                        serde_json::to_string(&line).map_err(|e| e.to_string())?
+                    );
+                } else {
+                    print!("\x1b[2J\x1b[H");
+                    print_status(&status);
+                    println!();
+                    print_watch_counters(&stats);
+                }
                 n += 1;
                 if *count != 0 && n >= *count {
                     break;
@@ -554,8 +648,14 @@ fn command(cmd: &Cmd, socket: &Path) -> Result<(), String> {
                 std::thread::sleep(Duration::from_secs_f64(*interval));
             }
         }
-        Cmd::Shutdown => print_json(&ask(&Request::Shutdown)?),
-        Cmd::Capture(args) => capture::run(args, socket)?,
+        Cmd::Shutdown => {
+            let s: Stopping = ask(socket, &Request::Shutdown)?;
+            if json {
+                return print_typed(&s);
+            }
+            println!("the dataplane is draining and will exit");
+        }
+        Cmd::Capture(args) => capture::run(args, socket, json)?,
         Cmd::Demo(_)
         | Cmd::SwapRing { .. }
         | Cmd::HostVerbs(_)
@@ -621,13 +721,39 @@ fn verb_spec(v: &VerbCmd) -> VerbSpec {
     }
 }
 
-fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+/// `oaectl watch --json`: one refresh.
+#[derive(Serialize)]
+struct WatchLine {
+    status: DataplaneStatus,
+    stats: DataplaneStats,
 }
 
-fn print_status(v: &Value) -> Result<(), String> {
-    let status: DataplaneStatus = serde_json::from_value(v.clone())
-        .map_err(|e| format!("the dataplane's status does not read as one: {e}"))?;
+/// A verb's result in a line.
+fn describe_output(o: &OutputView) -> String {
+    match o {
+        OutputView::Read { data } => format!("read {data}"),
+        OutputView::Write => "written".into(),
+        OutputView::Cas { old, swapped } => {
+            format!(
+                "cas: old {old}, {}",
+                if *swapped { "swapped" } else { "not swapped" }
+            )
+        }
+        OutputView::Faa { old } => format!("fetch-add: old {old}"),
+        OutputView::Swap { old } => format!("swap: old {old}"),
+        OutputView::Mcas { committed, old } => format!(
+            "multi-word commit: {}, old {old:?}",
+            if *committed {
+                "committed"
+            } else {
+                "not committed"
+            }
+        ),
+        OutputView::Bswap { data } => format!("bilateral swap: received {data}"),
+    }
+}
+
+fn print_status(status: &DataplaneStatus) {
     println!(
         "dataplane {} (pid {}, epoch {})",
         status.name, status.pid, status.epoch
@@ -650,7 +776,6 @@ fn print_status(v: &Value) -> Result<(), String> {
     for (q, l) in status.links() {
         print_link_status(q, l);
     }
-    Ok(())
 }
 
 /// `oaectl members`: each queue's view, routes and paths.
@@ -730,42 +855,33 @@ fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
     }
 }
 
-fn print_watch_counters(stats: &Value) {
-    let links = stats["queues"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|q| {
-            q["links"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(move |l| (q, l))
-        });
-    for (q, l) in links {
-        println!(
-            "queue {} link {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
-            q["queue"]["index"],
-            l["link"],
-            l["rx_frames"],
-            l["tx_frames"],
-            l["transfers_applied"],
-            l["transfers_committed"],
-            l["transfers_reversed"],
-            l["reversals"],
-            l["retries"],
-            l["malformed_total"]
-        );
+fn print_watch_counters(stats: &DataplaneStats) {
+    for q in &stats.queues {
+        for l in &q.links {
+            println!(
+                "queue {} link {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
+                q.queue.index,
+                l.link,
+                l.get("rx_frames"),
+                l.get("tx_frames"),
+                l.get("transfers_applied"),
+                l.get("transfers_committed"),
+                l.get("transfers_reversed"),
+                l.get("reversals"),
+                l.get("retries"),
+                l.get("malformed_total")
+            );
+        }
     }
-    for x in stats["xdp"].as_array().into_iter().flatten() {
-        let c = &x["counters"];
+    for x in &stats.xdp {
+        let c = |name: &str| x.counters.get(name).copied().unwrap_or(0);
         println!(
             "xdp {}: steered {} passed {} dropped-by-fault {} corrupted-by-fault {}",
-            x["iface"].as_str().unwrap_or("?"),
-            c["steered"],
-            c["passed"],
-            c["dropped_by_fault"],
-            c["corrupted_by_fault"]
+            x.iface,
+            c("steered"),
+            c("passed"),
+            c("dropped_by_fault"),
+            c("corrupted_by_fault")
         );
     }
 }

@@ -116,6 +116,52 @@ pub struct CaptureReport {
     pub complete: bool,
 }
 
+/// `oaectl hist`: latency percentiles of the verbs a queue completed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistReport {
+    pub queue: u16,
+    pub latency_ns: Percentiles,
+}
+
+/// A verb run through the control socket: its result and latency.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VerbAnswer {
+    pub result: OutputView,
+    pub latency_ns: u64,
+}
+
+/// A registered region, as `oaectl region list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegionView {
+    pub id: u16,
+    pub key: u32,
+    pub len: u32,
+    /// Any of `r`, `w`, `a`.
+    pub perms: String,
+}
+
+/// `oaectl region add`: the region now registered.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegionAdded {
+    pub registered: u16,
+}
+
+/// `oaectl region dump`: a region's bytes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegionDump {
+    pub id: u16,
+    /// The bytes, as hex.
+    pub data: String,
+    /// Words held by tentative transfers at the time (of every region).
+    pub locked_words: usize,
+}
+
+/// `oaectl shutdown`: the dataplane is draining and will exit.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stopping {
+    pub stopping: bool,
+}
+
 /// The fault injector of one interface after a [`Request::Fault`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FaultsSet {
@@ -640,6 +686,11 @@ pub fn call(
         Response::Ok(v) => Ok(v),
         Response::Error(e) => Err(e),
     }
+}
+
+/// An answer's JSON, from its serde type.
+pub fn to_json<T: Serialize>(answer: &T) -> Result<serde_json::Value, String> {
+    serde_json::to_value(answer).map_err(|e| e.to_string())
 }
 
 pub fn to_hex(bytes: &[u8]) -> String {

@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, MetricsSettings};
 use crate::control::{
-    FaultChange, FaultsSet, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response,
+    FaultChange, FaultsSet, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response, Stopping,
+    to_json,
 };
 use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
@@ -417,7 +418,7 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
         }
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);
-            Ok(json!({"stopping": true}))
+            to_json(&Stopping { stopping: true })
         }
     }
 }

@@ -7,12 +7,15 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use oae_dataplane::control::{
-    FaultChange, OutputView, Request, VerbSpec, WorkloadReport, WorkloadSpec, from_hex, to_hex,
+    FaultChange, FaultsSet, HistReport, OutputView, RegionAdded, RegionDump, RegionView, Request,
+    Stopping, VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, from_hex, to_hex,
 };
+use oae_dataplane::stats::DataplaneStats;
+use oae_dataplane::status::{DataplaneStatus, FabricStatus};
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, TestDriver, binary,
 };
-use oae_tests::{SCAPY_PYTHON, run};
+use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
 use serde_json::Value;
 
 fn verb(d: &Dataplanes, spec: VerbSpec) -> Result<OutputView, String> {
@@ -1090,7 +1093,7 @@ fn ctl_drives_a_running_dataplane() {
         "9",
     ]);
     assert!(
-        out.success() && out.stdout.contains("\"swapped\": true"),
+        out.success() && out.stdout.contains("cas: old 0, swapped"),
         "{out}"
     );
     let out = ctl(&["region", "list"]);
@@ -1119,4 +1122,57 @@ fn ctl_drives_a_running_dataplane() {
         "verb", "faa", "--region", "1", "--key", "1", "--offset", "0", "--add", "1",
     ]);
     assert!(!out.success() && out.stderr.contains("BadKey"), "{out}");
+    ctl_answers_every_command_as_its_serde_type(&ctl);
+}
+
+/// `--json` on every command that asks a dataplane: each answer reads as
+/// the serde type oaed writes.
+fn ctl_answers_every_command_as_its_serde_type(ctl: &dyn Fn(&[&str]) -> CommandOutput) {
+    fn typed<T: serde::de::DeserializeOwned>(out: &CommandOutput) -> T {
+        assert!(out.success(), "{out}");
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("not the command's JSON type ({e}): {out}"))
+    }
+    let key = TARGET_KEY.to_string();
+    let answer: VerbAnswer = typed(&ctl(&[
+        "--json", "verb", "swap", "--region", "1", "--key", &key, "--offset", "24", "--new", "5",
+    ]));
+    assert_eq!(answer.result, OutputView::Swap { old: 0 });
+    let _: DataplaneStatus = typed(&ctl(&["status", "--json"]));
+    let _: Vec<Option<FabricStatus>> = typed(&ctl(&["members", "--json"]));
+    let stats: DataplaneStats = typed(&ctl(&["stats", "--json"]));
+    let swaps = stats.queues[0].verbs.iter().find(|v| v.verb == "swap");
+    assert_eq!(
+        swaps.map(|v| (v.outcome.as_str(), v.count)),
+        Some(("ok", 1))
+    );
+    let hist: HistReport = typed(&ctl(&["hist", "--json"]));
+    assert!(hist.latency_ns.count >= 2, "{hist:?}");
+    let regions: Vec<RegionView> = typed(&ctl(&["region", "list", "--json"]));
+    assert!(
+        regions.iter().any(|r| r.id == 1 && r.perms == "rwa"),
+        "{regions:?}"
+    );
+    let added: RegionAdded = typed(&ctl(&[
+        "region", "add", "--id", "6", "--key", "1", "--len", "64", "--json",
+    ]));
+    assert_eq!(added.registered, 6);
+    let dump: RegionDump = typed(&ctl(&["region", "dump", "--id", "6", "--json"]));
+    assert_eq!(dump.data, "00".repeat(64));
+    let set: Vec<FaultsSet> = typed(&ctl(&["fault", "set", "corrupt=2%", "--json"]));
+    assert_eq!(set[0].faults.corrupt_ppm, 20_000);
+    let _: Vec<FaultsSet> = typed(&ctl(&["fault", "clear", "--json"]));
+    let watch = ctl(&["watch", "--count", "2", "--interval", "0.05", "--json"]);
+    assert!(watch.success(), "{watch}");
+    assert_eq!(
+        watch.stdout.lines().count(),
+        2,
+        "one object a refresh: {watch}"
+    );
+    for line in watch.stdout.lines() {
+        let v: Value = serde_json::from_str(line).expect("a JSON line");
+        let _: DataplaneStats = serde_json::from_value(v["stats"].clone()).expect("its stats");
+    }
+    let stopping: Stopping = typed(&ctl(&["shutdown", "--json"]));
+    assert!(stopping.stopping);
 }

@@ -15,7 +15,9 @@ use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
 use super::{Origin, Pipeline, Target, driver_counters};
 use crate::api::{Completion, Submission};
-use crate::control::{Percentiles, WorkloadSpec};
+use crate::control::{
+    HistReport, Percentiles, RegionAdded, RegionDump, RegionView, WorkloadSpec, to_json,
+};
 use crate::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
 use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
@@ -166,10 +168,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     serde_json::to_value(self.status()).map_err(|e| e.to_string())
                 }
                 CommandKind::Stats => serde_json::to_value(self.stats()).map_err(|e| e.to_string()),
-                CommandKind::Hist => Ok(json!({
-                    "queue": self.info.index,
-                    "latency_ns": Percentiles::of(&self.latency),
-                })),
+                CommandKind::Hist => to_json(&HistReport {
+                    queue: self.info.index,
+                    latency_ns: Percentiles::of(&self.latency),
+                }),
                 verb @ (CommandKind::Verb(..) | CommandKind::VerbTo(..)) => {
                     let slot = match self.control_waiting.iter().position(Option::is_none) {
                         Some(i) => i,
@@ -198,22 +200,32 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .memory()
                     .clone()
                     .register(spec)
-                    .map(|()| json!({"registered": spec.id}))
-                    .map_err(|e| format!("region {} not registered: {e}", spec.id)),
-                CommandKind::RegionList => Ok(Value::Array(
-                    self.transport
+                    .map_err(|e| format!("region {} not registered: {e}", spec.id))
+                    .and_then(|()| {
+                        to_json(&RegionAdded {
+                            registered: spec.id,
+                        })
+                    }),
+                CommandKind::RegionList => to_json(
+                    &self
+                        .transport
                         .memory()
                         .region_specs()
                         .into_iter()
-                        .map(|r| {
-                            json!({"id": r.id, "key": r.key, "len": r.len,
-                                   "perms": r.permissions.to_string()})
+                        .map(|r| RegionView {
+                            id: r.id,
+                            key: r.key,
+                            len: r.len,
+                            perms: r.permissions.to_string(),
                         })
-                        .collect(),
-                )),
+                        .collect::<Vec<_>>(),
+                ),
                 CommandKind::RegionDump(id) => match self.transport.memory().snapshot(id) {
-                    Some(bytes) => Ok(json!({"id": id, "data": crate::control::to_hex(&bytes),
-                                            "locked_words": self.transport.memory().locked_words()})),
+                    Some(bytes) => to_json(&RegionDump {
+                        id,
+                        data: crate::control::to_hex(&bytes),
+                        locked_words: self.transport.memory().locked_words(),
+                    }),
                     None => Err(format!("region {id} is not registered")),
                 },
                 CommandKind::WorkloadStart(spec) => {

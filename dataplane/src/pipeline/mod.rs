@@ -29,11 +29,11 @@ use oae_proto::LinkId;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{Nanos, VerbId};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::config::PollSettings;
-use crate::control::OutputView;
+use crate::control::{OutputView, VerbAnswer, to_json};
 use crate::host::{HostOrigin, HostPort};
 use crate::outcome::{Outcome, verb_kind};
 use crate::stats::{Counters, LinkCounters, VerbOutcomes, named_counters};
@@ -342,10 +342,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             Origin::Control(waiter) => {
                 if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
                     let answer = match result {
-                        Ok(output) => Ok(json!({
-                            "result": OutputView::from(output),
-                            "latency_ns": latency,
-                        })),
+                        Ok(output) => to_json(&VerbAnswer {
+                            result: OutputView::from(output),
+                            latency_ns: latency,
+                        }),
                         Err(e) => Err(format!("verb failed, no effect: {e:?}")),
                     };
                     let _ = reply.send(answer);
