@@ -16,8 +16,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use oae_dataplane::cli_docs::{self, Shell};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_dataplane::control::{
-    FaultChange, FaultsSet, HistReport, OutputView, RegionAdded, RegionDump, RegionView, Request,
-    Stopping, VerbAnswer, VerbSpec, call,
+    FaultChange, FaultsSet, HistReport, KeyChange, KeyState, OutputView, RegionAdded, RegionDump,
+    RegionView, Request, Stopping, VerbAnswer, VerbSpec, call,
 };
 use oae_dataplane::stats::DataplaneStats;
 use oae_dataplane::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
@@ -81,6 +81,17 @@ enum Cmd {
     Fault {
         #[command(subcommand)]
         cmd: FaultCmd,
+    },
+    /// The keys of an authenticated link (`[queue.auth]`): show, add, use,
+    /// retire, or roll to a new one without a pause. Keys are read from a
+    /// file (or `-`, stdin) as 64 hex digits, never from the command line.
+    Key {
+        #[arg(long, default_value_t = 0)]
+        queue: u16,
+        #[arg(long, default_value_t = 0)]
+        link: u16,
+        #[command(subcommand)]
+        cmd: KeyCmd,
     },
     /// Refreshing view of status and counters.
     Watch {
@@ -208,6 +219,41 @@ enum RegionCmd {
         #[arg(long, default_value_t = 0)]
         queue: u16,
     },
+}
+
+#[derive(Subcommand)]
+enum KeyCmd {
+    /// Which key numbers the link accepts and sends under.
+    Show,
+    /// Accept frames under key NUMBER from now on.
+    Add {
+        number: u8,
+        #[arg(long)]
+        key_file: PathBuf,
+    },
+    /// Send under key NUMBER from the next frame (the peer must hold it).
+    Use { number: u8 },
+    /// Stop accepting key NUMBER.
+    Retire { number: u8 },
+    /// Roll to a new key: run it at both ends with the same key, in either
+    /// order. Each end accepts the key at once, sends under it once the
+    /// other end accepts it, and retires the old one once both use it.
+    Roll {
+        #[arg(long)]
+        key_file: PathBuf,
+    },
+}
+
+/// A key file's 64 hex digits (`-`: stdin).
+fn read_key(path: &Path) -> Result<String, String> {
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).map_err(|e| format!("stdin: {e}"))?
+    } else {
+        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
+    };
+    let key = text.trim().to_string();
+    oae_dataplane::control::parse_key(&key).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(key)
 }
 
 #[derive(Subcommand)]
@@ -619,6 +665,39 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     f.scope.as_deref().unwrap_or("oae"),
                 );
             }
+        }
+        Cmd::Key { queue, link, cmd } => {
+            let change = match cmd {
+                KeyCmd::Show => KeyChange::Show,
+                KeyCmd::Add { number, key_file } => KeyChange::Add {
+                    number: *number,
+                    key: read_key(key_file)?,
+                },
+                KeyCmd::Use { number } => KeyChange::Use { number: *number },
+                KeyCmd::Retire { number } => KeyChange::Retire { number: *number },
+                KeyCmd::Roll { key_file } => KeyChange::Roll {
+                    key: read_key(key_file)?,
+                },
+            };
+            let state: KeyState = ask(
+                socket,
+                &Request::Key {
+                    queue: *queue,
+                    link: *link,
+                    change,
+                },
+            )?;
+            if json {
+                return print_typed(&state);
+            }
+            println!(
+                "queue {queue} link {link}: sending under key {}, accepting {:?}{}",
+                state.sending,
+                state.accepted,
+                state.rolling_to.map_or(String::new(), |n| format!(
+                    ", rolling to key {n} once the peer accepts it"
+                ))
+            );
         }
         Cmd::Watch { interval, count } => {
             if interval.is_nan() || *interval < 0.05 {

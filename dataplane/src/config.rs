@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use oae_pmd::netns::parse_mac;
+use oae_proto::auth::LinkKey;
 use oae_proto::config::LinkConfig;
 use oae_proto::memory::{Permissions, RegionSpec};
 use serde::{Deserialize, Serialize};
@@ -340,6 +341,10 @@ pub struct QueueConfig {
     /// AF_XDP and 1024 for DPDK, whose two rings share `frames`.
     #[serde(default)]
     pub ring_size: Option<u32>,
+    /// Authenticated frames on the queue's links (off unless set): for
+    /// links that leave a trusted rack.
+    #[serde(default)]
+    pub auth: Option<AuthSettings>,
     #[serde(default)]
     pub link: LinkSettings,
     #[serde(default)]
@@ -514,6 +519,50 @@ pub enum BindModeSetting {
     Auto,
     ZeroCopy,
     Copy,
+}
+
+/// `[queue.auth]`: every frame of the queue's links carries an AES-128-GMAC
+/// tag under this key (docs/PROTOCOL.md, "Authenticated links"); frames
+/// without a good tag, replays and frames of older epochs are dropped.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// 64 hex digits, the same at both ends of the link.
+    pub key: SecretKey,
+    /// The key number it goes by (0-3), for later rolls.
+    #[serde(default)]
+    pub key_number: u8,
+}
+
+/// A key from a configuration file: never printed, serialized or logged.
+#[derive(Clone)]
+pub struct SecretKey(LinkKey);
+
+impl SecretKey {
+    pub fn link_key(&self) -> LinkKey {
+        self.0.clone()
+    }
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+impl Serialize for SecretKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("<secret>")
+    }
+}
+
+impl<'de> Deserialize<'de> for SecretKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SecretKey, D::Error> {
+        let text = String::deserialize(d)?;
+        crate::control::parse_key(&text)
+            .map(SecretKey)
+            .map_err(|e| serde::de::Error::custom(format!("auth.key: {e}")))
+    }
 }
 
 /// Overrides of the link's protocol settings; see `oae_proto::LinkConfig`.
@@ -875,6 +924,22 @@ impl Config {
             return Err(
                 "fabric = true needs transport = \"oae\": the RC model has no fabric".into(),
             );
+        }
+        if let Some(a) = &q.auth {
+            if q.transport == TransportKind::RcModel {
+                return Err(
+                    "[queue.auth] needs transport = \"oae\": the RC model's frames \
+                            carry no tag"
+                        .into(),
+                );
+            }
+            if usize::from(a.key_number) >= oae_proto::auth::KEY_NUMBERS {
+                return Err(format!(
+                    "auth.key_number = {}: key numbers are 0 to {}",
+                    a.key_number,
+                    oae_proto::auth::KEY_NUMBERS - 1
+                ));
+            }
         }
         if macs.len() > 1 && q.transport == TransportKind::RcModel {
             return Err(format!(

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use oae_pmd::xdp::FaultScope;
+use oae_proto::auth::{Authenticator, KEY_NUMBERS, LinkKey};
 use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 use serde::{Deserialize, Serialize};
 
@@ -76,8 +77,104 @@ pub enum Request {
         count: u32,
         seconds: f64,
     },
+    /// Changes the keys of an authenticated link; answered with a
+    /// [`KeyState`].
+    Key {
+        #[serde(default)]
+        queue: u16,
+        #[serde(default)]
+        link: u16,
+        change: KeyChange,
+    },
     /// Stop accepting work, finish what is in flight, exit.
     Shutdown,
+}
+
+/// A change to a link's keys. Keys travel as 64 hex digits and are never
+/// written to a log or an answer.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum KeyChange {
+    /// Nothing: the answer tells the state.
+    Show,
+    /// Accept frames under key `number` from now on.
+    Add { number: u8, key: String },
+    /// Send under key `number` from the next frame.
+    Use { number: u8 },
+    /// Stop accepting key `number`.
+    Retire { number: u8 },
+    /// Add `key` under the next number, send under it once the peer
+    /// accepts it, retire the old key once both ends use the new one.
+    Roll { key: String },
+}
+
+impl core::fmt::Debug for KeyChange {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            KeyChange::Show => f.write_str("Show"),
+            KeyChange::Add { number, .. } => write!(f, "Add {{ number: {number}, key: <secret> }}"),
+            KeyChange::Use { number } => write!(f, "Use {{ number: {number} }}"),
+            KeyChange::Retire { number } => write!(f, "Retire {{ number: {number} }}"),
+            KeyChange::Roll { .. } => f.write_str("Roll { key: <secret> }"),
+        }
+    }
+}
+
+/// 64 hex digits (an optional `0x`): a 256-bit link key.
+pub fn parse_key(text: &str) -> Result<LinkKey, String> {
+    let bytes = from_hex(text.trim()).map_err(|_| "a key is 64 hex digits".to_string())?;
+    let key: [u8; 32] = bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| format!("a key is 32 bytes (64 hex digits), not {}", b.len()))?;
+    Ok(LinkKey(key))
+}
+
+impl KeyChange {
+    pub fn apply(&self, a: &mut Authenticator) -> Result<(), String> {
+        let number = |n: u8| {
+            if usize::from(n) < KEY_NUMBERS {
+                Ok(n)
+            } else {
+                Err(format!("key numbers are 0 to {}", KEY_NUMBERS - 1))
+            }
+        };
+        match self {
+            KeyChange::Show => Ok(()),
+            KeyChange::Add { number: n, key } => {
+                a.add_key(number(*n)?, &parse_key(key)?);
+                Ok(())
+            }
+            KeyChange::Use { number: n } => a.use_key(number(*n)?).map_err(String::from),
+            KeyChange::Retire { number: n } => a.retire_key(number(*n)?).map_err(String::from),
+            KeyChange::Roll { key } => {
+                a.roll(&parse_key(key)?);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An authenticated link's keys, by number (never the keys themselves).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KeyState {
+    /// The key frames go out under.
+    pub sending: u8,
+    /// Key numbers accepted.
+    pub accepted: Vec<u8>,
+    /// A roll in progress: the number it sends under once the peer has it.
+    pub rolling_to: Option<u8>,
+}
+
+impl KeyState {
+    pub fn of(a: &Authenticator) -> KeyState {
+        KeyState {
+            sending: a.sending(),
+            accepted: (0..KEY_NUMBERS as u8)
+                .filter(|n| a.accepts() & (1 << n) != 0)
+                .collect(),
+            rolling_to: a.rolling_to(),
+        }
+    }
 }
 
 /// Most frames one capture holds (its buffer, about 1 KiB a frame, is

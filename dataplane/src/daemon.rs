@@ -320,6 +320,11 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
         Request::Status => serde_json::to_value(status(shared)?).map_err(|e| e.to_string()),
         Request::Stats => serde_json::to_value(stats(shared)?).map_err(|e| e.to_string()),
         Request::Hist { queue } => ask(queue, CommandKind::Hist),
+        Request::Key {
+            queue,
+            link,
+            change,
+        } => ask(queue, CommandKind::Key(link, change)),
         Request::Verb {
             queue,
             link,

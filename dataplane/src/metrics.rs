@@ -271,7 +271,17 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
             let mut counters = l.counters.clone();
             // Its reasons follow as one family.
             counters.remove("malformed_total");
+            counters.remove("auth_dropped_total");
             e.counters("oae_link", "link", &counters, &link);
+            for (reason, &n) in &l.auth_dropped {
+                e.sample(
+                    "oae_link_auth_dropped_frames",
+                    Kind::Counter,
+                    "frames an authenticated link dropped before reading them, by reason",
+                    &link.with("reason", reason),
+                    n as f64,
+                );
+            }
             for (reason, &n) in &l.malformed {
                 e.sample(
                     "oae_link_malformed_frames",
@@ -312,96 +322,82 @@ fn link_state(e: &mut Exposition, status: &DataplaneStatus, dataplane: &Labels) 
             .with("link", &l.link.to_string())
             .with("peer", &l.peer_mac);
         let state = &l.state;
-        let gauge = |e: &mut Exposition, name: &str, help: &str, v: f64| {
-            e.sample(name, Kind::Gauge, help, &link, v);
-        };
-        gauge(
-            e,
+        let mut gauges = vec![(
             "oae_link_up",
             "1 while the link is up",
             f64::from(u8::from(state.up)),
-        );
+        )];
         if let ProtocolStatus::Oae(o) = &state.protocol {
-            gauge(
-                e,
-                "oae_link_epoch",
-                "this end's epoch on the link",
-                f64::from(o.epoch),
-            );
-            gauge(
-                e,
-                "oae_link_peer_epoch",
-                "the peer's epoch",
-                f64::from(o.peer_epoch),
-            );
-            gauge(
-                e,
-                "oae_link_srtt_seconds",
-                "smoothed round trip",
-                o.srtt_ns as f64 / 1e9,
-            );
-            gauge(
-                e,
-                "oae_link_active_slots",
-                "slots in use",
-                f64::from(o.active_slots),
-            );
-            gauge(
-                e,
-                "oae_link_peer_credits",
-                "credits the peer advertised",
-                f64::from(o.peer_credits),
-            );
-            gauge(
-                e,
-                "oae_link_credits_in_use",
-                "credits held",
-                f64::from(o.credits_in_use),
-            );
-            gauge(
-                e,
-                "oae_link_tentative",
-                "tentative transfers held for the peer",
-                f64::from(o.tentative),
-            );
-            gauge(
-                e,
-                "oae_link_queued_verbs",
-                "verbs waiting for a slot",
-                o.queued_verbs as f64,
-            );
-            gauge(
-                e,
-                "oae_link_unreachable",
-                "1 once the peer was declared unreachable",
-                f64::from(u8::from(o.unreachable)),
-            );
+            gauges.extend([
+                (
+                    "oae_link_epoch",
+                    "this end's epoch on the link",
+                    f64::from(o.epoch),
+                ),
+                (
+                    "oae_link_peer_epoch",
+                    "the peer's epoch",
+                    f64::from(o.peer_epoch),
+                ),
+                (
+                    "oae_link_srtt_seconds",
+                    "smoothed round trip",
+                    o.srtt_ns as f64 / 1e9,
+                ),
+                (
+                    "oae_link_active_slots",
+                    "slots in use",
+                    f64::from(o.active_slots),
+                ),
+                (
+                    "oae_link_peer_credits",
+                    "credits the peer advertised",
+                    f64::from(o.peer_credits),
+                ),
+                (
+                    "oae_link_credits_in_use",
+                    "credits held",
+                    f64::from(o.credits_in_use),
+                ),
+                (
+                    "oae_link_tentative",
+                    "tentative transfers held for the peer",
+                    f64::from(o.tentative),
+                ),
+                (
+                    "oae_link_queued_verbs",
+                    "verbs waiting for a slot",
+                    o.queued_verbs as f64,
+                ),
+                (
+                    "oae_link_unreachable",
+                    "1 once the peer was declared unreachable",
+                    f64::from(u8::from(o.unreachable)),
+                ),
+            ]);
+        }
+        for (name, help, value) in gauges {
+            e.sample(name, Kind::Gauge, help, &link, value);
         }
     }
     for q in &status.queues {
         let Some(f) = &q.fabric else { continue };
         let queue = dataplane.with("queue", &q.queue.index.to_string());
-        e.sample(
-            "oae_fabric_view",
-            Kind::Gauge,
-            "the fabric's view number",
-            &queue,
-            f.view as f64,
-        );
-        e.sample(
-            "oae_fabric_members",
-            Kind::Gauge,
-            "live members in the view",
-            &queue,
-            f.members.len() as f64,
-        );
-        e.sample(
-            "oae_fabric_in_doubt",
-            Kind::Gauge,
-            "transfers still in doubt",
-            &queue,
-            f.in_doubt as f64,
-        );
+        for (name, help, value) in [
+            ("oae_fabric_view", "the fabric's view number", f.view as f64),
+            (
+                "oae_fabric_members",
+                "live members in the view",
+                f.members.len() as f64,
+            ),
+            (
+                "oae_fabric_in_doubt",
+                "transfers still in doubt",
+                f.in_doubt as f64,
+            ),
+        ] {
+            e.sample(name, Kind::Gauge, help, &queue, value);
+        }
         e.counters("oae_fabric", "fabric", &f.counters, &queue);
     }
 }

@@ -85,7 +85,10 @@ pub fn build_queue(
                 node.enable_fabric(FabricConfig::for_links(&link_cfg), &link_cfg)
                     .map_err(|e| format!("fabric: {}: {}", e.field, e.problem))?;
             }
-            AnyTransport::Oae(Oae { node })
+            AnyTransport::Oae(Oae::new(
+                node,
+                q.auth.as_ref().map(|a| (a.key_number, a.key.link_key())),
+            ))
         }
         TransportKind::RcModel => AnyTransport::Rc(RcModel {
             endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
@@ -193,6 +196,12 @@ where
     D::Buf: Send,
     T: Transport,
 {
+    let mut transport = transport;
+    for port in &ports {
+        for &(link, peer) in port.links() {
+            transport.link_macs(link, port.mac(), peer);
+        }
+    }
     let info = QueueInfo {
         driver: driver_name,
         mac: format_mac(ports[0].mac()),

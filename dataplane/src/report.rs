@@ -1,5 +1,6 @@
 //! An OAE link's status and counters as the control protocol reports them.
 
+use oae_proto::auth::{AuthError, AuthStats};
 use oae_proto::wire::Malformed;
 use oae_proto::{FabricStats, LinkId, Node, Observer, Store};
 
@@ -33,11 +34,15 @@ pub fn link_state<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Opt
 }
 
 /// Every counter of the link, malformed frames by reason.
-pub fn stats_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> LinkCounters {
+pub fn stats_report<O: Observer, M: Store>(
+    node: &Node<O, M>,
+    link: LinkId,
+    auth: Option<&AuthStats>,
+) -> LinkCounters {
     let Some(s) = node.link_stats(link) else {
         return LinkCounters::default();
     };
-    LinkCounters {
+    let mut counters = LinkCounters {
         malformed: named_counters(Malformed::ALL.iter().map(|m| m.name()).zip(s.malformed)),
         counters: named_counters([
             ("rx_frames", s.rx_frames),
@@ -73,7 +78,18 @@ pub fn stats_report<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> L
             ("completions_err", s.completions_err),
         ]),
         ..LinkCounters::default()
+    };
+    if let Some(a) = auth {
+        counters.auth_dropped =
+            named_counters(AuthError::ALL.iter().map(|e| e.name()).zip(a.dropped));
+        counters.counters.extend(named_counters([
+            ("auth_sealed", a.sealed),
+            ("auth_verified", a.verified),
+            ("auth_dropped_total", a.dropped.iter().sum()),
+            ("auth_key_switches", a.key_switches),
+        ]));
     }
+    counters
 }
 
 /// Every counter of a node's fabric.

@@ -130,6 +130,10 @@ pub struct LinkCounters {
     /// Malformed frames by reason (OAE links).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub malformed: Counters,
+    /// Frames an authenticated link dropped, by reason (`bad_tag`,
+    /// `replayed`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub auth_dropped: Counters,
     /// Every other counter of the link's transport.
     #[serde(flatten)]
     pub counters: Counters,

@@ -12,9 +12,11 @@ use oae_proto::{
 use oae_rc_model::{RcEndpoint, RcEvent};
 
 use crate::api::NotSubmitted;
+use crate::control::{KeyChange, KeyState};
 use crate::report::{fabric_counters, link_state, stats_report};
 use crate::stats::{LinkCounters, named_counters};
 use crate::status::{FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus};
+use oae_proto::auth::{Authenticator, LinkKey};
 
 /// What a transport tells the pipeline.
 // Results carry their bytes inline, as the cores' events do.
@@ -88,12 +90,48 @@ pub trait Transport: Send + 'static {
     fn stats(&self, link: LinkId) -> LinkCounters;
     /// The memory the peers' verbs act on.
     fn memory(&self) -> &SharedMemory;
+    /// Link `link` runs from `local` to `peer` (authentication derives
+    /// each direction's key from them).
+    fn link_macs(&mut self, _link: LinkId, _local: [u8; 6], _peer: [u8; 6]) {}
+    /// Changes a link's keys (`oaectl key`).
+    fn change_key(&mut self, _link: LinkId, _change: &KeyChange) -> Result<KeyState, String> {
+        Err(format!(
+            "the {} transport does not authenticate its frames",
+            self.name()
+        ))
+    }
 }
 
 /// OAE: one node per polling core, a link per peer, over its core's handle
 /// on the shared memory.
 pub struct Oae {
     pub node: Node<NoObserver, SharedMemory>,
+    /// Each link's authentication, when the queue has `[queue.auth]`.
+    auth: Vec<Option<Authenticator>>,
+    /// The configured key, until `link_macs` makes each link's.
+    key: Option<(u8, LinkKey)>,
+}
+
+impl Oae {
+    pub fn new(node: Node<NoObserver, SharedMemory>, key: Option<(u8, LinkKey)>) -> Oae {
+        Oae {
+            auth: vec![None; node.links()],
+            node,
+            key,
+        }
+    }
+
+    /// The frame's way out: sealed when the link is authenticated.
+    fn seal(&mut self, link: LinkId, buf: &mut [u8], len: usize) -> Option<usize> {
+        match self
+            .auth
+            .get_mut(usize::from(link))
+            .and_then(Option::as_mut)
+        {
+            Some(a) => a.seal(buf, len),
+            None => Some(len),
+        }
+    }
 }
 
 impl Transport for Oae {
@@ -110,11 +148,28 @@ impl Transport for Oae {
     }
 
     fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos) {
-        self.node.handle_frame(link, payload, now);
+        // An authenticated link checks the tag and the replay window before
+        // anything else reads the frame; what fails is counted and dropped.
+        let frame = match self
+            .auth
+            .get_mut(usize::from(link))
+            .and_then(Option::as_mut)
+        {
+            Some(a) => match a.open(payload) {
+                Ok(frame) => frame,
+                Err(_) => return,
+            },
+            None => payload,
+        };
+        self.node.handle_frame(link, frame, now);
     }
 
     fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        self.node.poll_transmit(link, now, buf)
+        let len = self.node.poll_transmit(link, now, buf)?;
+        // No room for the trailer (never, with frames of class 4 or less in
+        // MAX_FRAME buffers) or packet numbers spent: the frame is lost,
+        // which the link survives as any loss.
+        self.seal(link, buf, len)
     }
 
     fn poll_transmit_burst(
@@ -124,7 +179,23 @@ impl Transport for Oae {
         max: usize,
         out: &mut impl TransmitBuffers,
     ) -> usize {
-        self.node.poll_transmit_burst(link, now, max, out)
+        if self.auth.iter().all(Option::is_none) {
+            return self.node.poll_transmit_burst(link, now, max, out);
+        }
+        let mut sent = 0;
+        while sent < max {
+            let Some(buf) = out.next_buffer() else {
+                break;
+            };
+            let Some(len) = self.node.poll_transmit(link, now, buf) else {
+                break;
+            };
+            if let Some(len) = self.seal(link, buf, len) {
+                out.filled(len);
+                sent += 1;
+            }
+        }
+        sent
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -220,7 +291,30 @@ impl Transport for Oae {
     }
 
     fn stats(&self, link: LinkId) -> LinkCounters {
-        stats_report(&self.node, link)
+        let auth = self.auth.get(usize::from(link)).and_then(Option::as_ref);
+        stats_report(&self.node, link, auth.map(Authenticator::stats))
+    }
+
+    fn link_macs(&mut self, link: LinkId, local: [u8; 6], peer: [u8; 6]) {
+        if let (Some((number, key)), Some(slot)) = (&self.key, self.auth.get_mut(usize::from(link)))
+        {
+            *slot = Some(Authenticator::new(local, peer, *number, key));
+        }
+    }
+
+    fn change_key(&mut self, link: LinkId, change: &KeyChange) -> Result<KeyState, String> {
+        let a = self
+            .auth
+            .get_mut(usize::from(link))
+            .and_then(Option::as_mut)
+            .ok_or_else(|| {
+                format!(
+                    "link {link} is not authenticated: give its queue an [queue.auth] key in the \
+                     configuration (a link cannot start authenticating while it runs)"
+                )
+            })?;
+        change.apply(a)?;
+        Ok(KeyState::of(a))
     }
 
     fn memory(&self) -> &SharedMemory {

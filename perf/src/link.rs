@@ -33,14 +33,19 @@ pub struct OaeRun {
     pub rx_per_iteration: [f64; 2],
 }
 
+/// The link key of authenticated runs (both ends).
+const BENCH_KEY: &str = "0b0e0a0c0d0e0f00112233445566778899aabbccddeeff00112233445566778f";
+
 /// Runs `lanes` CAS streams (one verb in flight each) from side 0 to side
-/// 1 for `seconds`, side `i` pinned to `cores[i]`.
+/// 1 for `seconds`, side `i` pinned to `cores[i]`; with `auth`, over
+/// authenticated links (`[queue.auth]`).
 pub fn cas_workload(
     pair: &VethPair,
     slots: u16,
     lanes: u32,
     seconds: f64,
     cores: [usize; 2],
+    auth: bool,
 ) -> Result<OaeRun, String> {
     let mut queues: Vec<EmbeddedQueue> = Vec::new();
     for (i, &core) in cores.iter().enumerate() {
@@ -55,6 +60,7 @@ core = {core}
 [queue.link]
 slots = {slots}
 credits = {slots}
+{auth}
 [[region]]
 id = 1
 key = 1
@@ -70,6 +76,11 @@ perms = "rw"
             iface = pair.ifname[i],
             peer = format_mac(pair.mac[1 - i]),
             len = (lanes as usize * 64).max(4096),
+            auth = if auth {
+                format!("[queue.auth]\nkey = \"{BENCH_KEY}\"")
+            } else {
+                String::new()
+            },
         );
         let cfg = Config::from_toml(&text).map_err(|e| e.to_string())?;
         queues.push(EmbeddedQueue::start(&cfg, 0, 1, Some(&pair.ns[i]))?);

@@ -10,6 +10,7 @@
 //! Guarantees are stated in `docs/SEMANTICS.md`; the wire format in
 //! `docs/PROTOCOL.md`.
 
+pub mod auth;
 pub mod config;
 pub mod fabric;
 mod link;

@@ -17,6 +17,7 @@ use std::collections::BinaryHeap;
 use std::fmt;
 
 use ledger::{Check, KEY, Ledger, REGION, Record, Violation, violation};
+use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkKey};
 use oae_proto::verb::MAX_MCAS_WORDS;
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
@@ -251,6 +252,9 @@ pub struct SimConfig {
     /// Simulated time allowed after the last submission for everything to
     /// complete; past it the run fails the liveness invariant.
     pub settle_time: Nanos,
+    /// Authenticated links: every frame sealed by its sender and opened by
+    /// its receiver (`oae_proto::auth`), as `[queue.auth]` does.
+    pub auth: bool,
 }
 
 impl Default for SimConfig {
@@ -270,6 +274,7 @@ impl Default for SimConfig {
             delay: 5_000,
             region_len: 128,
             settle_time: 2_000_000_000,
+            auth: false,
         }
     }
 }
@@ -319,6 +324,9 @@ pub struct Report {
     pub reroute_rtts_max: u64,
     /// The largest view number any node reached.
     pub max_view: u64,
+    /// Frames authenticated links dropped, by `AuthError` in
+    /// `AuthError::ALL` order.
+    pub auth_dropped: [u64; 5],
 }
 
 impl Report {
@@ -355,6 +363,9 @@ impl Report {
         self.reroutes += o.reroutes;
         self.reroute_rtts_max = self.reroute_rtts_max.max(o.reroute_rtts_max);
         self.max_view = self.max_view.max(o.max_view);
+        for (a, b) in self.auth_dropped.iter_mut().zip(o.auth_dropped) {
+            *a += b;
+        }
     }
 }
 
@@ -453,6 +464,8 @@ struct Sim {
     cuts_pending: Vec<(Nanos, usize, usize)>,
     disruptions: Vec<(Nanos, Disruption)>,
     ledger: Ledger,
+    /// With `SimConfig::auth`: node `i`'s authenticator of its link `k`.
+    auth: Vec<Vec<Authenticator>>,
     issued: usize,
     outstanding: Vec<usize>,
     report: Report,
@@ -481,7 +494,7 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
     let f = scenario.faults;
     format!(
         "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {} \
-         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}",
+         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}",
         scenario.name,
         seed,
         cfg.verbs,
@@ -495,7 +508,8 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
         if f.exponential_delay { " --exponential-delay" } else { "" },
         f.link_flaps,
         f.restarts,
-        if cfg.link.ordered { "" } else { " --unordered" }
+        if cfg.link.ordered { "" } else { " --unordered" },
+        if cfg.auth { " --auth" } else { "" }
     )
     .replace("\\\n         ", "")
 }
@@ -571,6 +585,11 @@ impl Sim {
             cut: vec![vec![false; cfg.nodes]; cfg.nodes],
             stash: vec![None; cfg.nodes],
             cuts_pending: Vec::new(),
+            auth: if cfg.auth {
+                (0..cfg.nodes).map(|n| authenticators(&adj, n)).collect()
+            } else {
+                Vec::new()
+            },
             adj,
             fabric,
             cfg,
@@ -717,7 +736,17 @@ impl Sim {
                 self.report.link_down_drops += 1;
                 continue;
             }
-            self.nodes[f.to].handle_frame(f.link, &f.bytes, self.now);
+            let frame = match self.auth.get_mut(f.to) {
+                Some(links) => match links[usize::from(f.link)].open(&f.bytes) {
+                    Ok(frame) => frame,
+                    Err(e) => {
+                        self.report.auth_dropped[e as usize - 1] += 1;
+                        continue;
+                    }
+                },
+                None => &f.bytes,
+            };
+            self.nodes[f.to].handle_frame(f.link, frame, self.now);
             self.observe(f.to)?;
         }
         Ok(())
@@ -767,6 +796,10 @@ impl Sim {
         self.account_node(n);
         let epoch = self.nodes[n].epoch() + 1;
         self.nodes[n] = new_node(&self.cfg, n, epoch, self.adj[n].len(), self.fabric);
+        if self.cfg.auth {
+            // A new process: packet numbers from 1, no window yet.
+            self.auth[n] = authenticators(&self.adj, n);
+        }
         self.ledger.node_restarted(n);
         self.outstanding[n] = 0;
     }
@@ -856,11 +889,17 @@ impl Sim {
     }
 
     fn transmit(&mut self) -> Check {
-        let mut buf = [0u8; MAX_FRAME];
+        let mut buf = [0u8; MAX_FRAME + AUTH_TRAILER_LEN];
         for i in 0..self.nodes.len() {
             for l in 0..self.nodes[i].links() as u16 {
                 while let Some(len) = self.nodes[i].poll_transmit(l, self.now, &mut buf) {
                     self.observe(i)?;
+                    let len = match self.auth.get_mut(i) {
+                        Some(links) => links[usize::from(l)]
+                            .seal(&mut buf, len)
+                            .expect("room for the trailer"),
+                        None => len,
+                    };
                     self.send(i, l, &buf[..len]);
                 }
             }
@@ -1051,6 +1090,7 @@ impl Sim {
 
     fn check_final(&mut self) -> Check {
         self.ledger.check_final()?;
+        self.check_auth()?;
         for (i, n) in self.nodes.iter().enumerate() {
             if n.in_doubt() != 0 {
                 return violation(
@@ -1080,6 +1120,35 @@ impl Sim {
         r.sim_time = self.now;
         r
     }
+}
+
+impl Sim {
+    /// Authentication drops only what the network broke: a bad tag or an
+    /// unknown key number only for a corrupted frame, never a frame for
+    /// want of a trailer.
+    fn check_auth(&self) -> Check {
+        let [unauthenticated, unknown_key, bad_tag, _, _] = self.report.auth_dropped;
+        if unauthenticated != 0 || bad_tag + unknown_key > self.report.corrupted {
+            return violation(
+                "auth_drops_only_broken_frames",
+                format!(
+                    "{unauthenticated} frames without a trailer, {bad_tag} bad tags and \
+                     {unknown_key} unknown keys for {} corrupted frames",
+                    self.report.corrupted
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Node `n`'s authenticators, one per link, under the simulator's key.
+fn authenticators(adj: &[Vec<usize>], n: usize) -> Vec<Authenticator> {
+    let mac = |i: usize| -> [u8; 6] { node_id(i).to_be_bytes()[2..].try_into().expect("6 bytes") };
+    adj[n]
+        .iter()
+        .map(|&peer| Authenticator::new(mac(n), mac(peer), 0, &LinkKey([0x5a; 32])))
+        .collect()
 }
 
 /// A node's links and paths.

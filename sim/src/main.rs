@@ -9,10 +9,11 @@ const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
                    [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
-                   [--flaps N] [--restarts N] [--unordered]
-       oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered]
+                   [--flaps N] [--restarts N] [--unordered] [--auth]
+       oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth]
 
 --unordered: links that may reorder (losses found by patience, not by order)
+--auth: authenticated links (every frame tagged, replays refused)
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy
 fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-partition mesh-flap
@@ -72,6 +73,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--exponential-delay" => a.faults.push((arg, 1)),
             "--unordered" => a.cfg.link.ordered = false,
+            "--auth" => a.cfg.auth = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }

@@ -1,43 +1,17 @@
 #!/usr/bin/env python3
 """Writes OAE frames built from docs/PROTOCOL.md, independently of the Rust
 codec, to the pcap file named by argv[1]: what the dissector test decodes."""
+import os
 import struct
 import sys
 
 from scapy.all import Ether, Raw, wrpcap
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scapy"))
+from oae_wire import context, crc32c, frame, reflect, slot  # noqa: E402
+
 A, B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 ETHERTYPE = 0x88B5
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
-
-
-def context(cls, level, bob, state, code, field, reverse=False, prev=False):
-    transition = code | (0x80 if reverse else 0) | (0x40 if prev else 0)
-    return struct.pack(">BBBBI", 0x20 | cls, level | (4 if bob else 0), state, transition, field)
-
-
-def frame(ctx, epochs, order, payload):
-    size = 64 << (ctx[0] & 0x0F)
-    body = ctx + struct.pack(">IIII", epochs[0], epochs[1], order[0], order[1]) + payload
-    body = body.ljust(size - 4, b"\0")
-    return body + struct.pack(">I", crc32c(body))
-
-
-def reflect(ctx):
-    return ctx[4:] + ctx[:4]
-
-
-def slot(s, q):
-    return (s << 16) | q
-
 
 hello = frame(context(0, 0, False, 1, 1, 0), (7, 0), (0, 0),
               struct.pack(">QHHB", 0xA, 4, 3, 4))
@@ -76,8 +50,11 @@ long_write = frame(context(0, 2, False, 2, 1, slot(5, 1)), (7, 9), (8, 7),
 version1 = bytes([0x10]) + hello[1:-4]
 version1 = version1 + struct.pack(">I", crc32c(version1))
 short = hello[:40]
+# An authenticated link's HELLO: key 1, accepting keys 0 and 1, packet
+# number 0x0102_0304_0506, a tag the dissector shows but cannot check.
+authenticated = hello + bytes([1, 3, 1, 2, 3, 4, 5, 6]) + bytes(range(16))
 
 frames = [(A, B, hello), (A, B, cas), (B, A, echo), (B, A, refuse), (A, B, bad_crc),
           (A, B, forward), (A, B, mcas), (B, A, mcas_echo), (A, B, lost), (B, A, lost_echo),
-          (A, B, long_write), (A, B, version1), (A, B, short)]
+          (A, B, long_write), (A, B, version1), (A, B, short), (A, B, authenticated)]
 wrpcap(sys.argv[1], [Ether(src=s, dst=d, type=ETHERTYPE) / Raw(f) for s, d, f in frames])

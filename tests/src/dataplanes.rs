@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use oae_dataplane::config::Config;
-use oae_dataplane::control::{Request, call};
+use oae_dataplane::control::{Request, VerbSpec, call};
 use oae_dataplane::deployment::Deployment;
 use oae_dataplane::status::DataplaneStatus;
 use oae_os::child::Supervised;
@@ -66,6 +66,8 @@ pub struct Options {
     /// Give dataplane a a metrics endpoint on its namespace's loopback,
     /// on a port it picks (see [`Dataplanes::metrics_addr`]).
     pub metrics: bool,
+    /// Authenticate both ends' links with this key (64 hex digits).
+    pub auth_key: Option<&'static str>,
 }
 
 /// How the two dataplanes reach each other.
@@ -104,6 +106,7 @@ impl Default for Options {
             queues: 1,
             poll: None,
             metrics: false,
+            auth_key: None,
         }
     }
 }
@@ -291,6 +294,20 @@ impl Dataplanes {
         crate::poll_until(limit, what, || cond(self), logs);
     }
 
+    /// Runs `verb` from dataplane `i` on its queue 0's first link, through
+    /// the control socket.
+    pub fn verb(&self, i: usize, verb: VerbSpec) -> Result<Value, String> {
+        self.call(
+            i,
+            &Request::Verb {
+                queue: 0,
+                link: 0,
+                node: None,
+                verb,
+            },
+        )
+    }
+
     /// Region `id` of dataplane `i`, as bytes.
     pub fn region(&self, i: usize, id: u16) -> Vec<u8> {
         let v = self
@@ -376,7 +393,10 @@ peer_mac = "{peer}"
 slots = {slots}
 credits = {slots}
 unreachable_after_rounds = {unreach}
-{min_round}{poll}"#,
+{min_round}{poll}{auth}"#,
+                    auth = o.auth_key.map_or_else(String::new, |k| {
+                        format!("[dataplane.{name}.queue.auth]\nkey = \"{k}\"\n")
+                    }),
                     poll = o.poll.map_or_else(String::new, |p| {
                         format!("[dataplane.{name}.queue.poll]\n{p}\n")
                     }),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::control::{Request, VerbSpec};
+use oae_dataplane::control::VerbSpec;
 use oae_os::child::Supervised;
 use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION, binary};
 use oae_tests::{SCAPY_PYTHON, run};
@@ -39,6 +39,9 @@ const FIELDS: &[&str] = &[
     "_ws.lua.error",
     "frame.packet_flags_direction",
     "frame.interface_name",
+    "oae.auth.key_number",
+    "oae.auth.accepts",
+    "oae.auth.packet_number",
 ];
 
 fn workspace() -> PathBuf {
@@ -99,7 +102,7 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
     assert!(out.success(), "{out}");
     let frames = dissect(&capture);
     let show = format!("{frames:#?}");
-    assert_eq!(frames.len(), 13, "{show}");
+    assert_eq!(frames.len(), 14, "{show}");
     let field = |i: usize, name: &str| frames[i][name].as_str();
 
     assert_eq!(field(0, "oae.transition"), "HELLO", "{show}");
@@ -183,6 +186,19 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
         frames[..10].iter().all(|f| f["oae.malformed"].is_empty()),
         "{show}"
     );
+    // An authenticated frame: its trailer decoded, nothing refused.
+    assert_eq!(field(13, "oae.transition"), "HELLO", "{show}");
+    assert_eq!(
+        [
+            "oae.auth.key_number",
+            "oae.auth.accepts",
+            "oae.auth.packet_number"
+        ]
+        .map(|k| field(13, k)),
+        ["1", "0x03", &0x0102_0304_0506u64.to_string()],
+        "{show}"
+    );
+    assert!(field(13, "oae.malformed").is_empty(), "{show}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -216,19 +232,14 @@ fn tshark_decodes_what_oaectl_captures_on_a_live_pair() {
         }
         assert!(Instant::now() < deadline, "the capture never finished");
         let v = d
-            .call(
+            .verb(
                 0,
-                &Request::Verb {
-                    queue: 0,
-                    link: 0,
-                    node: None,
-                    verb: VerbSpec::Cas {
-                        region: TARGET_REGION,
-                        key: TARGET_KEY,
-                        offset: 64,
-                        expected: n,
-                        new: n + 1,
-                    },
+                VerbSpec::Cas {
+                    region: TARGET_REGION,
+                    key: TARGET_KEY,
+                    offset: 64,
+                    expected: n,
+                    new: n + 1,
                 },
             )
             .expect("CAS");

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use oae_dataplane::control::{Request, VerbSpec};
+use oae_dataplane::control::VerbSpec;
 use oae_os::child::Supervised;
 use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION};
 use oae_tests::{CommandOutput, SCAPY_PYTHON, poll_until, run};
@@ -83,19 +83,14 @@ fn samples(text: &str) -> HashMap<String, f64> {
 }
 
 fn cas(d: &Dataplanes, key: u32, offset: u32) -> Result<serde_json::Value, String> {
-    d.call(
+    d.verb(
         0,
-        &Request::Verb {
-            queue: 0,
-            link: 0,
-            node: None,
-            verb: VerbSpec::Cas {
-                region: TARGET_REGION,
-                key,
-                offset,
-                expected: 0,
-                new: 1,
-            },
+        VerbSpec::Cas {
+            region: TARGET_REGION,
+            key,
+            offset,
+            expected: 0,
+            new: 1,
         },
     )
 }

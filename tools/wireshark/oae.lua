@@ -97,6 +97,11 @@ f.fwd_src = ProtoField.uint64("oae.forward.src", "Source node", base.HEX)
 f.fwd_hops = ProtoField.uint8("oae.forward.hops_left", "Hops left")
 f.fwd_kind = ProtoField.uint8("oae.forward.kind", "Kind", base.DEC, FORWARD_KINDS)
 f.fwd_len = ProtoField.uint16("oae.forward.body_len", "Body length")
+f.auth = ProtoField.bytes("oae.auth", "Authentication trailer")
+f.auth_key = ProtoField.uint8("oae.auth.key_number", "Key number")
+f.auth_accepts = ProtoField.uint8("oae.auth.accepts", "Keys accepted", base.HEX)
+f.auth_pn = ProtoField.uint64("oae.auth.packet_number", "Packet number")
+f.auth_tag = ProtoField.bytes("oae.auth.tag", "AES-128-GMAC tag (not checked: needs the key)")
 f.init_epoch = ProtoField.uint32("oae.resolve.initiator_epoch", "Initiator epoch")
 f.target_epoch = ProtoField.uint32("oae.resolve.target_epoch", "Target epoch")
 f.decision = ProtoField.bytes("oae.resolve.decision", "Decision context slice")
@@ -281,6 +286,9 @@ end
 -- Dissects one OAE frame at the start of `tvb`; `src` and `dst` name the
 -- link's ends (nil for a frame relayed inside a FORWARD, which is not
 -- matched). Returns a one-line summary.
+-- Bytes an authenticated link's frames carry after the OAE frame.
+local AUTH_TRAILER = 24
+
 dissect_frame = function(tvb, pinfo, parent, src, dst)
     local len = tvb:len()
     local class = bit.band(tvb(0, 1):uint(), 0x0F)
@@ -304,7 +312,14 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
         tree:add(f.malformed, tvb(0, len), "truncated")
         return "truncated"
     end
-    if len > size then
+    if len == size + AUTH_TRAILER then
+        -- An authenticated link's frame (docs/PROTOCOL.md).
+        local a = tree:add(f.auth, tvb(size, AUTH_TRAILER))
+        a:add(f.auth_key, tvb(size, 1))
+        a:add(f.auth_accepts, tvb(size + 1, 1))
+        a:add(f.auth_pn, tvb(size + 2, 6), UInt64(tvb(size + 4, 4):uint(), tvb(size + 2, 2):uint()))
+        a:add(f.auth_tag, tvb(size + 8, 16))
+    elseif len > size then
         tree:add_proto_expert_info(e_length, "frame of " .. len .. " bytes, class " .. class .. " is " .. size)
         refuse("longer than its class")
     end

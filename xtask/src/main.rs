@@ -28,7 +28,8 @@ usage: cargo xtask <command>
           dpdk-testpmd, sockperf, the RC model and Redis over kernel TCP)
           into results/<time>/;
           arguments go to `oae-perf suite`, e.g. --reps 9 --secs 5
-  fuzz    run the fuzz targets (installs cargo-fuzz): cargo xtask fuzz [SECONDS]
+  fuzz    run the fuzz targets frame, auth and node (installs cargo-fuzz), 10^7
+          executions each by default: cargo xtask fuzz [--runs N] [TARGET...]
   cross   build the dataplane for the IPU's ARM cores (aarch64), run the core's
           unit tests and the binaries under qemu-user-static (installs the
           cross toolchain, qemu and the arm64 libraries; test runs it too)
@@ -891,11 +892,32 @@ fn cross_smoke() -> Result<(), String> {
     Ok(())
 }
 
+/// The fuzz targets (fuzz/fuzz_targets), each run for a number of
+/// executions from its corpus under fuzz/corpus/<target>, which is kept
+/// (minimised) in the repository.
+const FUZZ_TARGETS: [&str; 3] = ["frame", "auth", "node"];
+
 fn fuzz(extra: &[String]) -> Result<(), String> {
-    let seconds = extra.first().map(String::as_str).unwrap_or("60");
-    seconds
-        .parse::<u32>()
-        .map_err(|_| format!("fuzz takes a number of seconds per target, got '{seconds}'"))?;
+    let usage = "usage: cargo xtask fuzz [--runs N] [TARGET...] (default: 10000000 runs of \
+                 each of frame, auth, node)";
+    let mut runs = 10_000_000u64;
+    let mut targets = Vec::new();
+    let mut args = extra.iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--runs" => {
+                let n = args.next().ok_or(usage)?;
+                runs = n
+                    .parse()
+                    .map_err(|_| format!("--runs takes a number of executions, got '{n}'"))?;
+            }
+            t if FUZZ_TARGETS.contains(&t) => targets.push(t),
+            other => return Err(format!("unknown fuzz argument '{other}'\n{usage}")),
+        }
+    }
+    if targets.is_empty() {
+        targets = FUZZ_TARGETS.to_vec();
+    }
     if !Command::new("cargo")
         .args(["+nightly", "fuzz", "--version"])
         .stdout(Stdio::null())
@@ -910,15 +932,38 @@ fn fuzz(extra: &[String]) -> Result<(), String> {
             "install cargo-fuzz",
         )?;
     }
-    for target in ["frame", "node"] {
-        let max_time = format!("-max_total_time={seconds}");
+    for target in targets {
+        let corpus = format!("fuzz/corpus/{target}");
+        std::fs::create_dir_all(&corpus).map_err(|e| format!("{corpus}: {e}"))?;
+        let started = Instant::now();
         run(
             "cargo",
-            &["+nightly", "fuzz", "run", target, "--", &max_time],
+            &[
+                "+nightly",
+                "fuzz",
+                "run",
+                target,
+                "--",
+                &format!("-runs={runs}"),
+                "-print_final_stats=1",
+            ],
             &[],
             &format!("fuzz target {target}"),
         )
         .map_err(|e| format!("{e} (run from the fuzz/ directory's parent)"))?;
+        let secs = started.elapsed().as_secs_f64();
+        // Keep the corpus small enough to commit: only inputs that add
+        // coverage.
+        run(
+            "cargo",
+            &["+nightly", "fuzz", "cmin", target],
+            &[],
+            &format!("minimise the {target} corpus"),
+        )?;
+        println!(
+            "fuzz: {target}: {runs} executions, no failure, in {secs:.0} s with the build ({:.0}/s); corpus {corpus}",
+            runs as f64 / secs
+        );
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use super::tap::{CaptureBuffer, FinishedCapture, Tap};
 use super::{Origin, Pipeline, Target, driver_counters};
 use crate::api::{Completion, Submission};
 use crate::control::{
-    HistReport, Percentiles, RegionAdded, RegionDump, RegionView, WorkloadSpec, to_json,
+    HistReport, KeyChange, Percentiles, RegionAdded, RegionDump, RegionView, WorkloadSpec, to_json,
 };
 use crate::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
 use crate::status::{LinkStatus, QueueStatus};
@@ -97,6 +97,8 @@ pub enum CommandKind {
     WorkloadStart(WorkloadSpec),
     WorkloadStatus(Aim),
     WorkloadPhase(Aim, String),
+    /// Changes a link's keys.
+    Key(LinkId, KeyChange),
     /// Records the next frames received and sent into `buffer`, for at
     /// most `within`; answered at once, the frames handed back on `done`.
     Capture {
@@ -249,6 +251,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .begin_phase(aim, name, now)
                     .map(|()| json!({"phase_started": true})),
                 CommandKind::WorkloadStatus(aim) => self.workloads.status(aim, now),
+                CommandKind::Key(link, change) => self
+                    .transport
+                    .change_key(link, &change)
+                    .and_then(|state| to_json(&state)),
                 CommandKind::Capture {
                     buffer,
                     within,

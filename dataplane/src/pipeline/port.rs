@@ -101,6 +101,11 @@ impl<D: Driver> Port<D> {
         self.unkicked > 0
     }
 
+    /// The queue's links on this port, and each one's peer MAC.
+    pub fn links(&self) -> &[(LinkId, [u8; 6])] {
+        &self.links
+    }
+
     pub fn mac(&self) -> [u8; 6] {
         self.mac
     }

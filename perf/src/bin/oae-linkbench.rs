@@ -10,7 +10,9 @@
 //!    against a reflector that swaps MAC addresses in place;
 //! 2. OAE round trip: one CAS in flight (`--rtt-lanes`, default 1) over a
 //!    link of `--slots` slots;
-//! 3. OAE throughput: `--lanes` CAS streams, one verb in flight each.
+//! 3. OAE throughput: `--lanes` CAS streams, one verb in flight each;
+//! 4. the same two OAE runs over authenticated links (`[queue.auth]`:
+//!    every frame tagged and checked).
 //!
 //! Repetitions interleave the three so that drift on this shared machine
 //! hits them alike; the report gives the median and range of each figure
@@ -18,7 +20,10 @@
 //!
 //! * CAS verbs/s ÷ the raw reflector's packets/s (the better of the two
 //!   floods), and
-//! * CAS round-trip p50 ÷ the raw ping-pong's p50.
+//! * CAS round-trip p50 ÷ the raw ping-pong's p50;
+//!
+//! and what authentication costs: authenticated CAS verbs/s ÷ plain, and
+//! authenticated round-trip p50 ÷ plain.
 //!
 //! ```text
 //! oae-linkbench [--reps N] [--secs S] [--lanes N] [--rtt-lanes N] [--slots N]
@@ -122,6 +127,8 @@ struct Rep {
     raw: RawReport,
     rtt: OaeRun,
     throughput: OaeRun,
+    auth_rtt: OaeRun,
+    auth_throughput: OaeRun,
 }
 
 fn raw_config(o: &Options) -> RawConfig {
@@ -137,9 +144,16 @@ fn raw_config(o: &Options) -> RawConfig {
     cfg
 }
 
-fn oae_run(o: &Options, lanes: u32) -> Result<OaeRun, String> {
+fn oae_run(o: &Options, lanes: u32, auth: bool) -> Result<OaeRun, String> {
     let pair = VethPair::create("bench").map_err(|e| format!("creating the veth pair: {e}"))?;
-    cas_workload(&pair, o.slots.max(lanes as u16), lanes, o.secs, o.cores)
+    cas_workload(
+        &pair,
+        o.slots.max(lanes as u16),
+        lanes,
+        o.secs,
+        o.cores,
+        auth,
+    )
 }
 
 fn run(o: &Options) -> Result<Vec<Rep>, String> {
@@ -148,11 +162,19 @@ fn run(o: &Options) -> Result<Vec<Rep>, String> {
         eprint!("repetition {}/{}: raw", i + 1, o.reps);
         let raw = run_afxdp(&raw_config(o), XdpMode::Auto, &AfXdpConfig::default())?;
         eprint!(", OAE round trip");
-        let rtt = oae_run(o, o.rtt_lanes)?;
+        let rtt = oae_run(o, o.rtt_lanes, false)?;
         eprint!(", OAE throughput");
-        let throughput = oae_run(o, o.lanes)?;
+        let throughput = oae_run(o, o.lanes, false)?;
+        eprint!(", authenticated");
+        let auth_rtt = oae_run(o, o.rtt_lanes, true)?;
+        let auth_throughput = oae_run(o, o.lanes, true)?;
         eprintln!(" done");
-        for (what, r) in [("round trip", &rtt), ("throughput", &throughput)] {
+        for (what, r) in [
+            ("round trip", &rtt),
+            ("throughput", &throughput),
+            ("authenticated round trip", &auth_rtt),
+            ("authenticated throughput", &auth_throughput),
+        ] {
             if r.mismatches != 0 {
                 return Err(format!(
                     "OAE {what} run: {} results contradicted the ledger",
@@ -164,6 +186,8 @@ fn run(o: &Options) -> Result<Vec<Rep>, String> {
             raw,
             rtt,
             throughput,
+            auth_rtt,
+            auth_throughput,
         });
     }
     Ok(reps)
@@ -185,6 +209,10 @@ struct Figures {
     oae_explicit_commit_share: Summary,
     throughput_ratio: Summary,
     latency_ratio: Summary,
+    auth_rtt_p50_us: Summary,
+    auth_verbs_per_s: Summary,
+    auth_throughput_ratio: Summary,
+    auth_latency_ratio: Summary,
 }
 
 fn figures(reps: &[Rep]) -> Figures {
@@ -206,7 +234,9 @@ fn figures(reps: &[Rep]) -> Figures {
         oae_tput_p50_us: s(&|r| r.throughput.latency.p50 as f64 / 1e3),
         oae_failed: reps
             .iter()
-            .map(|r| r.rtt.failed + r.throughput.failed)
+            .map(|r| {
+                r.rtt.failed + r.throughput.failed + r.auth_rtt.failed + r.auth_throughput.failed
+            })
             .sum(),
         oae_frames_per_verb: s(&|r| r.throughput.frames_per_verb),
         oae_rx_per_iteration: [0, 1].map(|i| s(&|r| r.throughput.rx_per_iteration[i])),
@@ -216,6 +246,14 @@ fn figures(reps: &[Rep]) -> Figures {
         // Ratios per repetition, so each compares runs taken side by side.
         throughput_ratio: s(&|r| r.throughput.verbs_per_s / best_pps(r).max(1.0)),
         latency_ratio: s(&|r| r.rtt.latency.p50 as f64 / (r.raw.ping_pong.p50_ns as f64).max(1.0)),
+        auth_rtt_p50_us: s(&|r| r.auth_rtt.latency.p50 as f64 / 1e3),
+        auth_verbs_per_s: s(&|r| r.auth_throughput.verbs_per_s),
+        auth_throughput_ratio: s(&|r| {
+            r.auth_throughput.verbs_per_s / r.throughput.verbs_per_s.max(1.0)
+        }),
+        auth_latency_ratio: s(&|r| {
+            r.auth_rtt.latency.p50 as f64 / (r.rtt.latency.p50 as f64).max(1.0)
+        }),
     }
 }
 
@@ -286,6 +324,8 @@ fn text(o: &Options, reps: &[Rep], f: &Figures) -> String {
         f.oae_explicit_commit_share,
         "share",
     );
+    out += &row("authenticated CAS round trip p50", f.auth_rtt_p50_us, "us");
+    out += &row("authenticated CAS verbs/s", f.auth_verbs_per_s, "verbs/s");
     out += &format!("  {:<40} {:>12}\n", "OAE verbs failed", f.oae_failed);
     out += "\nratios (per repetition, then median):\n";
     out += &row(
@@ -297,6 +337,16 @@ fn text(o: &Options, reps: &[Rep], f: &Figures) -> String {
         "CAS RTT p50 / raw ping-pong p50",
         f.latency_ratio,
         "(<= 1.3)",
+    );
+    out += &row(
+        "authenticated / plain CAS verbs/s",
+        f.auth_throughput_ratio,
+        "",
+    );
+    out += &row(
+        "authenticated / plain CAS RTT p50",
+        f.auth_latency_ratio,
+        "",
     );
     out
 }
@@ -329,6 +379,10 @@ struct JsonReport {
     oae_explicit_commit_share: Summary,
     throughput_ratio: Summary,
     latency_ratio: Summary,
+    auth_cas_rtt_p50_us: Summary,
+    auth_cas_verbs_per_s: Summary,
+    auth_throughput_ratio: Summary,
+    auth_latency_ratio: Summary,
 }
 
 fn json(o: &Options, reps: usize, f: &Figures) -> String {
@@ -357,6 +411,10 @@ fn json(o: &Options, reps: usize, f: &Figures) -> String {
         oae_explicit_commit_share: s(f.oae_explicit_commit_share),
         throughput_ratio: s(f.throughput_ratio),
         latency_ratio: s(f.latency_ratio),
+        auth_cas_rtt_p50_us: s(f.auth_rtt_p50_us),
+        auth_cas_verbs_per_s: s(f.auth_verbs_per_s),
+        auth_throughput_ratio: s(f.auth_throughput_ratio),
+        auth_latency_ratio: s(f.auth_latency_ratio),
     };
     // Numbers and strings in a struct: serialising cannot fail.
     serde_json::to_string(&report).expect("the report serialises")
@@ -436,6 +494,10 @@ mod tests {
             oae_explicit_commit_share: one,
             throughput_ratio: one,
             latency_ratio: one,
+            auth_rtt_p50_us: one,
+            auth_verbs_per_s: one,
+            auth_throughput_ratio: one,
+            auth_latency_ratio: one,
         };
         let line = json(&Options::default(), 5, &f);
         let mut at = 0;
@@ -465,6 +527,10 @@ mod tests {
             "oae_explicit_commit_share",
             "throughput_ratio",
             "latency_ratio",
+            "auth_cas_rtt_p50_us",
+            "auth_cas_verbs_per_s",
+            "auth_throughput_ratio",
+            "auth_latency_ratio",
         ] {
             let needle = format!("\"{key}\":");
             let Some(found) = line[at..].find(&needle) else {

@@ -1,0 +1,391 @@
+//! Authenticated links on a live pair: what a forger or a replayer could
+//! do to a link without a key, and what `[queue.auth]` makes of the same
+//! frames; a key roll under a running workload; the control socket's
+//! refusal of a user that is not root.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use oae_dataplane::control::{
+    CaptureReport, FaultChange, KeyChange, KeyState, Request, VerbSpec, WorkloadReport,
+    WorkloadSpec, from_hex,
+};
+use oae_dataplane::stats::{DataplaneStats, LinkCounters};
+use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
+use oae_tests::dataplanes::{
+    Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
+};
+use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
+
+const KEY: &str = "5e1f0aa11ce0b0b0c0ffee00d15ea5e0123456789abcdef0fedcba9876543210";
+const NEW_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aabbccddeeff00";
+
+fn mac(i: usize) -> String {
+    MACS[i]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn forge() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scapy/forge.py")
+}
+
+fn link(d: &Dataplanes, i: usize) -> LinkCounters {
+    let stats: DataplaneStats = serde_json::from_value(d.stats(i)).expect("stats");
+    stats.queues[0].links[0].clone()
+}
+
+fn peer_epoch(d: &Dataplanes, i: usize) -> u32 {
+    let status: DataplaneStatus = serde_json::from_value(d.status(i)).expect("status");
+    match &status.queues[0].links[0].state.protocol {
+        ProtocolStatus::Oae(o) => o.peer_epoch,
+        ProtocolStatus::RcModel(_) => panic!("an OAE link"),
+    }
+}
+
+/// Dataplane b's side puts a HELLO claiming to be b, with a larger epoch,
+/// on the wire to a.
+fn forged_hello(d: &Dataplanes, how: &str) {
+    let epoch = peer_epoch(d, 0) + 1000;
+    let out = run(d.pair.command(1, SCAPY_PYTHON).arg(forge()).args([
+        "hello",
+        &d.pair.ifname[1],
+        &mac(1),
+        &mac(0),
+        "2",
+        &epoch.to_string(),
+        how,
+    ]));
+    assert!(out.success(), "{out}");
+}
+
+/// Frames as captured (hex, Ethernet header first) sent again from
+/// dataplane `i`'s side of the wire.
+fn replay(d: &Dataplanes, i: usize, frames: &[String]) {
+    let out = run(d
+        .pair
+        .command(i, SCAPY_PYTHON)
+        .arg(forge())
+        .args(["raw", &d.pair.ifname[i]])
+        .args(frames));
+    assert!(out.success(), "{out}");
+}
+
+fn cas(d: &Dataplanes, offset: u32, expected: u64) -> Result<serde_json::Value, String> {
+    d.verb(
+        0,
+        VerbSpec::Cas {
+            region: TARGET_REGION,
+            key: TARGET_KEY,
+            offset,
+            expected,
+            new: expected + 1,
+        },
+    )
+}
+
+fn key_change(d: &Dataplanes, i: usize, change: KeyChange) -> KeyState {
+    let v = d
+        .call(
+            i,
+            &Request::Key {
+                queue: 0,
+                link: 0,
+                change,
+            },
+        )
+        .unwrap_or_else(|e| panic!("key change on {i}: {e}"));
+    serde_json::from_value(v).expect("key state")
+}
+
+/// Two dataplanes whose link is authenticated under `KEY`.
+fn authenticated_pair(tag: &str) -> Dataplanes {
+    Dataplanes::start(
+        tag,
+        &Options {
+            auth_key: Some(KEY),
+            ..Options::default()
+        },
+    )
+}
+
+/// `oaectl key roll` on dataplane `i`, with the key in `key_file`.
+fn roll(d: &Dataplanes, i: usize, key_file: &Path) -> CommandOutput {
+    run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[i])
+        .args(["key", "roll", "--key-file"])
+        .arg(key_file))
+}
+
+/// The attack, shown on a link without authentication: one forged HELLO
+/// makes a believe b restarted.
+#[test]
+fn without_a_key_a_forged_hello_declares_a_restart() {
+    if !oae_tests::require_root("without_a_key_a_forged_hello_declares_a_restart") {
+        return;
+    }
+    let d = Dataplanes::start("noauth", &Options::default());
+    assert_eq!(link(&d, 0).get("peer_restarts"), 0);
+    forged_hello(&d, "plain");
+    d.wait_for(Duration::from_secs(10), "a to take b for restarted", |d| {
+        link(d, 0).get("peer_restarts") == 1
+    });
+}
+
+/// The same forgeries against authenticated links, and replays of real
+/// frames: each dropped by reason before the link reads it; the link
+/// stays up, memory holds what the verbs did and nothing else. Then a roll
+/// retires the old key, and frames under it are refused as such.
+#[test]
+fn with_a_key_forgeries_and_replays_are_dropped_by_reason() {
+    if !oae_tests::require_root("with_a_key_forgeries_and_replays_are_dropped_by_reason") {
+        return;
+    }
+    let d = authenticated_pair("auth");
+    forged_hello(&d, "plain");
+    forged_hello(&d, "junk-tag");
+    d.wait_for(Duration::from_secs(10), "both forged HELLOs dropped", |d| {
+        let l = link(d, 0);
+        l.auth_dropped.get("unauthenticated") == Some(&1)
+            && l.auth_dropped.get("bad_tag") == Some(&1)
+    });
+    assert_eq!(link(&d, 0).get("peer_restarts"), 0);
+
+    // b drops a fifth of what it receives, so a's frames include
+    // REVERSEs; a records what it sends while a CAS chain runs.
+    let drop = FaultChange {
+        drop_ppm: Some(200_000),
+        seed: Some(5),
+        ..FaultChange::default()
+    };
+    d.call(1, &Request::Fault(drop)).expect("faults on b");
+    let report: CaptureReport = std::thread::scope(|s| {
+        let capture = s.spawn(|| {
+            d.call(
+                0,
+                &Request::Capture {
+                    queue: 0,
+                    count: 2000,
+                    seconds: 10.0,
+                },
+            )
+        });
+        let mut n = 0;
+        while !capture.is_finished() && n < 5000 {
+            match cas(&d, 128, n) {
+                Ok(_) => n += 1,
+                Err(e) => assert!(e.contains("no effect"), "{e}"),
+            }
+        }
+        let answer = capture.join().expect("capture thread").expect("capture");
+        serde_json::from_value(answer).expect("capture report")
+    });
+    d.call(
+        1,
+        &Request::Fault(FaultChange {
+            drop_ppm: Some(0),
+            ..FaultChange::default()
+        }),
+    )
+    .expect("faults off");
+    // Slot frames a sent: REQUESTs (code 1) and REVERSEs (code 6).
+    let sent = |code: u8| -> Vec<String> {
+        report
+            .frames
+            .iter()
+            .filter(|f| f.outbound)
+            .map(|f| f.hex.clone())
+            .filter(|hex| {
+                let b = from_hex(hex).expect("hex");
+                b.len() > 18 && b[16] == 2 && b[17] & 0x1f == code
+            })
+            .take(20)
+            .collect()
+    };
+    let (requests, reverses) = (sent(1), sent(6));
+    assert!(
+        !requests.is_empty() && !reverses.is_empty(),
+        "{} frames",
+        report.frames.len()
+    );
+
+    let before = d.region(1, TARGET_REGION);
+    let dropped_before = link(&d, 1)
+        .auth_dropped
+        .get("replayed")
+        .copied()
+        .unwrap_or(0);
+    replay(&d, 0, &requests);
+    replay(&d, 0, &reverses);
+    let replayed = (requests.len() + reverses.len()) as u64;
+    d.wait_for(Duration::from_secs(10), "every replay dropped", |d| {
+        link(d, 1)
+            .auth_dropped
+            .get("replayed")
+            .copied()
+            .unwrap_or(0)
+            - dropped_before
+            == replayed
+    });
+    assert_eq!(
+        d.region(1, TARGET_REGION),
+        before,
+        "a replay changed b's memory"
+    );
+    let word = u64::from_le_bytes(before[128..136].try_into().unwrap());
+    cas(&d, 128, word).expect("the link still runs verbs");
+
+    // Both ends roll to a new key; the old one is retired at both, and
+    // frames under it are refused as under an unknown key.
+    let key_file = d.dir.join("new.key");
+    std::fs::write(&key_file, NEW_KEY).expect("key file");
+    let out = roll(&d, 0, &key_file);
+    assert!(
+        out.success() && out.stdout.contains("rolling to key 1"),
+        "{out}"
+    );
+    key_change(
+        &d,
+        1,
+        KeyChange::Roll {
+            key: NEW_KEY.into(),
+        },
+    );
+    d.wait_for(
+        Duration::from_secs(10),
+        "both ends to send under key 1 only",
+        |d| {
+            (0..2).all(|i| {
+                let s = key_change(d, i, KeyChange::Show);
+                s.sending == 1 && s.accepted == [1]
+            })
+        },
+    );
+    replay(&d, 0, &requests);
+    d.wait_for(
+        Duration::from_secs(10),
+        "frames under the retired key dropped",
+        |d| {
+            link(d, 1)
+                .auth_dropped
+                .get("unknown_key")
+                .copied()
+                .unwrap_or(0)
+                >= requests.len() as u64
+        },
+    );
+    cas(&d, 128, word + 1).expect("the link runs verbs under the new key");
+}
+
+/// `oaectl key roll` at both ends in the middle of a workload: not one verb
+/// fails, and both memories equal the workload's ledger.
+#[test]
+fn a_key_roll_under_a_workload_fails_no_verb() {
+    if !oae_tests::require_root("a_key_roll_under_a_workload_fails_no_verb") {
+        return;
+    }
+    let d = authenticated_pair("roll");
+    d.call(
+        0,
+        &Request::WorkloadStart(WorkloadSpec {
+            region: TARGET_REGION,
+            key: TARGET_KEY,
+            local_region: LOCAL_REGION,
+            lanes: 8,
+            seconds: 3.0,
+            seed: 11,
+            ..Default::default()
+        }),
+    )
+    .expect("workload");
+    let status = |d: &Dataplanes| -> WorkloadReport {
+        let v = d
+            .call(
+                0,
+                &Request::WorkloadStatus {
+                    queue: 0,
+                    link: 0,
+                    node: None,
+                },
+            )
+            .expect("workload status");
+        serde_json::from_value(v).expect("workload report")
+    };
+    d.wait_for(Duration::from_secs(10), "the workload under way", |d| {
+        status(d).completed > 100
+    });
+    let key_file = d.dir.join("new.key");
+    std::fs::write(&key_file, NEW_KEY).expect("key file");
+    for i in [1, 0] {
+        let out = roll(&d, i, &key_file);
+        assert!(out.success(), "{out}");
+    }
+    d.wait_for(Duration::from_secs(30), "the workload to finish", |d| {
+        !status(d).running
+    });
+    let r = status(&d);
+    assert!(
+        r.completed > 100 && r.failed == 0 && r.mismatches == 0,
+        "{r:?}"
+    );
+    assert!(
+        link(&d, 0).get("auth_key_switches") == 1 && link(&d, 1).get("auth_key_switches") == 1,
+        "{:?}",
+        link(&d, 0)
+    );
+    let at = r.first_byte;
+    let remote = from_hex(&r.expected_remote).unwrap();
+    let local = from_hex(&r.expected_local).unwrap();
+    assert_eq!(
+        &d.region(1, TARGET_REGION)[at..at + remote.len()],
+        &remote[..]
+    );
+    assert_eq!(&d.region(0, LOCAL_REGION)[at..at + local.len()], &local[..]);
+}
+
+/// A user the test makes, removed when dropped.
+struct TestUser(String);
+
+impl TestUser {
+    fn create() -> TestUser {
+        let name = format!("oaetest{}", std::process::id());
+        let out = run(Command::new("useradd").args(["--system", "--no-create-home", &name]));
+        assert!(out.success(), "{out}");
+        TestUser(name)
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn the_control_socket_refuses_a_user_that_is_not_root() {
+    if !oae_tests::require_root("the_control_socket_refuses_a_user_that_is_not_root") {
+        return;
+    }
+    let d = Dataplanes::start("ctluser", &Options::default());
+    let user = TestUser::create();
+    let out = run(Command::new("runuser")
+        .args(["-u", &user.0, "--"])
+        .arg(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[0])
+        .args(["key", "show"]));
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr.contains("the control socket is private"),
+        "{out}"
+    );
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[0])
+        .arg("status"));
+    assert!(out.success(), "root is answered: {out}");
+}
