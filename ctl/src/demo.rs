@@ -5,6 +5,7 @@
 //! creates it removes, on success, on failure and on Ctrl-C.
 
 use std::io::{IsTerminal, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -244,7 +245,14 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let mut running =
         Running::new(std::env::temp_dir().join(format!("oae-demo-{}", std::process::id())))?;
     let config_file = running.dir.join("deployment.toml");
-    std::fs::write(&config_file, &text).map_err(|e| e.to_string())?;
+    // Private: it may hold link keys.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&config_file)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("{}: {e}", config_file.display()))?;
     let queues = args.queues.unwrap_or(1);
     println!("setting up two namespaces joined by a veth pair ...");
     let pair = VethPair::create_with_queues("demo", Some(macs), queues)

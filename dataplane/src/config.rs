@@ -534,7 +534,9 @@ pub struct AuthSettings {
     pub key_number: u8,
 }
 
-/// A key from a configuration file: never printed, serialized or logged.
+/// A key from a configuration file. `Debug` never shows it; serializing
+/// writes it (a configuration file written again, as `oaectl demo` does
+/// for its dataplanes, mode 0600).
 #[derive(Clone)]
 pub struct SecretKey(LinkKey);
 
@@ -552,7 +554,7 @@ impl std::fmt::Debug for SecretKey {
 
 impl Serialize for SecretKey {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("<secret>")
+        s.serialize_str(&crate::control::to_hex(&self.0.0))
     }
 }
 
@@ -1059,6 +1061,33 @@ mod tests {
              [[queue]]\niface = \"eth0\"\nqueue_id = 0\n{first}\n\
              [[queue]]\niface = \"eth0\"\nqueue_id = 1\n{second}\n"
         ))
+    }
+
+    #[test]
+    fn auth_keys_are_checked_and_never_shown() {
+        let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let with =
+            |auth: &str| parse_one(&ONE.replace("[queue.link]", &format!("{auth}\n[queue.link]")));
+        let cfg = with(&format!("[queue.auth]\nkey = \"{key}\"\nkey_number = 2")).unwrap();
+        let auth = cfg.queues[0].auth.as_ref().unwrap();
+        assert_eq!(auth.key_number, 2);
+        assert!(
+            !format!("{cfg:?}").contains("aabbcc"),
+            "Debug hides the key"
+        );
+        // Written again (as `oaectl demo` does), the key survives.
+        assert!(toml::to_string(&cfg).unwrap().contains(key));
+        let short = with("[queue.auth]\nkey = \"0011\"").unwrap_err();
+        assert!(short.contains("32 bytes (64 hex digits), not 2"), "{short}");
+        let junk = with("[queue.auth]\nkey = \"zz\"").unwrap_err();
+        assert!(junk.contains("64 hex digits"), "{junk}");
+        let number = with(&format!("[queue.auth]\nkey = \"{key}\"\nkey_number = 4")).unwrap_err();
+        assert!(number.contains("key numbers are 0 to 3"), "{number}");
+        let rc = with(&format!(
+            "transport = \"rc-model\"\n[queue.auth]\nkey = \"{key}\""
+        ))
+        .unwrap_err();
+        assert!(rc.contains("needs transport = \"oae\""), "{rc}");
     }
 
     #[test]
