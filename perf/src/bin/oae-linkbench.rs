@@ -546,7 +546,7 @@ mod tests {
         );
         assert!(
             line.contains(r#""oae_failed":7,"#)
-                && line.ends_with(r#""latency_ratio":{"median":2.0,"min":1.0,"max":3.0}}"#),
+                && line.ends_with(r#""auth_latency_ratio":{"median":2.0,"min":1.0,"max":3.0}}"#),
             "{line}"
         );
     }
