@@ -103,25 +103,38 @@ impl From<SubmitError> for NotSubmitted {
     }
 }
 
+impl NotSubmitted {
+    /// The reason in words, without the details a variant may carry: what
+    /// a completion's status code says (`oae_strerror`).
+    pub fn summary(self) -> &'static str {
+        match self {
+            NotSubmitted::Refused => "refused by the dataplane",
+            NotSubmitted::QueueFull => "submission queue full: poll completions, then retry",
+            NotSubmitted::ShuttingDown => "the dataplane is shutting down",
+            NotSubmitted::NotForTransport => {
+                "not an RC verb: the RC model runs read, write, cas and faa"
+            }
+            NotSubmitted::Undecodable => "the dataplane could not decode the request record",
+            NotSubmitted::Invalid(_) => "invalid verb",
+            NotSubmitted::NoSuchLink(_) => "no such link on this queue",
+            NotSubmitted::QpFailed => "the RC model's queue pair has failed",
+            NotSubmitted::NoRoute(_) => "no link or route to that node",
+            NotSubmitted::Recalled => "taken back before the dataplane took it",
+        }
+    }
+}
+
 impl core::fmt::Display for NotSubmitted {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            NotSubmitted::Refused => f.write_str("refused by the dataplane"),
-            NotSubmitted::QueueFull => f.write_str("submission queue full"),
-            NotSubmitted::ShuttingDown => f.write_str("the dataplane is shutting down"),
-            NotSubmitted::NotForTransport => {
-                f.write_str("not an RC verb: the RC model runs read, write, cas and faa")
-            }
-            NotSubmitted::Undecodable => {
-                f.write_str("the dataplane could not decode the request record")
-            }
+        match *self {
             NotSubmitted::Invalid(why) => write!(f, "invalid verb: {why}"),
-            NotSubmitted::NoSuchLink(LinkId::MAX) => f.write_str("no such link on this queue"),
-            NotSubmitted::NoSuchLink(link) => write!(f, "no link {link} on this queue"),
-            NotSubmitted::QpFailed => f.write_str("the RC model's queue pair has failed"),
-            NotSubmitted::NoRoute(0) => f.write_str("no link or route to that node"),
-            NotSubmitted::NoRoute(node) => write!(f, "no link or route to node {node}"),
-            NotSubmitted::Recalled => f.write_str("taken back before the dataplane took it"),
+            NotSubmitted::NoSuchLink(link) if link != LinkId::MAX => {
+                write!(f, "no link {link} on this queue")
+            }
+            NotSubmitted::NoRoute(node) if node != 0 => {
+                write!(f, "no link or route to node {node}")
+            }
+            plain => f.write_str(plain.summary()),
         }
     }
 }

@@ -167,16 +167,10 @@ impl Outcome {
             Outcome::EchoMismatch => "every attempt was reversed: an echo did not match",
             Outcome::LocalLocked => "the local block of a bilateral swap stayed locked",
             Outcome::TooLarge => "the verb needs a larger frame than the peer accepts",
-            Outcome::NotSubmitted => "refused by the dataplane",
-            Outcome::QueueFull => "submission queue full: poll completions, then retry",
-            Outcome::ShuttingDown => "the dataplane is shutting down",
-            Outcome::NotForTransport => "the queue's transport does not run this verb",
-            Outcome::Undecodable => "the dataplane could not decode the request",
-            Outcome::Invalid => "invalid verb",
-            Outcome::NoSuchLink => "no such link on this queue",
-            Outcome::QpFailed => "the RC model's queue pair has failed",
-            Outcome::NoRoute => "no link or route to that node",
-            Outcome::Recalled => "taken back before the dataplane took it",
+            not_submitted => {
+                NotSubmitted::from_code(not_submitted.code() - Outcome::NotSubmitted.code())
+                    .summary()
+            }
         }
     }
 }

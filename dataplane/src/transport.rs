@@ -179,7 +179,7 @@ impl Transport for Oae {
         max: usize,
         out: &mut impl TransmitBuffers,
     ) -> usize {
-        if self.auth.iter().all(Option::is_none) {
+        if !matches!(self.auth.get(usize::from(link)), Some(Some(_))) {
             return self.node.poll_transmit_burst(link, now, max, out);
         }
         let mut sent = 0;

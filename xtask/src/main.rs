@@ -460,7 +460,9 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn run_main_job(extra: &[String]) -> Result<(), String> {
+/// `oaed` and `oaectl`, release builds: what the main job runs and what
+/// writes the completions and manual pages.
+fn build_release_binaries() -> Result<(), String> {
     cargo(
         &[
             "build",
@@ -473,7 +475,11 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
             "--bins",
         ],
         &[],
-    )?;
+    )
+}
+
+fn run_main_job(extra: &[String]) -> Result<(), String> {
+    build_release_binaries()?;
     let mut args = vec!["demo"];
     args.extend(extra.iter().map(String::as_str));
     run(
@@ -493,19 +499,7 @@ fn install_cli_docs(extra: &[String]) -> Result<(), String> {
         [flag, dir] if flag == "--prefix" => PathBuf::from(dir),
         _ => return Err("usage: cargo xtask install-cli-docs [--prefix DIR]".into()),
     };
-    cargo(
-        &[
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "oae-dataplane",
-            "-p",
-            "oae-ctl",
-            "--bins",
-        ],
-        &[],
-    )?;
+    build_release_binaries()?;
     let share = prefix.join("share");
     for (binary, completions) in [
         ("oaectl", vec!["completions"]),
