@@ -18,7 +18,7 @@ pub struct HostVerbsArgs {
     /// 1 to.
     #[arg(long)]
     region: u16,
-    #[arg(long, value_parser = parse_key)]
+    #[arg(long, value_parser = crate::numbers::parse::<u32>)]
     key: u32,
     #[arg(long, default_value_t = 0)]
     offset: u32,
@@ -41,15 +41,6 @@ pub struct HostVerbsArgs {
     /// Pin this process to a CPU.
     #[arg(long)]
     core: Option<usize>,
-}
-
-/// Keys are written in hexadecimal in configuration files; accept both.
-fn parse_key(s: &str) -> Result<u32, String> {
-    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    parsed.map_err(|_| format!("'{s}' is not a key (decimal, or hexadecimal with 0x)"))
 }
 
 pub fn run(args: &HostVerbsArgs, json: bool) -> Result<(), String> {

@@ -6,6 +6,7 @@ mod demo;
 mod fabric_demo;
 mod host_demo;
 mod host_verbs;
+mod numbers;
 mod running;
 
 use std::path::{Path, PathBuf};
@@ -149,28 +150,28 @@ enum VerbCmd {
     Cas {
         #[command(flatten)]
         at: Target,
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u64>)]
         expected: u64,
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u64>)]
         new: u64,
     },
     Faa {
         #[command(flatten)]
         at: Target,
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u64>)]
         add: u64,
     },
     Swap {
         #[command(flatten)]
         at: Target,
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u64>)]
         new: u64,
     },
     /// Multi-word compare-and-swap: --word OFFSET:EXPECTED:NEW, repeated.
     Mcas {
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u16>)]
         region: u16,
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u32>)]
         key: u32,
         #[arg(long = "word", value_parser = parse_word, required = true)]
         words: Vec<(u32, u64, u64)>,
@@ -190,20 +191,22 @@ enum VerbCmd {
 
 #[derive(clap::Args)]
 struct Target {
-    #[arg(long)]
+    #[arg(long, value_parser = numbers::parse::<u16>)]
     region: u16,
-    #[arg(long)]
+    /// The region's key, decimal or hexadecimal after 0x (as configuration
+    /// files write it).
+    #[arg(long, value_parser = numbers::parse::<u32>)]
     key: u32,
-    #[arg(long)]
+    #[arg(long, value_parser = numbers::parse::<u32>)]
     offset: u32,
 }
 
 #[derive(Subcommand)]
 enum RegionCmd {
     Add {
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u16>)]
         id: u16,
-        #[arg(long)]
+        #[arg(long, value_parser = numbers::parse::<u32>)]
         key: u32,
         #[arg(long)]
         len: u32,
@@ -290,12 +293,7 @@ fn parse_word(s: &str) -> Result<(u32, u64, u64), String> {
     let [o, e, n] = parts[..] else {
         return Err(format!("'{s}': expected OFFSET:EXPECTED:NEW"));
     };
-    let num = |x: &str| {
-        x.parse::<u64>()
-            .map_err(|_| format!("'{x}' is not a number"))
-    };
-    let offset = u32::try_from(num(o)?).map_err(|_| format!("offset {o} too large"))?;
-    Ok((offset, num(e)?, num(n)?))
+    Ok((numbers::parse(o)?, numbers::parse(e)?, numbers::parse(n)?))
 }
 
 /// One `key=value` fault setting, read by the same parser the XDP

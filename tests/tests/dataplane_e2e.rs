@@ -1084,7 +1084,8 @@ fn ctl_drives_a_running_dataplane() {
         "--region",
         "1",
         "--key",
-        &TARGET_KEY.to_string(),
+        // As the configuration writes it.
+        &format!("{TARGET_KEY:#x}"),
         "--offset",
         "16",
         "--expected",
