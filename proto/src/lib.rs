@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 pub use config::{ConfigError, LinkConfig, Nanos};
 pub use fabric::routes::{Member, Route, View};
 pub use fabric::{FabricConfig, FabricStats, PATH_BASE};
-pub use link::{LinkStats, LinkStatus};
+pub use link::{HELLO_BACKOFF_LIMIT, LinkStats, LinkStatus};
 pub use memory::{Memory, Permissions, RegionSpec, RegisterError, SharedMemory, Store};
 pub use verb::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
 

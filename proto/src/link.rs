@@ -226,6 +226,11 @@ enum Start {
 }
 
 const HELLO_LEN: usize = 8 + 2 + 2 + 1;
+/// While a peer does not answer, HELLOs after the first
+/// `unreachable_after_rounds` come ever less often: the wait doubles each
+/// time, up to this (or `hello_interval`, if longer). The peer's own HELLO
+/// is answered at once, so only a peer whose first HELLO is lost waits.
+pub const HELLO_BACKOFF_LIMIT: Nanos = 1_000_000_000;
 
 /// What a received frame was for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -568,8 +573,8 @@ impl Link {
         self.quiet_for_a_round = now.saturating_sub(self.last_heard_at) >= self.cfg.min_round;
         if !self.up && now >= self.next_hello {
             self.hello_due = true;
-            self.next_hello = now.saturating_add(self.cfg.hello_interval);
             self.unanswered_hellos += 1;
+            self.next_hello = now.saturating_add(self.hello_wait());
             // A peer that never answers bring-up is as unreachable as one
             // that fell silent: fail what is queued rather than hold it.
             if !self.unreachable && self.unanswered_hellos > self.cfg.unreachable_after_rounds {
@@ -590,6 +595,18 @@ impl Link {
             self.round_started = now;
             self.end_round(sh);
         }
+    }
+
+    /// How long after a HELLO the next goes, while the peer does not answer.
+    fn hello_wait(&self) -> Nanos {
+        let interval = self.cfg.hello_interval;
+        let doublings = self
+            .unanswered_hellos
+            .saturating_sub(self.cfg.unreachable_after_rounds)
+            .min(30);
+        interval
+            .saturating_mul(1 << doublings)
+            .min(HELLO_BACKOFF_LIMIT.max(interval))
     }
 
     /// Everything that is counted in round trips happens here.
@@ -855,6 +872,10 @@ impl Link {
             self.stats.stale_epoch += 1;
             return Received::Own;
         }
+        if let Err(m) = self.check_agreed_bits(&frame.context) {
+            self.count_malformed(m);
+            return Received::Own;
+        }
         self.heard_this_round = true;
         self.silent_rounds = 0;
         self.unanswered_probes = 0;
@@ -872,6 +893,9 @@ impl Link {
             Transition::Hello => unreachable!("handled above"),
             t if t.machine() == Machine::Fabric => received = Received::Fabric(t),
             Transition::Tick => self.handle_tick(&frame),
+            Transition::Tock if !verb::all_zero(&frame.payload[SLICE..]) => {
+                self.count_malformed(Malformed::BadPayload)
+            }
             Transition::Tock => match self.tick_outstanding {
                 Some(t) if frame.payload[..SLICE] == wire::reflect(&t.context) => {
                     self.settle_tick();
@@ -888,6 +912,23 @@ impl Link {
             self.find_losses(frame.seen);
         }
         received
+    }
+
+    /// Bits a frame after bring-up must carry as both ends agreed them: the
+    /// sender is up (knowledge 2) and has the other role; HELLO, TICK,
+    /// COMMIT and REVERSE are one slice-octet long (class 0).
+    fn check_agreed_bits(&self, ctx: &Context) -> Result<(), Malformed> {
+        if ctx.knowledge != Knowledge::KnowYouKnowMe || ctx.role == self.role {
+            return Err(Malformed::Inconsistent);
+        }
+        let smallest = matches!(
+            ctx.transition,
+            Transition::Tick | Transition::Commit | Transition::Reverse
+        );
+        if smallest && ctx.class != 0 {
+            return Err(Malformed::Inconsistent);
+        }
+        Ok(())
     }
 
     fn handle_tick(&mut self, frame: &Frame<'_>) {
@@ -915,6 +956,9 @@ impl Link {
         frame: &Frame<'_>,
         sh: &mut Shared<'_, O, M>,
     ) {
+        if frame.context.class != 0 {
+            return self.count_malformed(Malformed::Inconsistent);
+        }
         let p = frame.payload;
         if !verb::all_zero(&p[HELLO_LEN..]) || frame.context.field != 0 {
             return self.count_malformed(Malformed::BadPayload);
@@ -931,6 +975,17 @@ impl Link {
             self.stats.stale_epoch += 1;
             return;
         }
+        // A HELLO that knows this incarnation took its role against it.
+        let peer_role = if (sh.epoch, sh.node_id) < (epoch, peer_id) {
+            Role::Bob
+        } else {
+            Role::Alice
+        };
+        let knows_us =
+            frame.receiver_epoch == sh.epoch && frame.context.knowledge > Knowledge::Nothing;
+        if knows_us && frame.context.role != peer_role {
+            return self.count_malformed(Malformed::Inconsistent);
+        }
         if epoch > self.peer_epoch {
             if self.peer_epoch != 0 {
                 self.peer_restarted(sh);
@@ -940,10 +995,9 @@ impl Link {
             self.peer_slots = slots;
             self.peer_credits = credits;
             self.peer_max_class = max_class;
-            self.role = if (sh.epoch, sh.node_id) < (epoch, peer_id) {
-                Role::Alice
-            } else {
-                Role::Bob
+            self.role = match peer_role {
+                Role::Bob => Role::Alice,
+                Role::Alice => Role::Bob,
             };
             self.reset_sender_slots();
             self.restart_order();
@@ -1057,6 +1111,9 @@ impl Link {
         let s = ctx.slot();
         if s >= self.cfg.slots {
             return self.count_malformed(Malformed::Inconsistent);
+        }
+        if ctx.transition != Transition::Request && !verb::all_zero(frame.payload) {
+            return self.count_malformed(Malformed::BadPayload);
         }
         let si = usize::from(s);
         let seq = ctx.seq();
@@ -1248,7 +1305,7 @@ impl Link {
     fn response_context(&self, frame: &Frame<'_>, transition: Transition) -> Context {
         Context {
             class: frame.context.class,
-            knowledge: self.knowledge,
+            knowledge: Knowledge::KnowYouKnowMe,
             role: self.role,
             transition,
             previous_committed: false,
@@ -1293,9 +1350,20 @@ impl Link {
             self.stats.stale_slot_frames += 1;
             return;
         }
+        let acknowledgement = matches!(
+            ctx.transition,
+            Transition::CommitAck | Transition::ReverseAck
+        );
+        if acknowledgement && !verb::all_zero(&frame.payload[SLICE..]) {
+            // Not an answer: the decision is still owed one, and the next
+            // frame that proves it lost sends it again.
+            return self.count_malformed(Malformed::BadPayload);
+        }
         self.answered(s);
         let slot = &self.senders[si];
-        let reflected_ok = frame.payload[..SLICE] == wire::reflect(&slot.sent_context);
+        // An answer is the class of the frame it answers.
+        let reflected_ok = frame.payload[..SLICE] == wire::reflect(&slot.sent_context)
+            && ctx.class == slot.sent_context[0] & 0x0F;
         match ctx.transition {
             Transition::Echo => self.on_echo(s, frame, reflected_ok, now, sh),
             Transition::Refuse => {
@@ -1474,7 +1542,7 @@ impl Link {
         debug_assert!(self.up && transition.machine() == Machine::Fabric);
         let ctx = Context {
             class,
-            knowledge: self.knowledge,
+            knowledge: Knowledge::KnowYouKnowMe,
             role: self.role,
             transition,
             previous_committed: false,
@@ -1513,6 +1581,10 @@ impl Link {
     ) -> Option<(usize, Sent)> {
         if self.hello_due {
             self.hello_due = false;
+            if !self.up {
+                // Every HELLO restarts the wait for the next.
+                self.next_hello = self.next_hello.max(now.saturating_add(self.hello_wait()));
+            }
             return Some((self.build_hello(buf, sh), Sent::Hello));
         }
         if self.peer_epoch == 0 {
@@ -1586,7 +1658,7 @@ impl Link {
                 let ctx = Context::decode(&tick).expect("parsed on arrival");
                 let ctx = Context {
                     transition: Transition::Tock,
-                    knowledge: self.knowledge,
+                    knowledge: Knowledge::KnowYouKnowMe,
                     role: self.role,
                     ..ctx
                 };
@@ -1622,7 +1694,7 @@ impl Link {
         self.tick_no = self.tick_no.wrapping_add(1);
         let ctx = Context {
             class: 0,
-            knowledge: self.knowledge,
+            knowledge: Knowledge::KnowYouKnowMe,
             role: self.role,
             transition: Transition::Tick,
             previous_committed: false,
@@ -1776,7 +1848,7 @@ impl Link {
         slot.sent_round = round;
         let ctx = Context {
             class,
-            knowledge: self.knowledge,
+            knowledge: Knowledge::KnowYouKnowMe,
             role: self.role,
             transition: Transition::Request,
             previous_committed: slot.previous_committed,

@@ -617,7 +617,12 @@ fn mutants_reach_every_verdict() {
             "no mutant is {m:?}: {verdicts:?}"
         );
     }
-    for v in [Expect::StaleEpoch, Expect::StaleSlot, Expect::Live] {
+    for v in [
+        Expect::StaleEpoch,
+        Expect::StaleSlot,
+        Expect::Disagrees,
+        Expect::Live,
+    ] {
         assert!(verdicts.contains(&v), "no mutant is {v:?}");
     }
     assert_eq!(transitions.len(), TRANSITIONS.len(), "{transitions:?}");

@@ -6,7 +6,9 @@
 //! Depends on `oae_proto` only.
 
 use oae_proto::verb::{self, Request};
-use oae_proto::wire::{self, Frame, MAX_CODEC_CLASS, MAX_FRAME, Malformed, Transition};
+use oae_proto::wire::{
+    self, Frame, Knowledge, MAX_CODEC_CLASS, MAX_FRAME, Malformed, Role, Transition,
+};
 use oae_proto::*;
 
 /// The region every node of the live pair registers.
@@ -300,6 +302,10 @@ pub enum Expect {
     StaleEpoch,
     /// Counted in `stale_slot_frames`, and nothing else happens.
     StaleSlot,
+    /// Of the current incarnations, but its knowledge level, role bit or
+    /// class is not what bring-up agreed: counted as `inconsistent` before
+    /// the link reads anything else (it is not heard from the peer).
+    Disagrees,
     /// Well-formed and of the current incarnations: the state machine acts
     /// on it (it may still find it stale or a protocol violation).
     Live,
@@ -323,6 +329,9 @@ pub fn expect(node: &Node, bytes: &[u8]) -> Expect {
     let ctx = f.context;
     let p = f.payload;
     if ctx.transition == Transition::Hello {
+        if ctx.class != 0 {
+            return Expect::Malformed(Malformed::Inconsistent);
+        }
         let slots = u16::from_be_bytes([p[8], p[9]]);
         let credits = u16::from_be_bytes([p[10], p[11]]);
         let bad = ctx.field != 0
@@ -331,16 +340,40 @@ pub fn expect(node: &Node, bytes: &[u8]) -> Expect {
             || credits == 0
             || credits > slots
             || p[12] > MAX_CODEC_CLASS;
-        return if bad {
-            Expect::Malformed(Malformed::BadPayload)
-        } else if f.sender_epoch < status.peer_epoch {
-            Expect::StaleEpoch
+        if bad {
+            return Expect::Malformed(Malformed::BadPayload);
+        }
+        if f.sender_epoch < status.peer_epoch {
+            return Expect::StaleEpoch;
+        }
+        // A HELLO that names this incarnation took the other role against it.
+        let peer_id = u64::from_be_bytes(p[..8].try_into().unwrap());
+        let peer_role = if (node.epoch(), node.node_id()) < (f.sender_epoch, peer_id) {
+            Role::Bob
+        } else {
+            Role::Alice
+        };
+        let knows_us = f.receiver_epoch == node.epoch() && ctx.knowledge > Knowledge::Nothing;
+        return if knows_us && ctx.role != peer_role {
+            Expect::Malformed(Malformed::Inconsistent)
         } else {
             Expect::Live
         };
     }
     if f.sender_epoch != status.peer_epoch || f.receiver_epoch != node.epoch() {
         return Expect::StaleEpoch;
+    }
+    // After bring-up every frame says its sender is up and has the other
+    // role; TICK, COMMIT and REVERSE are the smallest class.
+    let smallest = matches!(
+        ctx.transition,
+        Transition::Tick | Transition::Commit | Transition::Reverse
+    );
+    if ctx.knowledge != Knowledge::KnowYouKnowMe
+        || ctx.role == status.role
+        || (smallest && ctx.class != 0)
+    {
+        return Expect::Disagrees;
     }
     match ctx.transition {
         Transition::Hello => unreachable!("handled above"),
@@ -351,11 +384,16 @@ pub fn expect(node: &Node, bytes: &[u8]) -> Expect {
         // Well-formed for the link; this node runs no fabric, so nothing
         // more happens.
         Transition::Advert | Transition::Forward => Expect::Live,
+        Transition::Tock if p[8..].iter().any(|&b| b != 0) => {
+            Expect::Malformed(Malformed::BadPayload)
+        }
         // No tick of this node is outstanding.
         Transition::Tock => Expect::StaleSlot,
         Transition::Request | Transition::Commit | Transition::Reverse => {
             if ctx.slot() >= SLOTS {
                 Expect::Malformed(Malformed::Inconsistent)
+            } else if ctx.transition != Transition::Request && p.iter().any(|&b| b != 0) {
+                Expect::Malformed(Malformed::BadPayload)
             } else {
                 Expect::Live
             }
@@ -448,7 +486,10 @@ impl Feeder {
         // HELLOs with a bad payload must leave the link exactly as it was.
         let untouched = match Frame::parse(bytes) {
             Err(_) => true,
-            Ok(f) => want == Expect::StaleEpoch || f.context.transition == Transition::Hello,
+            Ok(f) => {
+                matches!(want, Expect::StaleEpoch | Expect::Disagrees)
+                    || f.context.transition == Transition::Hello
+            }
         };
         let pre = node.link_stats(0).unwrap().clone();
         let pre_status = node.link_status(0).unwrap();
@@ -461,6 +502,7 @@ impl Feeder {
         exact.rx_frames += 1;
         match want {
             Expect::Malformed(m) => exact.malformed[malformed_index(m)] += 1,
+            Expect::Disagrees => exact.malformed[malformed_index(Malformed::Inconsistent)] += 1,
             Expect::StaleEpoch => exact.stale_epoch += 1,
             Expect::StaleSlot => exact.stale_slot_frames += 1,
             Expect::Live => {}
