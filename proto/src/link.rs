@@ -156,6 +156,47 @@ pub struct LinkStats {
     pub completions_err: u64,
 }
 
+impl LinkStats {
+    /// Every counter by its stable name: what the dataplane reports, the
+    /// metrics endpoint exports and the test vectors check (malformed
+    /// frames by reason are in [`LinkStats::malformed`]).
+    pub fn named(&self) -> [(&'static str, u64); 31] {
+        [
+            ("rx_frames", self.rx_frames),
+            ("tx_frames", self.tx_frames),
+            ("malformed_total", self.malformed.iter().sum::<u64>()),
+            ("stale_epoch", self.stale_epoch),
+            ("stale_slot_frames", self.stale_slot_frames),
+            ("duplicate_requests", self.duplicate_requests),
+            ("requests_sent", self.requests_sent),
+            ("echoes_verified", self.echoes_verified),
+            ("echo_mismatches", self.echo_mismatches),
+            ("echo_missing", self.echo_missing),
+            ("lost_by_order", self.lost_by_order),
+            ("lost_by_patience", self.lost_by_patience),
+            ("gaps_seen", self.gaps_seen),
+            ("probes_sent", self.probes_sent),
+            ("reversals", self.reversals),
+            ("retries", self.retries),
+            ("refusals_received", self.refusals_received),
+            ("commits_sent", self.commits_sent),
+            ("transfers_applied", self.transfers_applied),
+            ("transfers_committed", self.transfers_committed),
+            ("transfers_reversed", self.transfers_reversed),
+            ("refusals_sent", self.refusals_sent),
+            ("overruns", self.overruns),
+            ("protocol_violations", self.protocol_violations),
+            ("ticks_sent", self.ticks_sent),
+            ("rtt_samples", self.rtt_samples),
+            ("unreachable_declared", self.unreachable_declared),
+            ("peer_restarts", self.peer_restarts),
+            ("presumed_commits", self.presumed_commits),
+            ("completions_ok", self.completions_ok),
+            ("completions_err", self.completions_err),
+        ]
+    }
+}
+
 /// A snapshot of a link for status displays and invariant checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkStatus {
@@ -1359,11 +1400,15 @@ impl Link {
             // frame that proves it lost sends it again.
             return self.count_malformed(Malformed::BadPayload);
         }
-        self.answered(s);
-        let slot = &self.senders[si];
         // An answer is the class of the frame it answers.
         let reflected_ok = frame.payload[..SLICE] == wire::reflect(&slot.sent_context)
             && ctx.class == slot.sent_context[0] & 0x0F;
+        if acknowledgement && !reflected_ok {
+            // Acknowledges something else: the decision stays owed, as above.
+            self.stats.echo_mismatches += 1;
+            return;
+        }
+        self.answered(s);
         match ctx.transition {
             Transition::Echo => self.on_echo(s, frame, reflected_ok, now, sh),
             Transition::Refuse => {
@@ -1374,11 +1419,9 @@ impl Link {
                     _ => self.start_reverse(s, ReverseReason::EchoMismatch),
                 }
             }
-            Transition::CommitAck if reflected_ok => {
-                self.set_idle(s);
-            }
-            Transition::ReverseAck if reflected_ok => self.on_reverse_ack(s, sh),
-            _ => self.stats.echo_mismatches += 1,
+            Transition::CommitAck => self.set_idle(s),
+            Transition::ReverseAck => self.on_reverse_ack(s, sh),
+            _ => unreachable!("an initiator frame"),
         }
     }
 
