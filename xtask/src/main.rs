@@ -43,7 +43,9 @@ usage: cargo xtask <command>
           (pkg-config) under DIR (default /usr/local)
   c-header [--check]
           regenerate liboae/include/oae.h from liboae's source (cbindgen);
-          --check fails if the committed header differs (test runs it)";
+          --check fails if the committed header differs (test runs it)
+  vectors rewrite the test vectors under vectors/ from the core (review the
+          difference before committing; test checks they are current)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -59,6 +61,17 @@ fn main() -> ExitCode {
         Some("install-cli-docs") => setup().and_then(|()| install_cli_docs(&args[1..])),
         Some("install-c") => setup().and_then(|()| install_c(&args[1..])),
         Some("c-header") => setup().and_then(|()| c_header(&args[1..])),
+        Some("vectors") => cargo(
+            &[
+                "test",
+                "-p",
+                "oae-proto",
+                "--test",
+                "vectors",
+                "vectors_on_disk_are_the_cores",
+            ],
+            &[("OAE_WRITE_VECTORS", "1")],
+        ),
         Some("-h" | "--help") | None => {
             eprintln!("{USAGE}");
             return if args.is_empty() {

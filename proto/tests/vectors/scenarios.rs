@@ -1,0 +1,848 @@
+//! Every vector: one function each, named by the rows of the receiver
+//! table in `docs/PROTOCOL.md` it exercises. Each asserts what it is there
+//! to show, so a vector that stopped showing it fails here, not silently.
+
+use oae_proto::RegionRef;
+use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Refusal, Verb};
+use oae_proto::wire::{self, Knowledge, Malformed, SLICE, Transition};
+
+use super::iut::Setup;
+use super::script::{Script, SlotFrame};
+use super::text::{READ_ONLY, REGION};
+
+pub fn all() -> Vec<(String, String)> {
+    [
+        bring_up_as_alice,
+        bring_up_as_bob,
+        hello_checks,
+        hello_backoff,
+        peer_restart_presumes_commit,
+        malformed_frames,
+        class_above_max,
+        after_bring_up_checks,
+        tick_and_tock,
+        every_verb_as_target,
+        refusals,
+        duplicates_get_the_latest_answer,
+        sequence_numbers,
+        violations_are_dropped,
+        reversal,
+        reverse_before_request,
+        slot_frame_checks,
+        initiator_commit,
+        initiator_carries_commit,
+        initiator_mismatch_reverses,
+        initiator_refused,
+        initiator_loss_by_order,
+        initiator_answer_checks,
+    ]
+    .into_iter()
+    .map(|make| make().finish())
+    .collect()
+}
+
+const FAA: Verb = Verb::FetchAdd {
+    target: REGION,
+    offset: 0,
+    add: 5,
+};
+
+fn cas(offset: u32, expected: u64, new: u64) -> Verb {
+    Verb::CompareAndSwap {
+        target: REGION,
+        offset,
+        expected,
+        new,
+    }
+}
+
+fn on(target: RegionRef, offset: u32) -> Verb {
+    Verb::FetchAdd {
+        target,
+        offset,
+        add: 1,
+    }
+}
+
+fn bring_up_as_alice() -> Script {
+    let mut s = Script::new(
+        "01-bring-up-alice",
+        "bring-up in three HELLOs; the IUT has the smaller epoch and is Alice",
+        "B1 B2 R7 R8",
+        Setup::DEFAULT,
+        7,
+    );
+    s.note("the IUT's first HELLO, level 0, naming nobody");
+    s.drain();
+    s.note("the peer knows the IUT: level 1, epochs (7, 1)");
+    s.hello(Knowledge::KnowYou, true);
+    s.note("the IUT is up and says so at level 2");
+    s.drain();
+    s
+}
+
+fn bring_up_as_bob() -> Script {
+    let mut s = Script::new(
+        "02-bring-up-bob",
+        "bring-up started by the peer; the IUT has the larger epoch and is Bob",
+        "B1 B2 R7 R8 R9",
+        Setup {
+            epoch: 9,
+            ..Setup::DEFAULT
+        },
+        3,
+    );
+    s.drain();
+    s.note("the peer's HELLO at level 0 does not name the IUT: it is answered at level 1");
+    s.hello(Knowledge::Nothing, false);
+    s.drain();
+    s.note("level 2 naming the IUT: up, and nothing to answer");
+    s.hello(Knowledge::KnowYouKnowMe, true);
+    s.drain();
+    s.note("a TICK from the peer (Alice) is answered: the link is up");
+    let tick = s.context(Transition::Tick, 0, 1);
+    let tick = s.frame_bytes(tick, |p| p[..8].copy_from_slice(&80_000u64.to_be_bytes()));
+    s.recv(&tick);
+    s.drain();
+    s
+}
+
+fn hello_checks() -> Script {
+    let mut s = Script::new(
+        "03-hello-checks",
+        "HELLOs that are dropped: wrong class, bad payload, older epoch, wrong role",
+        "R3 R4 R5 R6",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let good = s.hello_bytes(Knowledge::KnowYouKnowMe, true);
+    s.note("class 1 (128 bytes)");
+    let mut big = vec![0u8; 128];
+    big[..60].copy_from_slice(&good[..60]);
+    big[0] |= 1;
+    wire::seal(&mut big);
+    s.recv(&big);
+    s.note("0 slots offered");
+    let mut bad = good.clone();
+    bad[wire::HEADER_LEN + 8..wire::HEADER_LEN + 10].fill(0);
+    wire::seal(&mut bad);
+    s.recv(&bad);
+    assert_eq!(s.count("malformed.inconsistent"), 1);
+    assert_eq!(s.count("malformed.bad_payload"), 1);
+    s.note("an older epoch of the peer");
+    s.peer_epoch = 6;
+    s.hello(Knowledge::Nothing, false);
+    s.peer_epoch = 7;
+    assert_eq!(s.count("stale_epoch"), 1);
+    s.note("naming the IUT, with the IUT's own role (Alice)");
+    let mut wrong_role = good;
+    wrong_role[1] &= !0x04;
+    wire::seal(&mut wrong_role);
+    s.recv(&wrong_role);
+    assert_eq!(s.count("malformed.inconsistent"), 2);
+    s.drain();
+    s
+}
+
+fn hello_backoff() -> Script {
+    let mut s = Script::new(
+        "04-hello-backoff",
+        "an absent peer: HELLO every hello_interval for unreachable_after_rounds, then \
+         ever less often, at most 1 s apart; the peer's own HELLO is answered at once",
+        "B3",
+        Setup::DEFAULT,
+        7,
+    );
+    s.drain();
+    let mut now = 0;
+    let mut wait = 1_000_000;
+    for n in 1..=20 {
+        now += wait;
+        s.at(now);
+        assert_eq!(s.drain().len(), 1, "HELLO {n}");
+        if n >= 8 {
+            wait = (wait * 2).min(1_000_000_000);
+        }
+    }
+    s.note("the peer comes: answered at once");
+    s.hello(Knowledge::Nothing, false);
+    assert_eq!(s.drain().len(), 1);
+    s
+}
+
+fn peer_restart_presumes_commit() -> Script {
+    let mut s = Script::new(
+        "05-peer-restart",
+        "a HELLO from a new incarnation: the old one's tentative transfer is committed \
+         (presumed), both ends number their frames from 1 again",
+        "R7 B4",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.peer_restarts(8);
+    s.hello(Knowledge::Nothing, false);
+    s.drain();
+    assert_eq!(s.count("presumed_commits"), 1);
+    s.count("peer_restarts");
+    s.memory(0, 8);
+    s.hello(Knowledge::KnowYouKnowMe, true);
+    s.note("the new incarnation's first REQUEST on slot 0 has sequence 1 again");
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.memory(0, 8);
+    s
+}
+
+fn malformed_frames() -> Script {
+    let mut s = Script::new(
+        "06-malformed",
+        "one frame per malformed reason, each counted and dropped without an answer",
+        "R1",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let tick_ctx = s.context(Transition::Tick, 0, 9);
+    let tick = s.frame_bytes(tick_ctx, |_| {});
+    let resealed = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut f = tick.clone();
+        edit(&mut f);
+        wire::seal(&mut f);
+        f
+    };
+    let cases: [(Malformed, &str, Vec<u8>); 10] = [
+        (Malformed::Truncated, "40 bytes", tick[..40].to_vec()),
+        (Malformed::WrongLength, "class 0 with 72 bytes", {
+            let mut f = tick.clone();
+            f.extend([0; 8]);
+            f
+        }),
+        (
+            Malformed::UnknownVersion,
+            "version 1",
+            resealed(&|f| f[0] = 0x10),
+        ),
+        (Malformed::BadClass, "class 5", resealed(&|f| f[0] = 0x25)),
+        (Malformed::BadCrc, "one bit flipped", {
+            let mut f = tick.clone();
+            f[30] ^= 1;
+            f
+        }),
+        (
+            Malformed::UnknownTransition,
+            "state 2 code 9",
+            resealed(&|f| {
+                f[2] = 2;
+                f[3] = 9
+            }),
+        ),
+        (
+            Malformed::WrongDirection,
+            "REVERSE without the reverse bit",
+            resealed(&|f| {
+                f[2] = 2;
+                f[3] = 6
+            }),
+        ),
+        (
+            Malformed::ReservedBits,
+            "liveness bit 3",
+            resealed(&|f| f[1] |= 0x08),
+        ),
+        (
+            Malformed::Inconsistent,
+            "sender epoch 0",
+            resealed(&|f| f[8..12].fill(0)),
+        ),
+        (
+            Malformed::BadPayload,
+            "a TICK with bytes after its round length",
+            resealed(&|f| f[wire::HEADER_LEN + 8] = 1),
+        ),
+    ];
+    for (reason, what, bytes) in cases {
+        s.note(what);
+        s.recv(&bytes);
+        assert_eq!(s.count(&format!("malformed.{}", reason.name())), 1);
+    }
+    s.drain();
+    s
+}
+
+fn class_above_max() -> Script {
+    let mut s = Script::new(
+        "07-class-above-max",
+        "a frame of a class above the receiver's max_class is malformed (bad_class)",
+        "R2",
+        Setup {
+            max_class: 1,
+            ..Setup::DEFAULT
+        },
+        7,
+    );
+    s.up();
+    let write = Verb::Write {
+        target: REGION,
+        offset: 0,
+        data: Block::new(&[7; 48]).unwrap(),
+    };
+    // A 48-byte WRITE needs class 1 (128 bytes); forced to class 2 here.
+    let bytes = s.slot_bytes(
+        SlotFrame {
+            transition: Transition::Request,
+            slot: 0,
+            seq: 1,
+            previous_committed: false,
+            class: 2,
+        },
+        |p| oae_proto::verb::encode_request(&write, &[], p),
+    );
+    s.recv(&bytes);
+    assert_eq!(s.count("malformed.bad_class"), 1);
+    s.drain();
+    s
+}
+
+fn after_bring_up_checks() -> Script {
+    let mut s = Script::new(
+        "08-after-bring-up",
+        "frames after bring-up: other epochs are stale; level, role and class must be as agreed",
+        "R10 R11",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.note("a TICK naming another incarnation of the IUT");
+    let tick = s.context(Transition::Tick, 0, 1);
+    let mut other = s.frame_bytes(tick, |_| {});
+    other[15] ^= 0x02;
+    wire::seal(&mut other);
+    s.recv(&other);
+    assert_eq!(s.count("stale_epoch"), 1);
+    for (what, edit) in [
+        (
+            "level 1",
+            (|f: &mut Vec<u8>| f[1] = (f[1] & !3) | 1) as fn(&mut Vec<u8>),
+        ),
+        ("the IUT's own role", |f| f[1] &= !0x04),
+    ] {
+        s.note(what);
+        let tick = s.context(Transition::Tick, 0, 1);
+        let mut f = s.frame_bytes(tick, |_| {});
+        edit(&mut f);
+        wire::seal(&mut f);
+        s.recv(&f);
+    }
+    s.note("a COMMIT of class 1");
+    let commit = s.slot_bytes(
+        SlotFrame {
+            transition: Transition::Commit,
+            slot: 0,
+            seq: 1,
+            previous_committed: false,
+            class: 1,
+        },
+        |_| {},
+    );
+    s.recv(&commit);
+    assert_eq!(s.count("malformed.inconsistent"), 3);
+    s.note("none of them was answered, and none counts as heard from the peer");
+    s.drain();
+    s
+}
+
+fn tick_and_tock() -> Script {
+    let mut s = Script::new(
+        "09-tick-tock",
+        "a TICK is answered by a TOCK reflecting it; a TOCK that answers nothing is stale",
+        "R13 R14 R15 R16",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let ctx = s.context(Transition::Tick, 0, 5);
+    let tick = s.frame_bytes(ctx, |p| p[..8].copy_from_slice(&80_000u64.to_be_bytes()));
+    s.recv(&tick);
+    s.drain();
+    s.note("a TOCK when no TICK of the IUT's is outstanding");
+    let ctx = s.context(Transition::Tock, 0, 5);
+    let raw_context: [u8; SLICE] = tick[..SLICE].try_into().unwrap();
+    let tock = s.frame_bytes(ctx, |p| p[..SLICE].copy_from_slice(&raw_context));
+    s.recv(&tock);
+    assert_eq!(s.count("stale_slot_frames"), 1);
+    s.note("a TOCK with bytes after its reflection");
+    let ctx = s.context(Transition::Tock, 0, 5);
+    let tock = s.frame_bytes(ctx, |p| p[SLICE] = 1);
+    s.recv(&tock);
+    assert_eq!(s.count("malformed.bad_payload"), 1);
+    s.drain();
+    s
+}
+
+fn every_verb_as_target() -> Script {
+    let mut s = Script::new(
+        "10-every-verb",
+        "the seven verbs applied by the IUT as target on slot 0, each commit carried by the \
+         next REQUEST, the last one by a COMMIT",
+        "R20 R23 V1 V2",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let mut words = [McasWord::default(); MAX_MCAS_WORDS];
+    words[0] = McasWord {
+        offset: 16,
+        expected: 9,
+        new: 10,
+    };
+    words[1] = McasWord {
+        offset: 24,
+        expected: 0,
+        new: 11,
+    };
+    let verbs = [
+        Verb::Write {
+            target: REGION,
+            offset: 0,
+            data: Block::new(&[1, 2, 3, 4, 5, 6, 7, 8, 9]).unwrap(),
+        },
+        Verb::Read {
+            target: REGION,
+            offset: 0,
+            len: 9,
+        },
+        cas(16, 0, 9),
+        Verb::FetchAdd {
+            target: REGION,
+            offset: 8,
+            add: 0x100,
+        },
+        Verb::Swap {
+            target: REGION,
+            offset: 32,
+            new: 0xAB,
+        },
+        Verb::MultiWordCommit {
+            target: REGION,
+            count: 2,
+            words,
+        },
+        Verb::BilateralSwap {
+            target: REGION,
+            offset: 40,
+            local_region: 1,
+            local_offset: 0,
+            len: 16,
+        },
+    ];
+    for (i, verb) in verbs.iter().enumerate() {
+        s.note(&format!("{verb:?}"));
+        s.request(0, i as u16 + 1, i > 0, verb, &[0xEE; 16]);
+        s.drain();
+    }
+    s.decide(Transition::Commit, 0, 7);
+    s.drain();
+    assert_eq!(s.count("transfers_committed"), 7);
+    s.memory(0, 56);
+    s
+}
+
+fn refusals() -> Script {
+    let mut s = Script::new(
+        "11-refusals",
+        "every refusal reason: REFUSE with the reason, nothing changed; a refused slot takes \
+         its next REQUEST without the previous-committed bit",
+        "R20 R31 V3",
+        Setup {
+            credits: 2,
+            ..Setup::DEFAULT
+        },
+        7,
+    );
+    s.up();
+    let cases = [
+        (Refusal::UnknownRegion, on(RegionRef { id: 9, key: 42 }, 0)),
+        (Refusal::BadKey, on(RegionRef { id: 1, key: 43 }, 0)),
+        (Refusal::OutOfBounds, on(REGION, 64)),
+        (Refusal::Forbidden, on(READ_ONLY, 0)),
+        (Refusal::Misaligned, on(REGION, 4)),
+    ];
+    let mut seq = 0;
+    for (why, verb) in cases {
+        seq += 1;
+        s.note(&format!("{why:?}"));
+        s.request(0, seq, false, &verb, &[]);
+        let answer = s.drain();
+        assert_eq!(answer[0][wire::HEADER_LEN + SLICE], why as u8);
+    }
+    s.note("Malformed: an opcode 0 request");
+    seq += 1;
+    let bytes = s.slot_bytes(
+        SlotFrame {
+            transition: Transition::Request,
+            slot: 0,
+            seq,
+            previous_committed: false,
+            class: 0,
+        },
+        |p| p[0] = 0,
+    );
+    s.recv(&bytes);
+    s.drain();
+    s.note("Locked: slot 1 holds word 0 tentatively, slot 2 asks for it");
+    s.request(1, 1, false, &FAA, &[]);
+    s.drain();
+    s.request(2, 1, false, &FAA, &[]);
+    s.drain();
+    s.note("NoCredit: slots 1 and 3 hold the 2 credits offered; slot 0 asks for a third");
+    s.request(3, 1, false, &on(REGION, 8), &[]);
+    s.drain();
+    s.request(0, seq + 1, false, &on(REGION, 16), &[]);
+    s.drain();
+    assert_eq!(s.count("overruns"), 1);
+    assert_eq!(s.count("refusals_sent"), 8);
+    s.memory(0, 24);
+    s
+}
+
+fn duplicates_get_the_latest_answer() -> Script {
+    let mut s = Script::new(
+        "12-duplicates",
+        "a repeated REQUEST gets the slot's latest answer: the ECHO while tentative, the \
+         COMMIT_ACK once committed; applied once",
+        "R22 R24",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.decide(Transition::Commit, 0, 1);
+    s.drain();
+    s.note("after the commit: the same REQUEST, then the same COMMIT");
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.decide(Transition::Commit, 0, 1);
+    s.drain();
+    assert_eq!(s.count("duplicate_requests"), 2);
+    assert_eq!(s.count("transfers_applied"), 1);
+    s.memory(0, 8);
+    s
+}
+
+fn sequence_numbers() -> Script {
+    let mut s = Script::new(
+        "13-sequence-numbers",
+        "a slot's first REQUEST has sequence 1; 0 on a fresh slot, or any number but the \
+         last and the next, is stale and dropped",
+        "S1 R19 R30",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.note("sequence 0 on a fresh slot");
+    s.request(0, 0, false, &FAA, &[]);
+    s.note("sequence 2 on a fresh slot");
+    s.request(0, 2, false, &FAA, &[]);
+    assert_eq!(s.count("stale_slot_frames"), 2);
+    s.drain();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.note("sequence 3, two ahead, carrying the commit of 1");
+    s.request(0, 3, true, &FAA, &[]);
+    s.note("a COMMIT of sequence 0, behind");
+    s.decide(Transition::Commit, 0, 0);
+    assert_eq!(s.count("stale_slot_frames"), 4);
+    s.drain();
+    s.memory(0, 8);
+    s
+}
+
+fn violations_are_dropped() -> Script {
+    let mut s = Script::new(
+        "14-violations",
+        "frames a correct initiator never sends are dropped and counted, not answered: a new \
+         REQUEST while the last is tentative without committing it; a commit of a refused \
+         transfer",
+        "R21 R25",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.note("REQUEST 2 without the previous-committed bit while 1 is tentative");
+    s.request(0, 2, false, &FAA, &[]);
+    s.drain();
+    s.note("slot 1: refused (bad key), then COMMIT of it, then REQUEST 2 claiming to commit it");
+    s.request(1, 1, false, &on(RegionRef { id: 1, key: 1 }, 8), &[]);
+    s.drain();
+    s.decide(Transition::Commit, 1, 1);
+    s.request(1, 2, true, &on(REGION, 8), &[]);
+    s.drain();
+    assert_eq!(s.count("protocol_violations"), 3);
+    s.memory(0, 16);
+    s
+}
+
+fn reversal() -> Script {
+    let mut s = Script::new(
+        "15-reversal",
+        "REVERSE undoes a tentative transfer; a repeated REVERSE and a late copy of the \
+         REQUEST get the REVERSE_ACK again; a COMMIT of it is a violation",
+        "R26 R27 R22 R25",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.memory(0, 8);
+    s.decide(Transition::Reverse, 0, 1);
+    s.drain();
+    s.memory(0, 8);
+    s.decide(Transition::Reverse, 0, 1);
+    s.drain();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.decide(Transition::Commit, 0, 1);
+    s.drain();
+    assert_eq!(s.count("transfers_reversed"), 1);
+    assert_eq!(s.count("protocol_violations"), 1);
+    s.memory(0, 8);
+    s
+}
+
+fn reverse_before_request() -> Script {
+    let mut s = Script::new(
+        "16-reverse-unseen",
+        "REVERSE of the next sequence (its REQUEST lost): acknowledged and remembered, so a \
+         late REQUEST is never applied; a REVERSE of a committed transfer is a violation",
+        "R29 R22 R28",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.decide(Transition::Reverse, 0, 1);
+    s.drain();
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    s.memory(0, 8);
+    s.note("slot 1: applied and committed, then reversed");
+    s.request(1, 1, false, &FAA, &[]);
+    s.drain();
+    s.decide(Transition::Commit, 1, 1);
+    s.drain();
+    s.decide(Transition::Reverse, 1, 1);
+    s.drain();
+    assert_eq!(s.count("protocol_violations"), 1);
+    s.memory(0, 8);
+    s
+}
+
+fn slot_frame_checks() -> Script {
+    let mut s = Script::new(
+        "17-slot-frame-checks",
+        "a slot beyond the receiver's count is inconsistent; COMMIT and REVERSE carry a zero \
+         payload",
+        "R17 R18",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.request(4, 1, false, &FAA, &[]);
+    assert_eq!(s.count("malformed.inconsistent"), 1);
+    s.request(0, 1, false, &FAA, &[]);
+    s.drain();
+    let commit = s.slot_bytes(
+        SlotFrame {
+            transition: Transition::Commit,
+            slot: 0,
+            seq: 1,
+            previous_committed: false,
+            class: 0,
+        },
+        |p| p[0] = 1,
+    );
+    s.recv(&commit);
+    assert_eq!(s.count("malformed.bad_payload"), 1);
+    s.drain();
+    s
+}
+
+/// The IUT's REQUEST for a submitted verb, taken off the wire.
+fn submitted(s: &mut Script, verb: Verb) -> Vec<u8> {
+    s.submit(verb);
+    let mut out = s.drain();
+    assert_eq!(out.len(), 1);
+    out.remove(0)
+}
+
+/// Writes an echo's result after its reflection.
+fn result(bytes: &[u8]) -> impl FnOnce(&mut [u8]) {
+    let bytes = bytes.to_vec();
+    move |p: &mut [u8]| p[..bytes.len()].copy_from_slice(&bytes)
+}
+
+fn initiator_commit() -> Script {
+    let mut s = Script::new(
+        "20-initiator-commit",
+        "the IUT as initiator: REQUEST, the peer's ECHO completes the verb, COMMIT, COMMIT_ACK",
+        "I1 R35 R38",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let request = submitted(&mut s, cas(0, 0, 5));
+    s.answer(&request, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    let commit = s.drain();
+    s.answer(&commit[0], Transition::CommitAck, |_| {});
+    s.drain();
+    s.count("commits_sent");
+    s
+}
+
+fn initiator_carries_commit() -> Script {
+    let mut s = Script::new(
+        "21-initiator-carries-commit",
+        "with one slot, the next REQUEST carries the commit (previous-committed bit)",
+        "I2 R35",
+        Setup {
+            slots: 1,
+            credits: 1,
+            ..Setup::DEFAULT
+        },
+        7,
+    );
+    s.up();
+    s.submit(FAA);
+    s.submit(FAA);
+    let first = s.drain().remove(0);
+    s.answer(&first, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    let second = s.drain().remove(0);
+    assert_ne!(second[3] & 0x40, 0, "the previous-committed bit");
+    s.answer(&second, Transition::Echo, result(&5u64.to_be_bytes()));
+    s.done();
+    let commit = s.drain().remove(0);
+    s.answer(&commit, Transition::CommitAck, |_| {});
+    s.drain();
+    s
+}
+
+fn initiator_mismatch_reverses() -> Script {
+    let mut s = Script::new(
+        "22-initiator-mismatch",
+        "an ECHO whose reflection differs is a mismatch: REVERSE, then the verb again on a \
+         fresh sequence number",
+        "R36 R39 I3",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let request = submitted(&mut s, FAA);
+    let mut echo = s.answer_bytes(&request, Transition::Echo, |_| {});
+    echo[wire::HEADER_LEN + 2] ^= 0x40;
+    wire::seal(&mut echo);
+    s.recv(&echo);
+    let reverse = s.drain().remove(0);
+    s.answer(&reverse, Transition::ReverseAck, |_| {});
+    let again = s.drain().remove(0);
+    s.answer(&again, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    s.drain();
+    s.count("echo_mismatches");
+    s.count("retries");
+    s
+}
+
+fn initiator_refused() -> Script {
+    let mut s = Script::new(
+        "23-initiator-refused",
+        "a REFUSE for a lasting reason completes the verb with it; a transient one (locked) \
+         is retried",
+        "R37",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let request = submitted(&mut s, FAA);
+    s.answer(&request, Transition::Refuse, |p| {
+        p[0] = Refusal::BadKey as u8
+    });
+    s.done();
+    s.drain();
+    let request = submitted(&mut s, FAA);
+    s.answer(&request, Transition::Refuse, |p| {
+        p[0] = Refusal::Locked as u8
+    });
+    s.note("on an ordered link the first LOCKED goes again once owed commits are out");
+    let again = s.drain().remove(0);
+    s.answer(&again, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    s.drain();
+    s
+}
+
+fn initiator_loss_by_order() -> Script {
+    let mut s = Script::new(
+        "24-initiator-loss-by-order",
+        "a frame of the peer's whose `seen` covers a REQUEST with no answer proves it lost: \
+         the transfer is reversed at once, no timer",
+        "O1 R40",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.submit(FAA);
+    s.submit(cas(8, 0, 1));
+    let sent = s.drain();
+    assert_eq!(sent.len(), 2);
+    s.note("the first REQUEST is lost; the ECHO of the second says the peer saw both");
+    s.answer(&sent[1], Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    let out = s.drain();
+    assert!(out.iter().any(|f| f[2] == 2 && f[3] == 0x86), "a REVERSE");
+    assert_eq!(s.count("lost_by_order"), 1);
+    s
+}
+
+fn initiator_answer_checks() -> Script {
+    let mut s = Script::new(
+        "25-initiator-answer-checks",
+        "answers the IUT is not waiting for are stale; an acknowledgement with bytes after \
+         its reflection is not one (the decision stays owed)",
+        "R32 R33 R34 R38",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let request = submitted(&mut s, FAA);
+    s.answer(&request, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    let commit = s.drain().remove(0);
+    s.note("the same ECHO again: nothing awaits it");
+    s.answer(&request, Transition::Echo, result(&0u64.to_be_bytes()));
+    assert_eq!(s.count("stale_slot_frames"), 1);
+    s.note("a COMMIT_ACK with a byte after the reflection");
+    s.answer(&commit, Transition::CommitAck, |p| p[0] = 1);
+    assert_eq!(s.count("malformed.bad_payload"), 1);
+    s.note("an ECHO on slot 9, beyond the 4 slots in use");
+    let ctx = s.context(Transition::Echo, 0, wire::Context::slot_field(9, 1));
+    let echo = s.frame_bytes(ctx, |_| {});
+    s.recv(&echo);
+    assert_eq!(s.count("malformed.inconsistent"), 1);
+    s.note("a COMMIT_ACK reflecting the REQUEST instead of the COMMIT");
+    s.answer(&request, Transition::CommitAck, |_| {});
+    assert_eq!(s.count("echo_mismatches"), 1);
+    s.answer(&commit, Transition::CommitAck, |_| {});
+    s.drain();
+    s
+}
