@@ -587,6 +587,18 @@ pub struct LinkSettings {
 }
 
 impl LinkSettings {
+    /// The key in `[queue.link]` of a `LinkConfig` field, for errors that
+    /// name the setting to change.
+    pub fn file_key(field: &str) -> &str {
+        match field {
+            "receive_credits" => "credits",
+            "min_round" => "min_round_ns",
+            "initial_rtt" => "initial_rtt_ns",
+            "hello_interval" => "hello_interval_ns",
+            other => other,
+        }
+    }
+
     pub fn to_link_config(&self) -> LinkConfig {
         let d = LinkConfig::default();
         LinkConfig {
@@ -857,10 +869,10 @@ impl Config {
                     }
                 }
             }
-            q.link
-                .to_link_config()
-                .validate()
-                .map_err(|e| at(format!("link.{}: {}", e.field, e.problem)))?;
+            q.link.to_link_config().validate().map_err(|e| {
+                let key = LinkSettings::file_key(e.field);
+                at(format!("link.{key}: {}", e.problem))
+            })?;
             match q.transport {
                 TransportKind::RcModel => {
                     q.rc.to_rc_config()
@@ -1246,7 +1258,7 @@ mod tests {
             ),
             (
                 ONE.replace("credits = 128", "credits = 999"),
-                "link.receive_credits",
+                "link.credits",
             ),
             (
                 ONE.replace("\"rwa\"", "\"rwx\""),
