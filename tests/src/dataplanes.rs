@@ -45,6 +45,8 @@ pub fn binary(name: &str) -> PathBuf {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub slots: u16,
+    /// Receive credits offered; `None`: one per slot.
+    pub credits: Option<u16>,
     pub unreachable_after_rounds: u32,
     /// Pin the dataplanes to cores 0 and 1.
     pub pin: bool,
@@ -96,6 +98,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             slots: 32,
+            credits: None,
             unreachable_after_rounds: 8,
             pin: false,
             min_round_ns: Some(SHARED_CPU_MIN_ROUND_NS),
@@ -165,6 +168,23 @@ impl Dataplanes {
     /// Makes the namespaces, writes the configuration, starts both
     /// dataplanes and waits until their link is up.
     pub fn start(tag: &str, options: &Options) -> Dataplanes {
+        let mut d = Dataplanes::prepare(tag, options);
+        d.launch(0);
+        d.launch(1);
+        d.wait_up(Duration::from_secs(20));
+        d
+    }
+
+    /// Only dataplane a, its link waiting for a peer: for a tester that
+    /// plays b's part on the wire, from b's namespace with b's MAC.
+    pub fn start_alone(tag: &str, options: &Options) -> Dataplanes {
+        let mut d = Dataplanes::prepare(tag, options);
+        d.launch(0);
+        d
+    }
+
+    /// The namespaces and the configuration, nothing started.
+    fn prepare(tag: &str, options: &Options) -> Dataplanes {
         // A test that failed while holding the turn poisons the lock; the
         // turn is still free.
         let turn = ONE_SET_AT_A_TIME
@@ -180,7 +200,7 @@ impl Dataplanes {
         let config = dir.join("deployment.toml");
         std::fs::write(&config, deployment(&pair, options)).expect("write config");
         let sockets = [dir.join("a.sock"), dir.join("b.sock")];
-        let mut d = Dataplanes {
+        Dataplanes {
             pair,
             dir,
             config,
@@ -188,11 +208,7 @@ impl Dataplanes {
             children: [None, None],
             names: ["a", "b"],
             _turn: turn,
-        };
-        d.launch(0);
-        d.launch(1);
-        d.wait_up(Duration::from_secs(20));
-        d
+        }
     }
 
     /// Starts dataplane `i` (again).
@@ -391,7 +407,7 @@ peer_mac = "{peer}"
 {steer}{core}{queue_driver}{transport}
 [dataplane.{name}.queue.link]
 slots = {slots}
-credits = {slots}
+credits = {credits}
 unreachable_after_rounds = {unreach}
 {min_round}{poll}{auth}"#,
                     auth = o.auth_key.map_or_else(String::new, |k| {
@@ -408,6 +424,7 @@ unreachable_after_rounds = {unreach}
                     iface = pair.ifname[i],
                     peer = format_mac(MACS[1 - i]),
                     slots = o.slots,
+                    credits = o.credits.unwrap_or(o.slots),
                     unreach = o.unreachable_after_rounds,
                     min_round = o
                         .min_round_ns

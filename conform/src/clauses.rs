@@ -1,0 +1,157 @@
+//! The clauses of docs/PROTOCOL.md the tester checks, in the order it
+//! runs them: an id from the specification, what it says, and its check.
+
+use crate::ctx::{Ctx, Outcome, fail};
+use crate::target;
+
+/// A clause: its id, what it says, and its check.
+pub struct Clause {
+    pub id: &'static str,
+    pub says: &'static str,
+    pub check: fn(&mut Ctx) -> Result<Option<String>, String>,
+}
+
+macro_rules! clause {
+    ($id:expr, $says:expr, $f:expr) => {
+        Clause {
+            id: $id,
+            says: $says,
+            check: $f,
+        }
+    };
+}
+
+fn done(r: Outcome) -> Result<Option<String>, String> {
+    r.map(|()| None)
+}
+
+pub fn all() -> Vec<Clause> {
+    vec![
+        clause!(
+            "B1 B2 R7 R8 R9",
+            "bring-up with the tester as Bob: HELLO 0, HELLO 1 naming it with Alice's role, HELLO 2",
+            |c| { done(c.fresh()) }
+        ),
+        clause!(
+            "L1 R14",
+            "a TICK is answered by a TOCK reflecting it",
+            |c| done(target::tick_tock(c))
+        ),
+        clause!(
+            "L1",
+            "the IUT, Alice, ticks in rounds it sends nothing, with its round length",
+            |c| { done(target::iut_ticks(c)) }
+        ),
+        clause!(
+            "V1 V2 R20 R23",
+            "the seven verbs applied tentatively, echoed, committed",
+            |c| { done(target::every_verb(c)) }
+        ),
+        clause!(
+            "I2 R20",
+            "a REQUEST with previous-committed commits the slot's last transfer",
+            |c| { done(target::carried_commit(c)) }
+        ),
+        clause!(
+            "R22 R24",
+            "a repeated REQUEST gets the latest answer: the ECHO, then the COMMIT_ACK; applied once",
+            |c| { done(target::duplicates(c)) }
+        ),
+        clause!(
+            "S1 R19 R30",
+            "sequence 0 on a fresh slot, or two ahead, or behind, is not answered",
+            |c| { done(target::sequences(c)) }
+        ),
+        clause!(
+            "R26 R27 R22",
+            "REVERSE restores the memory; again, and a late REQUEST, get the REVERSE_ACK",
+            |c| { done(target::reversal(c)) }
+        ),
+        clause!(
+            "R29",
+            "REVERSE of a REQUEST never seen: acknowledged, and the late REQUEST never applied",
+            |c| { done(target::reverse_unseen(c)) }
+        ),
+        clause!(
+            "R21 R25 R28",
+            "frames a correct initiator never sends are not answered and change nothing",
+            |c| { done(target::violations(c)) }
+        ),
+        clause!(
+            "V3",
+            "every refusal reason, and a refusal changes nothing",
+            target::refusals
+        ),
+        clause!(
+            "R31",
+            "a REQUEST beyond the credits offered is refused `no credit`",
+            target::credits
+        ),
+        clause!(
+            "R1",
+            "a malformed frame of each reason is dropped; the link stays up",
+            |c| { done(target::malformed(c)) }
+        ),
+        clause!(
+            "R3 R4 R5 R6",
+            "HELLOs of the wrong class, payload, an older epoch or the wrong role change nothing",
+            |c| { done(target::bad_hellos(c)) }
+        ),
+        clause!(
+            "R10 R11 R13 R16 R33",
+            "frames of another epoch, level, role or class, a TICK with junk, answers to nothing: \
+             not answered",
+            |c| { done(target::disagreeing(c)) }
+        ),
+        clause!(
+            "R17 R18",
+            "a slot beyond the IUT's, a COMMIT with a payload: not answered",
+            |c| { done(target::slot_checks(c)) }
+        ),
+        clause!(
+            "I1 V1 R35 R38",
+            "the IUT as initiator: six verbs, each REQUEST exactly the verb in the smallest class, then its COMMIT",
+            |c| { initiating(c, crate::initiator::every_verb) }
+        ),
+        clause!(
+            "I3 R36 R39",
+            "an ECHO with a wrong reflection: REVERSE, then the verb again on a new sequence number",
+            |c| { initiating(c, crate::initiator::mismatch) }
+        ),
+        clause!(
+            "R37 I4",
+            "`bad key` fails the verb with no retry; `locked` is retried",
+            |c| { initiating(c, crate::initiator::refused) }
+        ),
+        clause!(
+            "O1 R40",
+            "a frame whose `seen` covers an unanswered REQUEST reverses it at once",
+            |c| { initiating(c, crate::initiator::loss_by_order) }
+        ),
+        clause!(
+            "B4",
+            "a restarted tester: its tentative transfer is committed by presumption",
+            |c| { done(target::restart(c)) }
+        ),
+        clause!(
+            "F1",
+            "every frame the IUT sent was well-formed, level 2 with its role, numbered in order",
+            |c| {
+                match c.peer.frame_faults.first() {
+                    None => Ok(None),
+                    Some(first) => fail(format!(
+                        "{} faults, the first: {first}",
+                        c.peer.frame_faults.len()
+                    )),
+                }
+            }
+        ),
+    ]
+}
+
+fn initiating(c: &mut Ctx, check: fn(&mut Ctx) -> Outcome) -> Result<Option<String>, String> {
+    if c.submit.is_none() {
+        return Ok(Some("not checked: give --submit".into()));
+    }
+    check(c).map(|()| None)
+}

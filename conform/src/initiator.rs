@@ -1,0 +1,322 @@
+//! Clauses on the IUT's initiator side: the tester asks the IUT for a
+//! verb through a command (`--submit`, given `oaectl verb`'s arguments)
+//! and plays the target on the wire.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::ctx::{Ctx, Outcome, SILENCE, fail};
+use crate::frame::{
+    self, COMMIT, COMMIT_ACK, ECHO, REFUSE, REQUEST, REVERSE, REVERSE_ACK, Received,
+};
+use crate::peer::ANSWER;
+use crate::verbs::Verb;
+
+/// The tester's memory as target: region and key the IUT is told to use.
+pub const REGION: u16 = 1;
+pub const KEY: u32 = 0x0c0f;
+
+/// `oaectl verb` arguments for `verb` on the tester's region.
+fn arguments(verb: &Verb) -> Vec<String> {
+    let at = |offset: &u32| {
+        vec![
+            "--region".to_string(),
+            REGION.to_string(),
+            "--key".into(),
+            format!("{KEY:#x}"),
+            "--offset".into(),
+            offset.to_string(),
+        ]
+    };
+    let mut a = Vec::new();
+    match verb {
+        Verb::Cas {
+            offset,
+            expected,
+            new,
+        } => {
+            a.push("cas".to_string());
+            a.extend(at(offset));
+            a.extend([
+                "--expected".into(),
+                expected.to_string(),
+                "--new".into(),
+                new.to_string(),
+            ]);
+        }
+        Verb::Faa { offset, add } => {
+            a.push("faa".into());
+            a.extend(at(offset));
+            a.extend(["--add".into(), add.to_string()]);
+        }
+        Verb::Swap { offset, new } => {
+            a.push("swap".into());
+            a.extend(at(offset));
+            a.extend(["--new".into(), new.to_string()]);
+        }
+        Verb::Read { offset, len } => {
+            a.push("read".into());
+            a.extend(at(offset));
+            a.extend(["--len".into(), len.to_string()]);
+        }
+        Verb::Write { offset, data } => {
+            a.push("write".into());
+            a.extend(at(offset));
+            a.extend(["--data".into(), frame::hex(data)]);
+        }
+        Verb::Mcas { words } => {
+            a.extend(["mcas".into(), "--region".into(), REGION.to_string()]);
+            a.extend(["--key".into(), format!("{KEY:#x}")]);
+            for (o, e, n) in words {
+                a.extend(["--word".into(), format!("{o}:{e}:{n}")]);
+            }
+        }
+        Verb::Bswap { .. } => unreachable!("not asked of the IUT"),
+    }
+    a
+}
+
+impl Ctx {
+    fn submit(&mut self, verb: &Verb) -> Result<Child, String> {
+        let Some(cmd) = &self.submit else {
+            return fail("no --submit command");
+        };
+        let mut words = cmd.split_whitespace();
+        let program = words.next().ok_or("--submit is empty")?;
+        Command::new(program)
+            .args(words)
+            .args(arguments(verb))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start --submit {cmd}: {e}"))
+    }
+
+    /// Waits for the submit command while keeping the link alive; true if
+    /// it reported success. The COMMIT of `decided` (the transfer whose
+    /// ECHO completed the verb) may come before the command ends or after:
+    /// either way it is checked and acknowledged.
+    fn outcome(&mut self, mut child: Child, decided: Option<&Received>) -> Result<bool, String> {
+        let deadline = Instant::now() + 3 * ANSWER;
+        let mut committed = decided.is_none();
+        let success = loop {
+            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+                break status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return fail("the --submit command did not finish");
+            }
+            if let Some(f) = self.peer.next(Duration::from_millis(10)) {
+                match decided {
+                    Some(request) if !committed && f.transition() == COMMIT => {
+                        self.peer.owe(&f);
+                        self.acknowledge_commit(&f, request)?;
+                        committed = true;
+                    }
+                    _ => {
+                        return fail(format!(
+                            "while the verb completed, the IUT sent {} slot {} seq {}",
+                            frame::name(f.transition()),
+                            f.header.slot(),
+                            f.header.seq()
+                        ));
+                    }
+                }
+            }
+        };
+        if let (false, Some(request)) = (committed, decided) {
+            self.commit_of(request)?;
+        }
+        Ok(success)
+    }
+
+    /// The IUT's next frame as initiator, which must be `want`.
+    fn iut_sends(&mut self, want: (u8, u8)) -> Result<Received, String> {
+        let Some(f) = self.peer.next(ANSWER) else {
+            return fail(format!("no {} from the IUT", frame::name(want)));
+        };
+        if f.transition() != want {
+            return fail(format!(
+                "expected {} from the IUT, got {}",
+                frame::name(want),
+                frame::name(f.transition())
+            ));
+        }
+        self.peer.owe(&f);
+        Ok(f)
+    }
+
+    /// The IUT's REQUEST for `verb`: its payload exactly the verb's, its
+    /// class the smallest that holds request and echo.
+    fn request_for(&mut self, verb: &Verb) -> Result<Received, String> {
+        let f = self.iut_sends(REQUEST)?;
+        let want = verb.request(REGION, KEY);
+        let p = f.payload();
+        if p[..want.len()] != want[..] || p[want.len()..].iter().any(|&b| b != 0) {
+            return fail(format!(
+                "the REQUEST for {} carries {} (want {})",
+                verb.name(),
+                frame::hex(&p[..want.len()]),
+                frame::hex(&want)
+            ));
+        }
+        if f.header.class != verb.class() {
+            return fail(format!(
+                "{} sent in class {}, the smallest holding it is {}",
+                verb.name(),
+                f.header.class,
+                verb.class()
+            ));
+        }
+        Ok(f)
+    }
+
+    /// The tester's answer to the IUT's frame `to`: `transition`, its
+    /// reflection, then `rest`.
+    fn reply(&mut self, to: &Received, transition: (u8, u8), rest: &[u8]) {
+        let h = to.header;
+        self.peer.answered(to);
+        let mut header = self.peer.header(transition, h.class, h.field);
+        header.previous_committed = false;
+        let mut payload = frame::reflect(&to.bytes[..8]).to_vec();
+        payload.extend(rest);
+        self.peer.send_frame(&header, &payload);
+    }
+
+    fn echo_to(&mut self, request: &Received, verb: &Verb) {
+        let result = verb.apply(&mut self.mine, 0);
+        self.reply(request, ECHO, &result);
+    }
+
+    /// The COMMIT of the transfer `request` began, acknowledged.
+    fn commit_of(&mut self, request: &Received) -> Outcome {
+        let f = self.iut_sends(COMMIT)?;
+        self.acknowledge_commit(&f, request)
+    }
+
+    fn acknowledge_commit(&mut self, f: &Received, request: &Received) -> Outcome {
+        if f.header.field != request.header.field || f.header.class != 0 {
+            return fail("the COMMIT names another transfer, or is not class 0");
+        }
+        if f.payload().iter().any(|&b| b != 0) {
+            return fail("the COMMIT carries a payload");
+        }
+        self.reply(f, COMMIT_ACK, &[]);
+        Ok(())
+    }
+
+    /// A REVERSE of the transfer `request` began, acknowledged.
+    fn reverse_of(&mut self, request: &Received) -> Outcome {
+        let f = self.iut_sends(REVERSE)?;
+        if f.header.field != request.header.field || f.header.class != 0 {
+            return fail("the REVERSE names another transfer, or is not class 0");
+        }
+        self.reply(&f, REVERSE_ACK, &[]);
+        Ok(())
+    }
+}
+
+pub fn every_verb(c: &mut Ctx) -> Outcome {
+    let verbs = [
+        Verb::Write {
+            offset: 0,
+            data: (1..=20).collect(),
+        },
+        Verb::Read { offset: 0, len: 20 },
+        Verb::Cas {
+            offset: 24,
+            expected: 0,
+            new: 5,
+        },
+        Verb::Faa { offset: 32, add: 3 },
+        Verb::Swap { offset: 40, new: 7 },
+        Verb::Mcas {
+            words: vec![(48, 0, 1), (56, 0, 2)],
+        },
+    ];
+    for verb in &verbs {
+        let child = c.submit(verb)?;
+        let request = c.request_for(verb)?;
+        c.echo_to(&request, verb);
+        if !c.outcome(child, Some(&request))? {
+            return fail(format!(
+                "{} failed at the IUT after a good ECHO",
+                verb.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn mismatch(c: &mut Ctx) -> Outcome {
+    let verb = Verb::Faa { offset: 64, add: 1 };
+    let child = c.submit(&verb)?;
+    let request = c.request_for(&verb)?;
+    let mut wrong = request.clone();
+    wrong.bytes[5] ^= 0x01;
+    c.reply(&wrong, ECHO, &0u64.to_be_bytes());
+    c.reverse_of(&request)?;
+    let again = c.request_for(&verb)?;
+    if again.header.seq() == request.header.seq() && again.header.slot() == request.header.slot() {
+        return fail("the verb went again on the reversed sequence number");
+    }
+    c.echo_to(&again, &verb);
+    if !c.outcome(child, Some(&again))? {
+        return fail("the verb failed after its second attempt's good ECHO");
+    }
+    Ok(())
+}
+
+pub fn refused(c: &mut Ctx) -> Outcome {
+    let verb = Verb::Faa { offset: 72, add: 1 };
+    let child = c.submit(&verb)?;
+    let request = c.request_for(&verb)?;
+    c.reply(&request, REFUSE, &[3]);
+    if c.outcome(child, None)? {
+        return fail("a verb refused `bad key` was reported a success");
+    }
+    let more = c.peer.quiet(SILENCE);
+    if let Some(f) = more.first() {
+        return fail(format!(
+            "after the refusal the IUT sent {}",
+            frame::name(f.transition())
+        ));
+    }
+    // `locked` is transient: the verb goes again.
+    let child = c.submit(&verb)?;
+    let request = c.request_for(&verb)?;
+    c.reply(&request, REFUSE, &[7]);
+    let again = c.request_for(&verb)?;
+    c.echo_to(&again, &verb);
+    if !c.outcome(child, Some(&again))? {
+        return fail("a verb refused `locked`, then echoed, failed");
+    }
+    Ok(())
+}
+
+pub fn loss_by_order(c: &mut Ctx) -> Outcome {
+    let verb = Verb::Faa { offset: 80, add: 1 };
+    let child = c.submit(&verb)?;
+    let request = c.request_for(&verb)?;
+    // The REQUEST "arrived" but its answer was lost: the tester's next
+    // frame says it has seen it.
+    c.peer.forget_owed();
+    let sent_at = Instant::now();
+    let _ = c.peer.tick();
+    c.reverse_of(&request)?;
+    let took = sent_at.elapsed();
+    let again = c.request_for(&verb)?;
+    c.echo_to(&again, &verb);
+    if !c.outcome(child, Some(&again))? {
+        return fail("the verb failed after its retry's good ECHO");
+    }
+    if took > ANSWER / 2 {
+        return fail(format!(
+            "the REVERSE came {took:?} after the frame that proved the loss"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! `oae-conform` against `oaed`: dataplane a runs alone, and the tester
+//! plays its peer from b's namespace with b's MAC, over the real veth
+//! pair, AF_XDP and XDP program. Every clause must pass. Needs root.
+
+use oae_tests::dataplanes::{
+    Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
+};
+use oae_tests::{require_root, run};
+
+fn mac(i: usize) -> String {
+    MACS[i]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[test]
+fn oaed_passes_every_clause() {
+    if !require_root("oaed_passes_every_clause") {
+        return;
+    }
+    let d = Dataplanes::start_alone(
+        "conf",
+        &Options {
+            slots: 32,
+            // Fewer credits than slots, so the `no credit` refusal can be shown.
+            credits: Some(8),
+            // The tester is a process of its own on a shared machine: a
+            // round long enough that a descheduled tester is not dead.
+            min_round_ns: Some(50_000_000),
+            ..Options::default()
+        },
+    );
+    let conform = binary("oae-conform");
+    // How the tester makes dataplane a initiate verbs towards it.
+    let submit = format!(
+        "{} --socket {} verb",
+        binary("oaectl").display(),
+        d.sockets[0].display()
+    );
+    let out = run(d
+        .pair
+        .command(1, conform.to_str().expect("utf-8 path"))
+        .args(["--iface", &d.pair.ifname[1], "--iut-mac", &mac(0)])
+        .args(["--region", &TARGET_REGION.to_string()])
+        .args(["--key", &format!("{TARGET_KEY:#x}")])
+        .args(["--region-len", "65536", "--base", "4096"])
+        .args(["--no-atomics", &format!("{LOCAL_REGION}:2")])
+        .args(["--submit", &submit]));
+    assert!(out.success(), "{out}\noaed's log:\n{}", d.log(0));
+    println!("{}", out.stdout);
+    let passes = out.stdout.lines().filter(|l| l.starts_with("PASS")).count();
+    assert!(passes >= 23, "{passes} clauses passed:\n{out}");
+    assert!(
+        !out.stdout.contains("not checked"),
+        "every clause in full:\n{out}"
+    );
+    // And the dataplane saw a peer that broke the rules on purpose, and
+    // counted it.
+    let stats = d.stats(0);
+    let counters = &stats["queues"][0]["links"][0];
+    assert!(
+        counters["malformed"]["bad_crc"].as_u64() >= Some(1),
+        "{counters}"
+    );
+}
