@@ -168,6 +168,29 @@ impl Ctx {
         Ok(f)
     }
 
+    /// REQUEST of `verb` again on `slot` with sequence `seq` (a duplicate,
+    /// or a late copy): the answer, which must be `want`.
+    pub fn request_again(
+        &mut self,
+        slot: u16,
+        seq: u16,
+        verb: &Verb,
+        want: (u8, u8),
+        what: &str,
+    ) -> Result<Received, String> {
+        let payload = verb.request(self.target.region, self.target.key);
+        self.slot_frame(REQUEST, slot, seq, false, verb.class(), &payload);
+        let f = self.answer(slot, seq)?;
+        if f.transition() != want {
+            return fail(format!(
+                "{what} got {}, not the {}",
+                frame::name(f.transition()),
+                frame::name(want)
+            ));
+        }
+        Ok(f)
+    }
+
     pub fn next_seq(&mut self, slot: u16) -> u16 {
         let s = &mut self.seqs[usize::from(slot)];
         *s = s.wrapping_add(1);

@@ -101,27 +101,16 @@ pub fn duplicates(c: &mut Ctx) -> Outcome {
         offset: c.offset(80),
         add: 1,
     };
-    let seq = c.seq(4) + 1;
-    let payload = faa.request(c.target.region, c.target.key);
-    c.slot_frame(REQUEST, 4, seq, false, faa.class(), &payload);
-    let first = c.answer(4, seq)?;
+    let seq = c.next_seq(4);
+    let first = c.request_again(4, seq, &faa, ECHO, "the first REQUEST")?;
     faa.apply(&mut c.shadow, c.target.base);
-    c.seqs[4] = seq;
-    c.slot_frame(REQUEST, 4, seq, false, faa.class(), &payload);
-    let again = c.answer(4, seq)?;
+    let again = c.request_again(4, seq, &faa, ECHO, "the repeated REQUEST")?;
     let n = first.bytes.len();
     if first.bytes[..16] != again.bytes[..16] || first.bytes[24..n - 4] != again.bytes[24..n - 4] {
         return fail("the repeated REQUEST's ECHO differs from the first (beyond the order slice)");
     }
     c.decide(4, COMMIT)?;
-    c.slot_frame(REQUEST, 4, seq, false, faa.class(), &payload);
-    let late = c.answer(4, seq)?;
-    if late.transition() != COMMIT_ACK {
-        return fail(format!(
-            "a REQUEST after its COMMIT got {}, not the COMMIT_ACK",
-            frame::name(late.transition())
-        ));
-    }
+    c.request_again(4, seq, &faa, COMMIT_ACK, "a REQUEST after its COMMIT")?;
     c.check_memory(2)
 }
 
@@ -156,21 +145,7 @@ pub fn reversal(c: &mut Ctx) -> Outcome {
     c.shadow = before;
     c.decide(6, REVERSE)?;
     let seq = c.seq(6);
-    c.slot_frame(
-        REQUEST,
-        6,
-        seq,
-        false,
-        faa.class(),
-        &faa.request(c.target.region, c.target.key),
-    );
-    let late = c.answer(6, seq)?;
-    if late.transition() != REVERSE_ACK {
-        return fail(format!(
-            "a REQUEST after its REVERSE got {}, not the REVERSE_ACK",
-            frame::name(late.transition())
-        ));
-    }
+    c.request_again(6, seq, &faa, REVERSE_ACK, "a REQUEST after its REVERSE")?;
     c.check_memory(2)
 }
 
@@ -189,21 +164,7 @@ pub fn reverse_unseen(c: &mut Ctx) -> Outcome {
         ));
     }
     check_reflection(&sent, &ack)?;
-    c.slot_frame(
-        REQUEST,
-        7,
-        seq,
-        false,
-        faa.class(),
-        &faa.request(c.target.region, c.target.key),
-    );
-    let late = c.answer(7, seq)?;
-    if late.transition() != REVERSE_ACK {
-        return fail(format!(
-            "the late REQUEST got {}",
-            frame::name(late.transition())
-        ));
-    }
+    c.request_again(7, seq, &faa, REVERSE_ACK, "the late REQUEST")?;
     c.check_memory(2)
 }
 
