@@ -29,6 +29,7 @@ pub fn all() -> Vec<(String, String)> {
         reversal,
         reverse_before_request,
         slot_frame_checks,
+        third_hello_lost,
         initiator_commit,
         initiator_carries_commit,
         initiator_mismatch_reverses,
@@ -672,6 +673,37 @@ fn slot_frame_checks() -> Script {
     );
     s.recv(&commit);
     assert_eq!(s.count("malformed.bad_payload"), 1);
+    s.drain();
+    s
+}
+
+fn third_hello_lost() -> Script {
+    let mut s = Script::new(
+        "18-third-hello-lost",
+        "the peer's third HELLO is lost: its first other frame brings the IUT up; a jump in \
+         the peer's order numbers is a gap the IUT tells of",
+        "B1 R12 O2",
+        Setup {
+            epoch: 9,
+            ..Setup::DEFAULT
+        },
+        3,
+    );
+    s.drain();
+    s.hello(Knowledge::Nothing, false);
+    s.drain();
+    s.note("no HELLO at level 2: a TICK, which only an end that is up sends");
+    let tick = s.context(Transition::Tick, 0, 1);
+    let tick = s.frame_bytes(tick, |p| p[..8].copy_from_slice(&80_000u64.to_be_bytes()));
+    s.recv(&tick);
+    s.drain();
+    s.note("the peer's order number skips one: a frame of its was lost");
+    let skipped = s.context(Transition::Tick, 0, 2);
+    let _lost = s.frame_bytes(skipped, |_| {});
+    let tick = s.context(Transition::Tick, 0, 3);
+    let tick = s.frame_bytes(tick, |p| p[..8].copy_from_slice(&80_000u64.to_be_bytes()));
+    s.recv(&tick);
+    assert_eq!(s.count("gaps_seen"), 1);
     s.drain();
     s
 }
