@@ -919,7 +919,7 @@ fn bad_configs_are_refused_with_what_to_fix() {
         ),
         (
             good.replace("credits = 64", "credits = 100"),
-            "receive_credits",
+            "link.credits",
         ),
         (good.replace("perms = \"rwa\"", "perms = \"rwx\""), "perms"),
         (
