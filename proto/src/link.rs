@@ -2012,6 +2012,8 @@ impl Link {
         if self.unreachable && !self.up {
             self.unreachable = false;
             self.unanswered_hellos = 0;
+            // Backed off while nothing led to the peer: say HELLO now.
+            self.next_hello = 0;
         }
     }
 
