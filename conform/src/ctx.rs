@@ -35,6 +35,9 @@ pub struct Ctx {
     pub submit: Option<String>,
     /// The tester's own memory, target of the IUT's verbs.
     pub mine: Vec<u8>,
+    /// The IUT's transfers whose ECHO completed their verb and whose
+    /// commit has not come yet (a COMMIT, or the slot's next REQUEST).
+    pub uncommitted: Vec<Received>,
 }
 
 pub type Outcome = Result<(), String>;
@@ -52,6 +55,7 @@ impl Ctx {
             seqs: vec![0; 4096],
             submit,
             mine: vec![0; AREA],
+            uncommitted: Vec::new(),
         }
     }
 

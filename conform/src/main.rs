@@ -59,6 +59,10 @@ struct Args {
     wait_secs: u64,
 }
 
+/// Slots the clauses need the IUT to offer (they use fixed slot numbers,
+/// up to 20, so that no two clauses' transfers meet).
+const MIN_SLOTS: u16 = 24;
+
 fn number<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
     let v = match s.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16),
@@ -96,6 +100,15 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if peer.iut.slots < MIN_SLOTS {
+        eprintln!(
+            "oae-conform: the IUT offers {} slots; the clauses use slots 0 to {}: configure at \
+             least {MIN_SLOTS}",
+            peer.iut.slots,
+            MIN_SLOTS - 1
+        );
+        return ExitCode::from(2);
+    }
     let backoff = hello_backoff(&mut peer);
     let iut = peer.iut;
     println!(
@@ -177,14 +190,24 @@ fn hello_backoff(peer: &mut Peer) -> Result<Option<String>, String> {
         }
     }
     let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
-    if gaps.len() > 64 {
-        return Err(format!("{} HELLOs in {LISTEN:?}: no back-off", gaps.len()));
-    }
-    if let Some(g) = gaps.iter().find(|&&g| g > Duration::from_millis(1500)) {
-        return Err(format!("HELLOs {g:?} apart (at most 1 s)"));
-    }
-    if gaps.len() < 2 {
+    let (Some(&first), Some(&last)) = (gaps.first(), gaps.last()) else {
         return Err(format!("{} HELLOs in {LISTEN:?}: they stopped", gaps.len()));
+    };
+    let shortest = gaps.iter().min().copied().unwrap_or(first);
+    // At most 1 s apart, or `hello_interval` (about the shortest gap) if
+    // that is longer; a little more for scheduling.
+    let limit = Duration::from_millis(1500).max(shortest * 3 / 2);
+    if let Some(g) = gaps.iter().find(|&&g| g > limit) {
+        return Err(format!(
+            "HELLOs {g:?} apart (at most 1 s, or hello_interval)"
+        ));
+    }
+    // Backing off: the gaps grow, unless they are long already.
+    if last < first * 4 && first < Duration::from_millis(500) {
+        return Err(format!(
+            "{} HELLOs, {first:?} then still {last:?} apart: no back-off",
+            gaps.len()
+        ));
     }
     Ok(None)
 }

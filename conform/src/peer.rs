@@ -138,14 +138,20 @@ impl Peer {
 
     /// A HELLO of this end's at `level`, naming the IUT's epoch or not.
     pub fn hello_bytes(&self, level: u8, names_iut: bool) -> Vec<u8> {
+        self.hello_from(self.epoch, self.bob, level, names_iut)
+    }
+
+    /// A HELLO as an incarnation `epoch` of this end, with the role bit
+    /// `bob`, would send it.
+    pub fn hello_from(&self, epoch: u32, bob: bool, level: u8, names_iut: bool) -> Vec<u8> {
         let h = Header {
             class: 0,
             level,
-            bob: self.bob,
+            bob,
             transition: HELLO,
             previous_committed: false,
             field: 0,
-            sender_epoch: self.epoch,
+            sender_epoch: epoch,
             receiver_epoch: if names_iut { self.iut.epoch } else { 0 },
             order: 0,
             seen: 0,
