@@ -13,6 +13,7 @@ use oae_dataplane::control::{
 };
 use oae_dataplane::stats::{DataplaneStats, LinkCounters};
 use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
+use oae_pmd::netns::format_mac;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
 };
@@ -21,12 +22,9 @@ use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
 const KEY: &str = "5e1f0aa11ce0b0b0c0ffee00d15ea5e0123456789abcdef0fedcba9876543210";
 const NEW_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aabbccddeeff00";
 
+/// Dataplane `i`'s MAC as text.
 fn mac(i: usize) -> String {
-    MACS[i]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    format_mac(MACS[i])
 }
 
 fn forge() -> PathBuf {

@@ -2,17 +2,15 @@
 //! plays its peer from b's namespace with b's MAC, over the real veth
 //! pair, AF_XDP and XDP program. Every clause must pass. Needs root.
 
+use oae_pmd::netns::format_mac;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
 };
 use oae_tests::{require_root, run};
 
+/// Dataplane `i`'s MAC as text.
 fn mac(i: usize) -> String {
-    MACS[i]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    format_mac(MACS[i])
 }
 
 #[test]
