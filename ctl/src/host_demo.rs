@@ -109,13 +109,13 @@ fn words(socket: &Path, n: usize) -> Result<u64, String> {
     let mut sum = 0u64;
     for w in 0..n {
         let at = 16 * w;
-        let bytes = hex
+        let digits = hex
             .get(at..at + 16)
             .ok_or("the region is shorter than the window")?;
-        let mut word = [0u8; 8];
-        for (i, b) in word.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&bytes[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-        }
+        let word: [u8; 8] = oae_common::hex::decode(digits)
+            .map_err(|e| format!("the region dump: {e}"))?
+            .try_into()
+            .map_err(|_| "the region dump: a word is 8 bytes")?;
         sum = sum.wrapping_add(u64::from_le_bytes(word));
     }
     Ok(sum)

@@ -122,7 +122,7 @@ impl core::fmt::Debug for KeyChange {
 
 /// 64 hex digits (an optional `0x`): a 256-bit link key.
 pub fn parse_key(text: &str) -> Result<LinkKey, String> {
-    let bytes = from_hex(text.trim()).map_err(|_| "a key is 64 hex digits".to_string())?;
+    let bytes = from_hex(text.trim()).map_err(|e| format!("a key is 64 hex digits: {e}"))?;
     let key: [u8; 32] = bytes
         .try_into()
         .map_err(|b: Vec<u8>| format!("a key is 32 bytes (64 hex digits), not {}", b.len()))?;
@@ -790,27 +790,15 @@ pub fn to_json<T: Serialize>(answer: &T) -> Result<serde_json::Value, String> {
     serde_json::to_value(answer).map_err(|e| e.to_string())
 }
 
+/// Bytes as lower-case hex (the one encoder, `oae_common::hex`).
 pub fn to_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    oae_common::hex::encode(bytes)
 }
 
+/// Hex text as bytes (the one decoder, `oae_common::hex`), its error as
+/// the control protocol's text.
 pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
-    let s = s.strip_prefix("0x").unwrap_or(s);
-    if !s.len().is_multiple_of(2) {
-        return Err(format!("hex data '{s}' has an odd number of digits"));
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&s[i..i + 2], 16)
-                .map_err(|_| format!("'{}' in '{s}' is not a hex byte", &s[i..i + 2]))
-        })
-        .collect()
+    oae_common::hex::decode(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -824,7 +812,8 @@ mod tests {
             [0, 1, 0xab, 0xff]
         );
         assert!(from_hex("abc").unwrap_err().contains("odd"));
-        assert!(from_hex("zz").unwrap_err().contains("not a hex byte"));
+        assert!(from_hex("zz").unwrap_err().contains("not a hex digit"));
+        assert!(from_hex("aéa").unwrap_err().contains("not a hex digit"));
     }
 
     #[test]
