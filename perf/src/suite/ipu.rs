@@ -12,7 +12,7 @@ use oae_dataplane::host::HostMode;
 use oae_dataplane::host::load::CheckedLoad;
 use oae_swapring::cost::CostModel;
 use oae_swapring::fito::Wakeup;
-use oae_swapring::wave::{self, RunConfig, Variant, Workload};
+use oae_swapring::wave::{self, RunConfig, Until, Variant, Workload};
 use serde_json::Value;
 
 use super::report::{find, fmt_fig, ratio};
@@ -46,7 +46,7 @@ pub(super) fn offload(
             ..cost
         },
         wakeup: Wakeup::Interrupt,
-        duration: Duration::from_millis(opts.ipu_ms),
+        until: Until::Elapsed(Duration::from_millis(opts.ipu_ms)),
         cpus: 4,
         tasks: 32,
         window: 16,

@@ -19,7 +19,7 @@ use oae_common::rng::Rng;
 
 use super::{
     CommitOutcome, Idle, KV_GET, KV_KEYS, KV_PUT, MsgKind, NEVER, NO_CPU, RunConfig, RunResult,
-    SchedDecision, Sim, now_ns,
+    SchedDecision, Sim, answered, now_ns,
 };
 use crate::bilateral::{HostSlot, Withdraw};
 use crate::region::{Region, Side};
@@ -266,11 +266,10 @@ pub(super) fn sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     };
     let mut sim = Sim::new(cfg);
     let epoch = Instant::now();
-    let end = cfg.duration.as_nanos() as u64;
     let mut now = 0;
     let mut woken: VecDeque<u32> = VecDeque::with_capacity(cfg.tasks as usize);
     let mut idle = Idle::new(cfg);
-    while now < end {
+    while !cfg.until.reached(now, sim.progress(host.withdrawn)) {
         now = now_ns(epoch);
         // Take the swaps first: assignments already committed apply
         // before any later change of the host's state.
@@ -312,11 +311,10 @@ pub(super) fn kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut answer = vec![[0u64; RECORD_WORDS]; batch];
     let mut requests = vec![[0u64; RECORD_WORDS]; batch];
     let epoch = Instant::now();
-    let end = cfg.duration.as_nanos() as u64;
     let (mut now, mut done) = (0, 0u64);
     let mut window_left = cfg.window as usize;
     let mut idle = Idle::new(cfg);
-    while now < end {
+    while !cfg.until.reached(now, answered(done)) {
         now = now_ns(epoch);
         let mut progressed = false;
         for (i, slot) in slots.iter_mut().enumerate() {

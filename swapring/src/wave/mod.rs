@@ -99,7 +99,8 @@ pub struct RunConfig {
     pub variant: Variant,
     pub cost: CostModel,
     pub wakeup: Wakeup,
-    pub duration: Duration,
+    /// When the run ends.
+    pub until: Until,
     pub cpus: u32,
     pub tasks: u32,
     /// Requests in flight (key-value).
@@ -109,6 +110,47 @@ pub struct RunConfig {
     pub pin: bool,
     /// Clock origin both sides stamp against; `run` resets it.
     pub epoch: Instant,
+}
+
+/// When a run ends.
+#[derive(Clone, Copy, Debug)]
+pub enum Until {
+    /// After this long: a benchmark's measurement window.
+    Elapsed(Duration),
+    /// Once the run has counted at least `at_least` of everything, however
+    /// long that takes on a slow machine or under an emulator (a test's
+    /// verdict is a count, never a rate); `at_most` only ends a run that
+    /// would never get there.
+    Counted {
+        at_least: Progress,
+        at_most: Duration,
+    },
+}
+
+impl Until {
+    fn reached(&self, now_ns: u64, progress: Progress) -> bool {
+        let after = |d: Duration| now_ns >= d.as_nanos() as u64;
+        match *self {
+            Until::Elapsed(d) => after(d),
+            Until::Counted { at_least, at_most } => {
+                (progress.completed >= at_least.completed
+                    && progress.aborted >= at_least.aborted
+                    && progress.withdrawn >= at_least.withdrawn)
+                    || after(at_most)
+            }
+        }
+    }
+}
+
+/// What a run has counted so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Committed decisions (sched) or answered requests (key-value).
+    pub completed: u64,
+    /// Decisions received and aborted.
+    pub aborted: u64,
+    /// Offers withdrawn before a swap.
+    pub withdrawn: u64,
 }
 
 /// What one run measured.
@@ -270,6 +312,14 @@ impl Sim {
         outcome
     }
 
+    fn progress(&self, withdrawn: u64) -> Progress {
+        Progress {
+            completed: self.committed,
+            aborted: self.aborted.iter().skip(1).sum(),
+            withdrawn,
+        }
+    }
+
     fn finish(&mut self, now: u64, seconds: f64) -> RunResult {
         for c in 0..self.tasks.cpus() as u32 {
             if self.tasks.running_on(c).is_some() {
@@ -297,8 +347,8 @@ impl Sim {
     }
 }
 
-/// Runs one configuration to completion (bounded by `cfg.duration` plus
-/// a short drain) and returns what it measured.
+/// Runs one configuration to completion (until `cfg.until`, plus a short
+/// drain) and returns what it measured.
 pub fn run(cfg: &RunConfig) -> RunResult {
     let (mode, mitigations) = match cfg.variant {
         Variant::Fito(m) => (Mode::Fito, m),
@@ -454,9 +504,8 @@ fn fito_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut outbox: Outbox = VecDeque::with_capacity(4 * cfg.tasks as usize);
     let mut idle = Idle::new(cfg);
     let epoch = cfg.epoch;
-    let end = cfg.duration.as_nanos() as u64;
     let mut now = 0;
-    while now < end {
+    while !cfg.until.reached(now, sim.progress(0)) {
         now = now_ns(epoch);
         sim.advance(
             now,
@@ -640,7 +689,6 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut sim = Sim::new(cfg);
     let mut withdrawn = 0;
     let epoch = Instant::now();
-    let end = cfg.duration.as_nanos() as u64;
     let mut now = 0;
     let mut woken: VecDeque<u32> = VecDeque::with_capacity(cfg.tasks as usize);
     let mut decision = [[0u64; RECORD_WORDS]; 1];
@@ -679,7 +727,7 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     };
 
     let mut idle = Idle::new(cfg);
-    while now < end {
+    while !cfg.until.reached(now, sim.progress(withdrawn)) {
         now = now_ns(epoch);
         let mut progressed = false;
         // Take every swap first: decisions already committed apply before
@@ -788,6 +836,14 @@ fn bilateral_sched_host(region: &Region, cfg: &RunConfig) -> RunResult {
     result
 }
 
+/// A key-value run's progress: requests answered (none are aborted).
+fn answered(done: u64) -> Progress {
+    Progress {
+        completed: done,
+        ..Progress::default()
+    }
+}
+
 /// Key-value table size on the IPU side.
 const KV_KEYS: usize = 4096;
 const KV_GET: u32 = 1;
@@ -801,10 +857,9 @@ fn fito_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut sent_at = vec![0u64; cfg.window as usize];
     let mut free: Vec<u32> = (0..cfg.window).collect();
     let epoch = Instant::now();
-    let end = cfg.duration.as_nanos() as u64;
     let (mut now, mut done) = (0, 0u64);
     let mut idle = Idle::new(cfg);
-    while now < end {
+    while !cfg.until.reached(now, answered(done)) {
         now = now_ns(epoch);
         let mut progressed = false;
         while let Some(&slot) = free.last() {
@@ -909,10 +964,9 @@ fn bilateral_kv_host(region: &Region, cfg: &RunConfig) -> RunResult {
     let mut sent_at = vec![NEVER; cfg.window as usize];
     let mut answer = [[0u64; RECORD_WORDS]; 1];
     let epoch = Instant::now();
-    let end = cfg.duration.as_nanos() as u64;
     let (mut now, mut done) = (0, 0u64);
     let mut idle = Idle::new(cfg);
-    while now < end {
+    while !cfg.until.reached(now, answered(done)) {
         now = now_ns(epoch);
         let mut progressed = false;
         for (i, slot) in slots.iter_mut().enumerate() {
@@ -952,7 +1006,10 @@ mod tests {
     use super::*;
 
     /// Runs one at a time: two runs at once would fight over the CPUs.
-    fn quick(workload: Workload, variant: Variant) -> RunResult {
+    /// Ends once `at_least` is counted, however slow the machine (an
+    /// emulator runs these threads tens of times slower than a core); the
+    /// time bound only ends a run that would never get there.
+    fn counted(workload: Workload, variant: Variant, at_least: Progress) -> RunResult {
         static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         run(&RunConfig {
@@ -960,7 +1017,10 @@ mod tests {
             variant,
             cost: CostModel::default(),
             wakeup: Wakeup::Interrupt,
-            duration: Duration::from_millis(300),
+            until: Until::Counted {
+                at_least,
+                at_most: Duration::from_secs(120),
+            },
             cpus: 4,
             tasks: 32,
             window: 16,
@@ -970,21 +1030,44 @@ mod tests {
         })
     }
 
+    fn completed(n: u64) -> Progress {
+        Progress {
+            completed: n,
+            ..Progress::default()
+        }
+    }
+
     #[test]
     fn fito_decisions_go_stale_and_bilateral_ones_never_do() {
-        let fito = quick(Workload::Sched, Variant::Fito(Mitigations::none()));
+        let fito = counted(
+            Workload::Sched,
+            Variant::Fito(Mitigations::none()),
+            Progress {
+                aborted: 1,
+                ..completed(100)
+            },
+        );
         eprintln!("fito: {fito:?}");
-        assert!(fito.completed > 0, "{fito:?}");
+        assert!(fito.completed >= 100, "{fito:?}");
         assert!(
             fito.aborted_total > 0,
             "taken-back tasks must make some decisions stale: {fito:?}"
         );
         for variant in [Variant::Bilateral, Variant::BilateralBatched] {
-            let bilateral = quick(Workload::Sched, variant);
+            // Bilateral decisions are counted over many more commits,
+            // and until some offer was taken back while out.
+            let bilateral = counted(
+                Workload::Sched,
+                variant,
+                Progress {
+                    withdrawn: 1,
+                    ..completed(2_000)
+                },
+            );
             eprintln!("{variant:?}: {bilateral:?}");
-            assert!(bilateral.completed > 0, "{bilateral:?}");
-            assert_eq!(bilateral.aborted_total, 0, "{bilateral:?}");
+            assert!(bilateral.completed >= 2_000, "{bilateral:?}");
             assert!(bilateral.withdrawn > 0, "{bilateral:?}");
+            assert_eq!(bilateral.aborted_total, 0, "{bilateral:?}");
         }
     }
 
@@ -995,7 +1078,7 @@ mod tests {
             Variant::Bilateral,
             Variant::BilateralBatched,
         ] {
-            let r = quick(Workload::KeyValue, variant);
+            let r = counted(Workload::KeyValue, variant, completed(101));
             assert!(r.completed > 100, "{variant:?}: {r:?}");
         }
     }
