@@ -13,11 +13,13 @@ use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode, BusyPoll};
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpMode};
+use oae_proto::auth::LinkIdentity;
 use oae_proto::{FabricConfig, NoObserver, Node, SharedMemory, Store};
 use oae_rc_model::RcEndpoint;
 
 use crate::config::{
-    BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, TransportKind, XdpModeSetting,
+    BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, SteerBy, TransportKind,
+    XdpModeSetting,
 };
 use crate::host::HostPort;
 use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
@@ -103,6 +105,7 @@ pub fn build_queue(
         plan.push((iface.to_string(), links));
     }
     let parts = Parts {
+        channel: channel(q),
         shared: Arc::new(QueueShared::new(4096)?),
         inflight,
         poll: q.poll,
@@ -149,6 +152,19 @@ pub fn build_queue(
     Ok(BuiltQueue { shared, run })
 }
 
+/// The channel of a queue's links, which both ends know alike and which
+/// keeps the authentication keys of links between the same two MACs
+/// apart: the queue number for queues steered by queue (a veth carries
+/// transmit queue k to the peer's receive queue k, so queue k links to the
+/// peer's queue k), and 0 where the peer's MAC steers the link (the
+/// configuration check lets a MAC pair have only one such queue).
+fn channel(q: &QueueConfig) -> u32 {
+    match q.steer_by {
+        SteerBy::Queue => q.queue_id,
+        SteerBy::PeerMac => 0,
+    }
+}
+
 /// A queue's transport, before the pipeline is built around it. Made once
 /// per queue and unpacked at once, so its size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -159,6 +175,9 @@ enum AnyTransport {
 
 /// What a pipeline needs besides its driver and transport.
 struct Parts {
+    /// What tells this queue's links from another queue's links between
+    /// the same MACs (see [`channel`]).
+    channel: u32,
     shared: Arc<QueueShared>,
     inflight: usize,
     poll: PollSettings,
@@ -199,7 +218,12 @@ where
     let mut transport = transport;
     for port in &ports {
         for &(link, peer) in port.links() {
-            transport.link_macs(link, port.mac(), peer);
+            let identity = LinkIdentity {
+                local_mac: port.mac(),
+                peer_mac: peer,
+                channel: parts.channel,
+            };
+            transport.link_identity(link, identity);
         }
     }
     let info = QueueInfo {

@@ -16,7 +16,7 @@ use crate::control::{KeyChange, KeyState};
 use crate::report::{fabric_counters, link_state, stats_report};
 use crate::stats::{LinkCounters, named_counters};
 use crate::status::{FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus};
-use oae_proto::auth::{Authenticator, LinkKey};
+use oae_proto::auth::{Authenticator, LinkIdentity, LinkKey};
 
 /// What a transport tells the pipeline.
 // Results carry their bytes inline, as the cores' events do.
@@ -90,9 +90,9 @@ pub trait Transport: Send + 'static {
     fn stats(&self, link: LinkId) -> LinkCounters;
     /// The memory the peers' verbs act on.
     fn memory(&self) -> &SharedMemory;
-    /// Link `link` runs from `local` to `peer` (authentication derives
-    /// each direction's key from them).
-    fn link_macs(&mut self, _link: LinkId, _local: [u8; 6], _peer: [u8; 6]) {}
+    /// Which link `link` is on the wire (authentication derives each
+    /// direction's key from it).
+    fn link_identity(&mut self, _link: LinkId, _identity: LinkIdentity) {}
     /// Changes a link's keys (`oaectl key`).
     fn change_key(&mut self, _link: LinkId, _change: &KeyChange) -> Result<KeyState, String> {
         Err(format!(
@@ -108,7 +108,7 @@ pub struct Oae {
     pub node: Node<NoObserver, SharedMemory>,
     /// Each link's authentication, when the queue has `[queue.auth]`.
     auth: Vec<Option<Authenticator>>,
-    /// The configured key, until `link_macs` makes each link's.
+    /// The configured key, until `link_identity` makes each link's.
     key: Option<(u8, LinkKey)>,
 }
 
@@ -295,10 +295,10 @@ impl Transport for Oae {
         stats_report(&self.node, link, auth.map(Authenticator::stats))
     }
 
-    fn link_macs(&mut self, link: LinkId, local: [u8; 6], peer: [u8; 6]) {
+    fn link_identity(&mut self, link: LinkId, identity: LinkIdentity) {
         if let (Some((number, key)), Some(slot)) = (&self.key, self.auth.get_mut(usize::from(link)))
         {
-            *slot = Some(Authenticator::new(local, peer, *number, key));
+            *slot = Some(Authenticator::new(identity, *number, key));
         }
     }
 

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkKey};
+use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkIdentity, LinkKey};
 
 const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -44,7 +44,12 @@ fn main() {
         "frame", "seal ns", "open ns", "crc ns"
     );
     for size in [64usize, 1024] {
-        let mut sender = Authenticator::new(A, B, 0, &key);
+        let a_to_b = LinkIdentity {
+            local_mac: A,
+            peer_mac: B,
+            channel: 0,
+        };
+        let mut sender = Authenticator::new(a_to_b, 0, &key);
         let mut buf = vec![0x11u8; size + AUTH_TRAILER_LEN];
         buf[8..12].copy_from_slice(&7u32.to_be_bytes());
         let seal = best(iterations, || {
@@ -61,7 +66,7 @@ fn main() {
         }
         let mut open = f64::MAX;
         for _ in 0..5 {
-            let mut receiver = Authenticator::new(B, A, 0, &key);
+            let mut receiver = Authenticator::new(a_to_b.reversed(), 0, &key);
             let start = Instant::now();
             for f in frames.chunks_exact(stride) {
                 assert!(receiver.open(black_box(f)).is_ok());

@@ -12,9 +12,12 @@
 //! bytes 8-23   AES-128-GMAC tag over the OAE frame and trailer bytes 0-7
 //! ```
 //!
-//! Each direction has its own AES-128 key, derived from the link's 256-bit
-//! key with HKDF-SHA256 over the sender's and the receiver's MAC addresses,
-//! so the two ends never use one nonce under one key. The 96-bit nonce is the
+//! Each direction of each link has its own AES-128 key, derived from the
+//! link's 256-bit key with HKDF-SHA256 over the link's identity as its
+//! sender sees it ([`LinkIdentity`]: the sender's and the receiver's MAC
+//! addresses and the channel between them). Two directions, or two links
+//! sharing a pair of MACs and a key, therefore never use one nonce under
+//! one key, whatever their packet numbers. The 96-bit nonce is the
 //! sender epoch (frame bytes 8-11) and trailer bytes 0-7. A receiver
 //! checks, before anything else looks at the frame: the trailer is there,
 //! the key number is one it holds, the tag verifies, and the frame is not
@@ -149,12 +152,34 @@ impl ReplayWindow {
     }
 }
 
+/// What tells one authenticated link from every other that could share its
+/// key: the two MAC addresses and the channel between them. Links between
+/// the same two MACs (two queues of one veth pair, steered by queue) differ
+/// in their channel, which both ends know alike: the queue number a veth
+/// carries the frames on, or 0 where the peer's MAC alone steers the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LinkIdentity {
+    pub local_mac: [u8; 6],
+    pub peer_mac: [u8; 6],
+    pub channel: u32,
+}
+
+impl LinkIdentity {
+    /// The same link as its peer names it.
+    pub fn reversed(self) -> LinkIdentity {
+        LinkIdentity {
+            local_mac: self.peer_mac,
+            peer_mac: self.local_mac,
+            channel: self.channel,
+        }
+    }
+}
+
 /// One link's authentication: its keys by number, the key it sends
 /// under, the packet number, the replay window.
 #[derive(Clone)]
 pub struct Authenticator {
-    local_mac: [u8; 6],
-    peer_mac: [u8; 6],
+    identity: LinkIdentity,
     keys: [Option<DirectionKeys>; KEY_NUMBERS],
     sending: u8,
     /// A key added by a roll: sent under once the peer accepts it.
@@ -178,10 +203,14 @@ impl core::fmt::Debug for Authenticator {
     }
 }
 
-fn direction_key(key: &LinkKey, from: &[u8; 6], to: &[u8; 6]) -> Aes128Gcm {
-    let mut info = *b"oae link v1 ............";
-    info[12..18].copy_from_slice(from);
-    info[18..24].copy_from_slice(to);
+/// The AES-128 key of frames sent along `link` (as its sender names it):
+/// HKDF-SHA256, no salt, info = `oae link v2 ` ‖ sender MAC ‖ receiver MAC
+/// ‖ channel (32 bits, big-endian).
+fn direction_key(key: &LinkKey, link: &LinkIdentity) -> Aes128Gcm {
+    let mut info = *b"oae link v2 ................";
+    info[12..18].copy_from_slice(&link.local_mac);
+    info[18..24].copy_from_slice(&link.peer_mac);
+    info[24..28].copy_from_slice(&link.channel.to_be_bytes());
     let mut okm = [0u8; 16];
     Hkdf::<Sha256>::new(None, &key.0)
         .expand(&info, &mut okm)
@@ -190,11 +219,10 @@ fn direction_key(key: &LinkKey, from: &[u8; 6], to: &[u8; 6]) -> Aes128Gcm {
 }
 
 impl Authenticator {
-    /// A link from `local_mac` to `peer_mac`, sending under key `number`.
-    pub fn new(local_mac: [u8; 6], peer_mac: [u8; 6], number: u8, key: &LinkKey) -> Authenticator {
+    /// The link `identity`, sending under key `number`.
+    pub fn new(identity: LinkIdentity, number: u8, key: &LinkKey) -> Authenticator {
         let mut a = Authenticator {
-            local_mac,
-            peer_mac,
+            identity,
             keys: Default::default(),
             sending: number % KEY_NUMBERS as u8,
             rolling_to: None,
@@ -236,8 +264,8 @@ impl Authenticator {
     pub fn add_key(&mut self, number: u8, key: &LinkKey) {
         let n = usize::from(number) % KEY_NUMBERS;
         self.keys[n] = Some(DirectionKeys {
-            send: direction_key(key, &self.local_mac, &self.peer_mac),
-            receive: direction_key(key, &self.peer_mac, &self.local_mac),
+            send: direction_key(key, &self.identity),
+            receive: direction_key(key, &self.identity.reversed()),
         });
     }
 
@@ -387,11 +415,24 @@ mod tests {
         LinkKey([b; 32])
     }
 
-    fn pair() -> (Authenticator, Authenticator) {
+    fn link(channel: u32) -> LinkIdentity {
+        LinkIdentity {
+            local_mac: A,
+            peer_mac: B,
+            channel,
+        }
+    }
+
+    /// Both ends of the link on `channel` between A and B, under one key.
+    fn pair_on(channel: u32) -> (Authenticator, Authenticator) {
         (
-            Authenticator::new(A, B, 0, &key(7)),
-            Authenticator::new(B, A, 0, &key(7)),
+            Authenticator::new(link(channel), 0, &key(7)),
+            Authenticator::new(link(channel).reversed(), 0, &key(7)),
         )
+    }
+
+    fn pair() -> (Authenticator, Authenticator) {
+        pair_on(0)
     }
 
     /// A 64-byte frame of `epoch` with `fill` in its payload, sealed.
@@ -433,7 +474,7 @@ mod tests {
     #[test]
     fn wrong_key_missing_trailer_and_older_epochs_are_refused() {
         let (mut a, mut b) = pair();
-        let mut stranger = Authenticator::new(A, B, 0, &key(8));
+        let mut stranger = Authenticator::new(link(0), 0, &key(8));
         assert_eq!(b.open(&sealed(&mut stranger, 3, 0)), Err(AuthError::BadTag));
         assert_eq!(b.open(&[0u8; 64]), Err(AuthError::Unauthenticated));
         let mut other_number = sealed(&mut a, 3, 0);
@@ -496,5 +537,26 @@ mod tests {
         assert!(a.retire_key(0).is_ok());
         assert_eq!(a.accepts(), 0b100);
         assert_eq!(format!("{:?}", key(1)), "LinkKey(<secret>)");
+    }
+
+    /// Two links between the same MACs under one key (two queues of a veth
+    /// pair) count packet numbers alike from 1 and share the sender epoch:
+    /// only the channel in the key derivation keeps their nonces apart.
+    #[test]
+    fn links_sharing_macs_and_a_key_never_share_a_nonce_under_one_key() {
+        let (mut a0, mut b0) = pair_on(0);
+        let (mut a1, mut b1) = pair_on(1);
+        let on_0 = sealed(&mut a0, 3, 0x11);
+        let on_1 = sealed(&mut a1, 3, 0x11);
+        // Same frame, same epoch, same packet number: same nonce, so the
+        // tags must differ by key alone.
+        assert_eq!(on_0[..64 + 8], on_1[..64 + 8]);
+        assert_ne!(on_0[64 + 8..], on_1[64 + 8..]);
+        // A frame captured on one link is forged on the other, and moves
+        // nothing there: the genuine frame still opens.
+        assert_eq!(b1.open(&on_0), Err(AuthError::BadTag));
+        assert_eq!(b1.open(&on_1).map(<[u8]>::len), Ok(64));
+        assert_eq!(b0.open(&on_1), Err(AuthError::BadTag));
+        assert_eq!(b0.open(&on_0).map(<[u8]>::len), Ok(64));
     }
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{R, pair_with};
-use oae_proto::auth::{AUTH_TRAILER_LEN, AuthError, Authenticator, LinkKey};
+use oae_proto::auth::{AUTH_TRAILER_LEN, AuthError, Authenticator, LinkIdentity, LinkKey};
 use oae_proto::wire::{self, MAX_FRAME};
 use oae_proto::*;
 
@@ -35,7 +35,16 @@ impl Wire {
     fn new(auth: bool) -> Wire {
         let key = LinkKey([0x33; 32]);
         Wire {
-            auth: auth.then(|| [0, 1].map(|i| Authenticator::new(MACS[i], MACS[1 - i], 0, &key))),
+            auth: auth.then(|| {
+                [0, 1].map(|i| {
+                    let link = LinkIdentity {
+                        local_mac: MACS[i],
+                        peer_mac: MACS[1 - i],
+                        channel: 0,
+                    };
+                    Authenticator::new(link, 0, &key)
+                })
+            }),
         }
     }
 

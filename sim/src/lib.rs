@@ -17,7 +17,7 @@ use std::collections::BinaryHeap;
 use std::fmt;
 
 use ledger::{Check, KEY, Ledger, REGION, Record, Violation, violation};
-use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkKey};
+use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkIdentity, LinkKey};
 use oae_proto::verb::MAX_MCAS_WORDS;
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
@@ -1147,7 +1147,14 @@ fn authenticators(adj: &[Vec<usize>], n: usize) -> Vec<Authenticator> {
     let mac = |i: usize| -> [u8; 6] { node_id(i).to_be_bytes()[2..].try_into().expect("6 bytes") };
     adj[n]
         .iter()
-        .map(|&peer| Authenticator::new(mac(n), mac(peer), 0, &LinkKey([0x5a; 32])))
+        .map(|&peer| {
+            let link = LinkIdentity {
+                local_mac: mac(n),
+                peer_mac: mac(peer),
+                channel: 0,
+            };
+            Authenticator::new(link, 0, &LinkKey([0x5a; 32]))
+        })
         .collect()
 }
 
