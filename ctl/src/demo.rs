@@ -5,7 +5,6 @@
 //! creates it removes, on success, on failure and on Ctrl-C.
 
 use std::io::{IsTerminal, Write as _};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -242,17 +241,8 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         parse_mac(&deployment.topology.macs[0]).ok_or("validated")?,
         parse_mac(&deployment.topology.macs[1]).ok_or("validated")?,
     ];
-    let mut running =
-        Running::new(std::env::temp_dir().join(format!("oae-demo-{}", std::process::id())))?;
-    let config_file = running.dir.join("deployment.toml");
-    // Private: it may hold link keys.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&config_file)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| format!("{}: {e}", config_file.display()))?;
+    let mut running = Running::new("oae-demo-")?;
+    let config_file = running.write_file("deployment.toml", &text)?;
     let queues = args.queues.unwrap_or(1);
     println!("setting up two namespaces joined by a veth pair ...");
     let pair = VethPair::create_with_queues("demo", Some(macs), queues)

@@ -139,12 +139,12 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     );
     let graph = Graph::create("fabric", n, &edges)
         .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
-    let mut running =
-        Running::new(std::env::temp_dir().join(format!("oae-fabric-{}", std::process::id())))?;
+    let mut running = Running::new("oae-fabric-")?;
     for (i, neighbours) in adj.iter().enumerate() {
-        let config = running.dir.join(format!("n{i}.toml"));
-        std::fs::write(&config, fabric_node_toml(i, neighbours, MIN_ROUND_NS))
-            .map_err(|e| e.to_string())?;
+        let config = running.write_file(
+            &format!("n{i}.toml"),
+            &fabric_node_toml(i, neighbours, MIN_ROUND_NS),
+        )?;
         let mut cmd = graph.command(i, &demo.oaed.to_string_lossy());
         cmd.arg("--config").arg(&config);
         running.start(cmd, &format!("n{i}"), &demo.oaed)?;

@@ -15,6 +15,7 @@ use oae_dataplane::deployment::Deployment;
 use oae_dataplane::host::HostMode;
 use oae_dataplane::host::load::{CheckedLoad, LoadReport};
 use oae_os::child::Supervised;
+use oae_os::private_dir::PrivateDir;
 
 /// The target the host program adds to: region 1 of dataplane b.
 const TARGET_REGION: u16 = 1;
@@ -125,23 +126,15 @@ fn words(socket: &Path, n: usize) -> Result<u64, String> {
 /// overstays `limit`) and returns what it printed; fails with what it said
 /// if it failed.
 fn run_bounded(mut cmd: Command, limit: Duration) -> Result<String, String> {
-    let dir = std::env::temp_dir();
-    let stem = format!("oae-host-verbs-{}", std::process::id());
-    let (out_path, err_path) = (
-        dir.join(format!("{stem}.out")),
-        dir.join(format!("{stem}.err")),
-    );
-    let file = |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
-    cmd.stdout(file(&out_path)?).stderr(file(&err_path)?);
+    let dir = PrivateDir::create("oae-host-verbs-")?;
+    let (out_path, err_path) = (dir.join("out"), dir.join("err"));
+    cmd.stdout(dir.create_file("out")?)
+        .stderr(dir.create_file("err")?);
     let mut child = Supervised::spawn(&mut cmd, "oaectl host-verbs", Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
     let status = child.wait_for(limit);
     drop(child);
-    let read = |p: &Path| {
-        let text = std::fs::read_to_string(p).unwrap_or_default();
-        let _ = std::fs::remove_file(p);
-        text
-    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     let (stdout, stderr) = (read(&out_path), read(&err_path));
     match status {
         Some(s) if s.success() => Ok(stdout),

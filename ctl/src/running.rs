@@ -1,8 +1,11 @@
 //! The dataplanes a demo started, in namespaces it made: each with its
-//! control socket, state directory and log in one working directory.
-//! Dropping it asks each to shut down, ends those that do not by their
-//! PIDs, and removes the directory, on success, failure and Ctrl-C alike.
+//! control socket, state directory and log in one private working
+//! directory (made fresh by `mkdtemp`, files created only if absent and
+//! never through a link: the demo runs as root). Dropping it asks each to
+//! shut down, ends those that do not by their PIDs, and removes the
+//! directory, on success, failure and Ctrl-C alike.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,35 +13,46 @@ use std::time::Duration;
 
 use oae_dataplane::control::{Request, call};
 use oae_os::child::Supervised;
+use oae_os::private_dir::PrivateDir;
 
 pub struct Running {
     pub dataplanes: Vec<Supervised>,
     pub sockets: Vec<PathBuf>,
-    pub dir: PathBuf,
+    /// Dropped after the dataplanes are stopped (fields drop after
+    /// `Drop::drop`), which removes it.
+    dir: PrivateDir,
 }
 
 impl Running {
-    /// An empty set over the working directory `dir`, created here.
-    pub fn new(dir: PathBuf) -> Result<Running, String> {
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    /// An empty set over a new private working directory `<prefix>XXXXXX`.
+    pub fn new(prefix: &str) -> Result<Running, String> {
         Ok(Running {
             dataplanes: Vec::new(),
             sockets: Vec::new(),
-            dir,
+            dir: PrivateDir::create(prefix)?,
         })
+    }
+
+    /// Writes a new file `name` in the working directory (mode 0600: it
+    /// may hold link keys) and returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> Result<PathBuf, String> {
+        let path = self.dir.join(name);
+        self.dir
+            .create_file(name)?
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
     }
 
     /// Starts `cmd` (oaed, in its namespace, with its configuration) as
     /// dataplane `name`, with its socket, state directory and log here.
     pub fn start(&mut self, mut cmd: Command, name: &str, oaed: &Path) -> Result<(), String> {
-        let socket = self.dir.join(format!("{name}.sock"));
-        let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
-            .map_err(|e| e.to_string())?;
+        let socket = self.dir.join(&format!("{name}.sock"));
+        let log = self.dir.create_file(&format!("{name}.log"))?;
         cmd.arg("--socket")
             .arg(&socket)
             .arg("--state-dir")
-            .arg(self.dir.join(format!("{name}.state")))
+            .arg(self.dir.join(&format!("{name}.state")))
             .stdout(Stdio::null())
             .stderr(log);
         // A shutdown request is answered within the drain (2 s): beyond
@@ -53,7 +67,7 @@ impl Running {
     /// The last lines of dataplane `name`'s log.
     pub fn log_tail(&self, name: &str) -> String {
         let text =
-            std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
+            std::fs::read_to_string(self.dir.join(&format!("{name}.log"))).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(8)..].join("\n")
     }
@@ -99,6 +113,5 @@ impl Drop for Running {
                 );
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1,7 +1,9 @@
 //! What every oae process asks of the operating system, in one place: CPU
-//! pinning (`pin`), child processes ended by their own PIDs (`child`), and
-//! the CPU time they and this process use (`cpu`).
+//! pinning (`pin`), child processes ended by their own PIDs (`child`), the
+//! CPU time they and this process use (`cpu`), and private working
+//! directories for what tools write (`private_dir`).
 
 pub mod child;
 pub mod cpu;
 pub mod pin;
+pub mod private_dir;

@@ -1,0 +1,102 @@
+//! A private working directory for what a tool writes (logs, sockets,
+//! state): made fresh by `mkdtemp` (a new name, mode 0700, never a
+//! directory someone else made first), with files created only if absent
+//! and never through a symbolic link. A tool running as root can then not
+//! be made to write where another user points it, as it could in a
+//! predictable `/tmp/<name>-<pid>`.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// A new directory `<prefix>XXXXXX` in the system's temporary
+    /// directory, readable only by its owner.
+    pub fn create(prefix: &str) -> Result<PrivateDir, String> {
+        PrivateDir::create_in(&std::env::temp_dir(), prefix)
+    }
+
+    /// A new directory `<prefix>XXXXXX` in `parent`.
+    pub fn create_in(parent: &Path, prefix: &str) -> Result<PrivateDir, String> {
+        let template = parent.join(format!("{prefix}XXXXXX"));
+        let path = nix::unistd::mkdtemp(&template).map_err(|e| {
+            format!(
+                "cannot create a private directory {}: {e}",
+                template.display()
+            )
+        })?;
+        Ok(PrivateDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Creates `name` here, mode 0600: refused if anything (a file, a
+    /// symbolic link) is already at that name.
+    pub fn create_file(&self, name: &str) -> Result<File, String> {
+        create_new_private(&self.join(name))
+    }
+}
+
+/// Creates the file at `path`, mode 0600, only if nothing is there: with
+/// `O_EXCL` and `O_NOFOLLOW` a planted file or symbolic link makes it fail
+/// instead of being written through.
+pub fn create_new_private(path: &Path) -> Result<File, String> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn made_fresh_private_and_removed() {
+        let dir = PrivateDir::create("oae-private-test-").unwrap();
+        let path = dir.path().to_path_buf();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", path.display());
+        let other = PrivateDir::create("oae-private-test-").unwrap();
+        assert_ne!(other.path(), dir.path());
+        let f = dir.create_file("a.log").unwrap();
+        let mode = f.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop((dir, other));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn planted_files_and_links_are_refused_not_written_through() {
+        let dir = PrivateDir::create("oae-private-test-").unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("a.log")).unwrap();
+        let err = dir.create_file("a.log").unwrap_err();
+        assert!(err.contains("a.log"), "{err}");
+        std::fs::write(dir.join("b.log"), "planted").unwrap();
+        assert!(dir.create_file("b.log").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert_eq!(std::fs::read_to_string(dir.join("b.log")).unwrap(), "planted");
+    }
+}
