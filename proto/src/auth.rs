@@ -269,11 +269,19 @@ impl Authenticator {
         });
     }
 
-    /// Sends under key `number` from the next frame.
+    /// Sends under key `number` from the next frame. Only a key the peer
+    /// said it accepts (byte 1 of its last good frame): a frame under any
+    /// other would be dropped as `unknown_key` there, and the link with it.
     pub fn use_key(&mut self, number: u8) -> Result<(), &'static str> {
         let n = number % KEY_NUMBERS as u8;
         if self.keys[usize::from(n)].is_none() {
             return Err("no key under that number: add it first");
+        }
+        if n != self.sending && self.peer_accepts & (1 << n) == 0 {
+            return Err(
+                "the peer has not said it accepts that key number: add the key at the \
+                 peer first (or roll, which switches once the peer accepts it)",
+            );
         }
         if n != self.sending {
             self.sending = n;
@@ -529,11 +537,16 @@ mod tests {
 
     #[test]
     fn keys_are_used_and_retired_only_when_that_is_safe() {
-        let (mut a, _) = pair();
+        let (mut a, mut b) = pair();
         assert!(a.use_key(2).is_err(), "no key 2 yet");
         assert!(a.retire_key(0).is_err(), "frames go out under key 0");
         a.add_key(2, &key(1));
-        assert!(a.use_key(2).is_ok());
+        let err = a.use_key(2).unwrap_err();
+        assert!(err.contains("peer"), "b lacks key 2: {err}");
+        b.add_key(2, &key(1));
+        let f = sealed(&mut b, 1, 0);
+        assert!(a.open(&f).is_ok());
+        assert!(a.use_key(2).is_ok(), "b announced key 2");
         assert!(a.retire_key(0).is_ok());
         assert_eq!(a.accepts(), 0b100);
         assert_eq!(format!("{:?}", key(1)), "LinkKey(<secret>)");
