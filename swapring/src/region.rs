@@ -12,6 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -211,8 +212,9 @@ impl Drop for Mapping {
 }
 
 impl Region {
-    /// Creates `path` (which must not exist), sizes it for `config` and
-    /// publishes a complete header.
+    /// Creates `path` (which must not exist, not even as a symbolic link),
+    /// readable and writable by its owner only (it carries region keys and
+    /// verbs' data), sizes it for `config` and publishes a complete header.
     pub fn create(path: impl AsRef<Path>, config: &RegionConfig) -> Result<Region, RegionError> {
         let path = path.as_ref().to_path_buf();
         let (Some(bytes), Some(layout)) = (config.geometry.bytes(), config.geometry.layout())
@@ -223,6 +225,8 @@ impl Region {
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|source| RegionError::Io {
                 op: "create",

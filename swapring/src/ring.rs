@@ -106,6 +106,7 @@ impl<'a> RingView<'a> {
             ring: self,
             head,
             tail_seen: head,
+            bad_tails: 0,
         }
     }
 }
@@ -180,13 +181,35 @@ pub struct Consumer<'a> {
     ring: RingView<'a>,
     head: u64,
     tail_seen: u64,
+    bad_tails: u64,
 }
 
 impl<'a> Consumer<'a> {
-    /// Reads the producer's tail; returns how many records are ready.
+    /// Reads the producer's tail; returns how many records are ready. The
+    /// tail is the peer's word: one behind the head, or more than a ring
+    /// ahead of it, cannot come from a producer that follows the protocol,
+    /// so nothing is taken (a wrapped difference would have the consumer
+    /// read old records as new without end) and it is counted
+    /// ([`Consumer::bad_tails`]).
     pub fn refresh(&mut self) -> u64 {
-        self.tail_seen = self.ring.tail();
-        self.tail_seen - self.head
+        let tail = self.ring.tail();
+        match tail.checked_sub(self.head) {
+            Some(ready) if ready <= self.ring.capacity => {
+                self.tail_seen = tail;
+                ready
+            }
+            _ => {
+                self.tail_seen = self.head;
+                self.bad_tails += 1;
+                0
+            }
+        }
+    }
+
+    /// Refreshes that found the producer's tail behind the head or more
+    /// than a ring ahead of it.
+    pub fn bad_tails(&self) -> u64 {
+        self.bad_tails
     }
 
     /// Records known ready without reading the tail again.
@@ -214,5 +237,45 @@ impl<'a> Consumer<'a> {
 
     pub fn view(&self) -> RingView<'a> {
         self.ring
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn ring_of(capacity: usize) -> Vec<AtomicU64> {
+        (0..ring_words(capacity)).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    /// A producer that scribbles its tail behind the head, or more than a
+    /// ring ahead, gets nothing taken: no record is read twice or made up.
+    #[test]
+    fn a_scribbled_tail_makes_nothing_ready_and_is_counted() {
+        let words = ring_of(4);
+        let view = RingView::new(&words, 4);
+        let mut producer = view.producer();
+        for i in 0..3 {
+            producer.stage(&[i; RECORD_WORDS]).unwrap();
+        }
+        producer.publish();
+        let mut consumer = view.consumer();
+        assert_eq!(consumer.refresh(), 3);
+        let mut r = [0; RECORD_WORDS];
+        while consumer.take(&mut r) {}
+        consumer.release();
+        // Behind the head: a wrapped difference would be about 2^64.
+        words[TAIL].store(1, Ordering::Release);
+        assert_eq!(consumer.refresh(), 0);
+        assert!(!consumer.take(&mut r));
+        // More than a ring ahead.
+        words[TAIL].store(3 + 5, Ordering::Release);
+        assert_eq!(consumer.refresh(), 0);
+        assert!(!consumer.take(&mut r));
+        assert_eq!(consumer.bad_tails(), 2);
+        // A whole ring ahead is possible, and taken.
+        words[TAIL].store(3 + 4, Ordering::Release);
+        assert_eq!(consumer.refresh(), 4);
+        assert_eq!(consumer.bad_tails(), 2);
     }
 }

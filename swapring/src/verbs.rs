@@ -210,6 +210,12 @@ impl<'a> VerbsDevice<'a> {
         Some(VerbRecord::decode(&r).ok_or(r))
     }
 
+    /// Polls that found the host's request tail out of bounds (see
+    /// [`Consumer::refresh`]): nothing was taken.
+    pub fn bad_tails(&self) -> u64 {
+        self.requests.bad_tails()
+    }
+
     /// Stages a response; sent at the next [`VerbsDevice::flush`].
     pub fn complete(&mut self, response: &VerbRecord) -> Result<(), RingFull> {
         self.responses

@@ -19,7 +19,7 @@ use std::path::Path;
 use oae_swapring::bilateral::{IpuSlot, SwapOutcome};
 use oae_swapring::cost::CostModel;
 use oae_swapring::layout::{Geometry, Mode, RING_VERB_REQUESTS, RING_VERB_RESPONSES};
-use oae_swapring::owner::Claim;
+use oae_swapring::owner::{Claim, process_alive};
 use oae_swapring::region::{Region, RegionConfig, Side};
 use oae_swapring::ring::{RECORD_WORDS, Record};
 use oae_swapring::verbs::{VerbRecord, VerbsDevice};
@@ -61,6 +61,11 @@ pub struct HostPortCounters {
     pub lost_swaps: u64,
     /// Offers whose header claims more records than a slot holds.
     pub bad_offers: u64,
+    /// Polls of a FITO ring whose request tail stood behind the head or
+    /// more than a ring ahead of it (a host that scribbled its index):
+    /// nothing was taken.
+    #[serde(default)]
+    pub bad_tails: u64,
 }
 
 /// Per host process on a bilateral ring.
@@ -98,14 +103,10 @@ pub struct HostPort {
 }
 
 impl HostPort {
-    /// Creates the region at `ring.path`, replacing a file a dead
-    /// dataplane left there.
+    /// Creates the region at `ring.path` (mode 0600), replacing a ring a
+    /// dead dataplane left there.
     pub fn create(ring: &HostRing) -> Result<HostPort, String> {
-        if ring.path.exists() {
-            std::fs::remove_file(&ring.path).map_err(|e| {
-                format!("{} exists and cannot be replaced: {e}", ring.path.display())
-            })?;
-        }
+        remove_stale_ring(&ring.path)?;
         let (mode, slots, slot_batch) = match ring.mode {
             HostMode::Fito => (Mode::Fito, 0, 1),
             HostMode::Bilateral => (Mode::Bilateral, ring.processes, ring.batch),
@@ -265,6 +266,44 @@ impl HostPort {
 }
 
 /// The generation of the FITO ring's current claim (low 16 bits).
+/// Removes the ring a dataplane that is gone left at `path`. Refuses,
+/// saying so, to take the ring of a dataplane still running (its host
+/// programs would lose it without a word) or anything that is not a host
+/// ring (a file of someone else's, a link).
+fn remove_stale_ring(path: &Path) -> Result<(), String> {
+    let refuse = |what: String| {
+        Err(format!(
+            "{} {what}: remove it, or set [host] ring to another path",
+            path.display()
+        ))
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return refuse(format!("cannot be examined ({e})")),
+        Ok(m) if !m.file_type().is_file() => {
+            return refuse("exists and is not a host ring file".into());
+        }
+        Ok(_) => {}
+    }
+    match Region::open(path) {
+        Ok(region) => {
+            let pid = region.side(Side::Ipu).pid();
+            if pid != 0 && process_alive(pid) {
+                return refuse(format!(
+                    "is the host ring of a running dataplane (pid {pid}); stop it first"
+                ));
+            }
+        }
+        Err(e) => return refuse(format!("exists and is not a host ring ({e})")),
+    }
+    std::fs::remove_file(path).map_err(|e| {
+        format!(
+            "{} was left by a dataplane that is gone and cannot be replaced: {e}",
+            path.display()
+        )
+    })
+}
+
 fn ring_generation(region: &Region) -> u16 {
     let word = region
         .ring_owner_word()
@@ -329,6 +368,7 @@ fn take_fito(
         };
         accept(&message, id, origin, waiting, counters, submit);
     }
+    counters.bad_tails += device.bad_tails();
     device.release();
 }
 
@@ -516,6 +556,51 @@ mod tests {
             Ok(())
         });
         got
+    }
+
+    #[test]
+    fn the_ring_file_is_its_owners_alone_and_a_live_ring_is_never_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let r = ring(HostMode::Fito);
+        let port = HostPort::create(&r).unwrap();
+        let mode = std::fs::metadata(&r.path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", r.path.display());
+        // A second dataplane with the same path: this process serves it.
+        let err = HostPort::create(&r).err().expect("a live ring is refused");
+        assert!(err.contains("running dataplane"), "{err}");
+        assert!(HostQueue::attach(&r.path, 1).is_ok(), "the live ring is intact");
+        drop(port);
+        // What a dataplane that is gone left is replaced.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let left = Region::create(&r.path, &RegionConfig::default()).unwrap();
+        left.side(Side::Ipu).attach(dead);
+        // As a killed dataplane would: the file stays.
+        std::mem::forget(left);
+        drop(HostPort::create(&r).unwrap());
+        assert!(!r.path.exists());
+    }
+
+    #[test]
+    fn what_is_not_a_host_ring_is_refused_and_left_alone() {
+        let r = ring(HostMode::Fito);
+        std::fs::write(&r.path, "someone else's file").unwrap();
+        let err = HostPort::create(&r).err().expect("refused");
+        assert!(err.contains("not a host ring"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&r.path).unwrap(),
+            "someone else's file"
+        );
+        std::fs::remove_file(&r.path).unwrap();
+        let victim = unique_shm_path("oae-host-port-victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, &r.path).unwrap();
+        let err = HostPort::create(&r).err().expect("refused");
+        assert!(err.contains("not a host ring file"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        std::fs::remove_file(&r.path).unwrap();
+        std::fs::remove_file(&victim).unwrap();
     }
 
     #[test]
