@@ -121,3 +121,25 @@ fn fabric_regressions() {
         }
     }
 }
+
+/// Seeds of scrambled routing state that once left the views split
+/// (views_agree), replayed as they were found.
+#[test]
+fn scramble_regressions() {
+    let cfg = SimConfig::default();
+    let sc = scenario("ring-scramble").expect("known");
+    // 12000221, 20000357: a scramble left members of epoch 0 in a node's
+    // copies of its neighbours' vectors; it took them into its tables and
+    // advertised them, its neighbours refused every one of its adverts as
+    // malformed and kept their copy of its vector, phantom members and
+    // all, for good.
+    let failures: Vec<String> = [12_000_221, 20_000_357]
+        .into_iter()
+        .filter_map(|seed| {
+            run(&cfg, &sc, seed)
+                .err()
+                .map(|f| format!("seed {seed}: {f}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

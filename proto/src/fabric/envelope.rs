@@ -176,7 +176,7 @@ pub fn decode_advert(p: &[u8], out: &mut Vec<Heard>) -> Option<(u64, u64)> {
             node: u64::from_be_bytes(e[..8].try_into().ok()?),
             epoch: u32::from_be_bytes(e[8..12].try_into().ok()?),
         };
-        if member.epoch == 0 {
+        if !member.advertisable() {
             return None;
         }
         out.push(Heard {

@@ -31,6 +31,16 @@ pub struct Member {
     pub epoch: u32,
 }
 
+impl Member {
+    /// Whether an ADVERT may name this member: epochs start at 1 (0 means
+    /// "unknown" on the wire), and an ADVERT with an entry of epoch 0 is
+    /// malformed, dropped whole. The tables take only such members, so
+    /// whatever a node holds, every advert it sends is accepted.
+    pub fn advertisable(&self) -> bool {
+        self.epoch != 0
+    }
+}
+
 /// An entry of a neighbour's advert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Heard {
@@ -283,9 +293,15 @@ impl Routes {
 /// `via` into `table` if it is better: the newest incarnation first, then
 /// the fewest hops, then the first link offering it (a total order, so
 /// equal inputs give equal tables).
+///
+/// A member no advert may name is never taken, whatever the stored vector
+/// holds (a fault can put anything there): this node advertises its
+/// tables, and an advert its neighbours refused would leave their copy of
+/// its vector, and whatever stale routes and members it names, in place
+/// for good instead of until its next advert.
 fn offer(table: &mut Vec<Route>, member: Member, hops: u8, via: LinkId) {
     let hops = hops.saturating_add(1);
-    if hops >= NO_ROUTE {
+    if hops >= NO_ROUTE || !member.advertisable() {
         return;
     }
     let route = Route { member, hops, via };
@@ -372,6 +388,41 @@ mod tests {
         r.heard(1, (1, 0), &[h(newer, 3)]);
         assert_eq!(r.route(2).map(|x| (x.member, x.via)), Some((newer, 1)));
         assert_eq!(r.view().members, vec![m(1), newer]);
+    }
+
+    /// Whatever a fault leaves in the copies of the neighbours' vectors,
+    /// every advert the node sends decodes at its neighbours: a refused
+    /// one would leave their copy of its vector, and any phantom member it
+    /// names, in place for good.
+    #[test]
+    fn every_advert_decodes_whatever_the_state() {
+        use super::super::envelope::{decode_advert, encode_advert};
+        use crate::wire::{MAX_CLASS, payload_capacity};
+        for seed in 0..1000u64 {
+            let mut r = Routes::new(m(1));
+            for l in 0..3 {
+                r.set_state(l, true, l != 2);
+            }
+            let mut x = seed;
+            r.scramble(|| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                x >> 11
+            });
+            assert!(
+                r.view().members.iter().all(Member::advertisable),
+                "seed {seed}"
+            );
+            for l in 0..3 {
+                let mut p = [0u8; payload_capacity(MAX_CLASS)];
+                let view = (r.view().number, r.view().digest());
+                let n = encode_advert(&mut p, view, r.advert(l));
+                let mut out = Vec::new();
+                assert_eq!(decode_advert(&p, &mut out), Some(view), "seed {seed}");
+                assert_eq!(out.len(), n, "seed {seed}");
+            }
+        }
     }
 
     #[test]
