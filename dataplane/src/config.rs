@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use oae_pmd::netns::parse_mac;
 use oae_proto::auth::LinkKey;
 use oae_proto::config::LinkConfig;
-use oae_proto::memory::{Permissions, RegionSpec};
+use oae_proto::memory::{MAX_REGIONS, Permissions, RegionSpec};
 use serde::{Deserialize, Serialize};
 
 /// A refused configuration: where, and what to change.
@@ -912,12 +912,36 @@ impl Config {
             }
             h.to_host_ring().map_err(ctx)?;
         }
+        self.check_regions().map_err(ctx)
+    }
+
+    /// What registering the regions at start needs: at most
+    /// `MAX_REGIONS`, each well formed and defined once, all together
+    /// within what this process may allocate.
+    fn check_regions(&self) -> Result<(), String> {
+        if self.regions.len() > MAX_REGIONS {
+            return Err(format!(
+                "{} regions: a dataplane holds at most {MAX_REGIONS}",
+                self.regions.len()
+            ));
+        }
         let mut ids = std::collections::BTreeSet::new();
+        let mut footprint = 0u64;
         for r in &self.regions {
-            r.to_spec().map_err(ctx)?;
+            footprint += r.to_spec()?.footprint();
             if !ids.insert(r.id) {
-                return Err(ctx(format!("region {} is defined twice", r.id)));
+                return Err(format!("region {} is defined twice", r.id));
             }
+        }
+        if let Some(limit) = oae_os::memory::limit()
+            && footprint > limit.bytes
+        {
+            return Err(format!(
+                "the regions need {footprint} bytes (their bytes and a lock word per \
+                 8-byte word), above this process's memory limit of {} bytes ({}): make \
+                 them smaller or raise the limit",
+                limit.bytes, limit.source
+            ));
         }
         Ok(())
     }

@@ -9,6 +9,10 @@ pub type Nanos = u64;
 
 /// Most slots a link may have.
 pub const MAX_SLOTS: u16 = 4096;
+/// Verbs a link may hold waiting for a slot. Its queues are sized for it
+/// when the link is made, so the bound keeps a configuration from asking
+/// for more memory than any machine has.
+pub const MAX_SUBMIT_QUEUE: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LinkConfig {
@@ -144,8 +148,14 @@ impl LinkConfig {
         if self.max_attempts == 0 {
             return fail("max_attempts", "must be at least 1".into());
         }
-        if self.submit_queue == 0 {
-            return fail("submit_queue", "must be at least 1".into());
+        if !(1..=MAX_SUBMIT_QUEUE).contains(&self.submit_queue) {
+            return fail(
+                "submit_queue",
+                format!(
+                    "must be from 1 to {MAX_SUBMIT_QUEUE}, got {}",
+                    self.submit_queue
+                ),
+            );
         }
         Ok(())
     }

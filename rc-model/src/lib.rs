@@ -132,8 +132,12 @@ impl RcConfig {
         if self.ack_coalesce == 0 {
             return Err("ack_coalesce must be at least 1".into());
         }
-        if self.submit_queue == 0 {
-            return Err("submit_queue must be at least 1".into());
+        if !(1..=oae_proto::config::MAX_SUBMIT_QUEUE).contains(&self.submit_queue) {
+            return Err(format!(
+                "submit_queue must be from 1 to {}, got {}",
+                oae_proto::config::MAX_SUBMIT_QUEUE,
+                self.submit_queue
+            ));
         }
         Ok(())
     }

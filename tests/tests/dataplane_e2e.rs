@@ -932,6 +932,38 @@ fn bad_configs_are_refused_with_what_to_fix() {
             "this machine has cores",
         ),
         ("this is = not toml [".to_string(), "TOML"),
+        // Bounds start-up needs, checked before it: these used to pass the
+        // check and then abort at start.
+        (
+            good.replace("credits = 64\n", "credits = 64\nsubmit_queue = 1000000000000\n"),
+            "link.submit_queue: must be from 1 to 1048576",
+        ),
+        (
+            good.replace(
+                "credits = 64\n",
+                "credits = 64\nsubmit_queue = 9223372036854775807\n",
+            ),
+            "link.submit_queue",
+        ),
+        (
+            good.clone()
+                + &(10..110)
+                    .map(|id| {
+                        format!(
+                            "[[dataplane.a.region]]\nid = {id}\nkey = 1\nlen = 8\nperms = \"r\"\n"
+                        )
+                    })
+                    .collect::<String>(),
+            "102 regions: a dataplane holds at most 64",
+        ),
+        (
+            good.replacen(
+                "credits = 64\n",
+                "credits = 64\n[dataplane.a.queue.auth]\nkey = \"a\u{e9}a\"\n",
+                1,
+            ),
+            "not a hex digit",
+        ),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
         let path = dir.join(format!("bad{i}.toml"));
@@ -946,6 +978,24 @@ fn bad_configs_are_refused_with_what_to_fix() {
             "case {i}: stderr should mention '{expected}': {out}"
         );
     }
+    // A region larger than the process may allocate: refused by the check
+    // with the limit named (it used to abort at start).
+    let huge = dir.join("huge-region.toml");
+    std::fs::write(
+        &huge,
+        good.replace("len = 65536", "len = 4294967288"),
+    )
+    .unwrap();
+    let out = run(Command::new("sh").arg("-c").arg(format!(
+        "ulimit -v 6000000 && exec {} --config {} --name a --check",
+        binary("oaed").display(),
+        huge.display()
+    )));
+    assert!(!out.success(), "a region over the memory limit was accepted: {out}");
+    assert!(
+        out.stderr.contains("memory limit") && out.stderr.contains("RLIMIT_AS"),
+        "the refusal should name the limit: {out}"
+    );
     for (name, path) in [
         (
             "host-nic.toml",

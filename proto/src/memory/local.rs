@@ -3,7 +3,7 @@
 
 use core::ops::Range;
 
-use super::{LockOwner, RegionFacts, RegionSpec, RegisterError, Store};
+use super::{LockOwner, RegionFacts, RegionSpec, RegisterError, Store, zeroed};
 use crate::verb::Refusal;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -49,8 +49,8 @@ impl Store for Memory {
         }
         self.regions.push(Region {
             spec,
-            data: vec![0; spec.len as usize],
-            locks: vec![LockOwner::FREE; spec.len as usize / 8],
+            data: zeroed(spec.len as usize, || 0, spec.footprint())?,
+            locks: zeroed(spec.len as usize / 8, || LockOwner::FREE, spec.footprint())?,
         });
         Ok(())
     }

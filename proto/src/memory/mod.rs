@@ -107,6 +107,31 @@ pub enum RegisterError {
     BadLength(u32),
     /// A shared memory holds at most [`MAX_REGIONS`] regions.
     TooMany,
+    /// The region's words and their locks (`bytes` in all) could not be
+    /// allocated: the process's memory limit is below what it asks.
+    OutOfMemory { bytes: u64 },
+}
+
+impl RegionSpec {
+    /// What registering the region takes from the heap: its bytes and a
+    /// lock word per 8-byte word.
+    pub fn footprint(&self) -> u64 {
+        2 * u64::from(self.len)
+    }
+}
+
+/// A zeroed vector of `n` items, or `OutOfMemory` for the `bytes` asked
+/// where the allocator refuses (a memory limit), instead of aborting.
+pub(crate) fn zeroed<T>(
+    n: usize,
+    zero: impl FnMut() -> T,
+    bytes: u64,
+) -> Result<Vec<T>, RegisterError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| RegisterError::OutOfMemory { bytes })?;
+    v.resize_with(n, zero);
+    Ok(v)
 }
 
 impl core::fmt::Display for RegisterError {
@@ -121,6 +146,12 @@ impl core::fmt::Display for RegisterError {
                 f,
                 "a dataplane's shared memory holds at most {} regions",
                 MAX_REGIONS
+            ),
+            RegisterError::OutOfMemory { bytes } => write!(
+                f,
+                "cannot allocate the region's {bytes} bytes (its words and a lock word \
+                 each): the process's memory limit is lower; make the region smaller or \
+                 raise the limit"
             ),
         }
     }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{LockOwner, RegionFacts, RegionSpec, RegisterError, Store};
+use super::{LockOwner, RegionFacts, RegionSpec, RegisterError, Store, zeroed};
 use crate::verb::Refusal;
 
 /// Regions one shared memory can hold.
@@ -131,10 +131,11 @@ impl Store for SharedMemory {
             .find(|slot| slot.get().is_none())
             .ok_or(RegisterError::TooMany)?;
         let words = spec.len as usize / 8;
+        let zero = || AtomicU64::new(0);
         let region = SharedRegion {
             spec,
-            data: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            locks: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            data: zeroed(words, zero, spec.footprint())?.into_boxed_slice(),
+            locks: zeroed(words, zero, spec.footprint())?.into_boxed_slice(),
         };
         if slot.set(region).is_err() {
             unreachable!("slots are filled under the registration mutex");
