@@ -723,7 +723,12 @@ impl Config {
     /// Loads one dataplane: the whole file, or `[dataplane.<name>]` of a
     /// multi-dataplane file.
     pub fn load(path: &Path, name: Option<&str>) -> Result<Config, ConfigError> {
-        let text = read(path)?;
+        Config::from_text(&read(path)?, path, name)
+    }
+
+    /// [`Config::load`] of `text`, the contents of file `path` (named in
+    /// errors only): what `oaed --check` accepts.
+    pub fn from_text(text: &str, path: &Path, name: Option<&str>) -> Result<Config, ConfigError> {
         let table: toml::Table = text.parse().map_err(|e| toml_error(path, e))?;
         if let Some(dataplanes) = table.get("dataplane").and_then(toml::Value::as_table) {
             // A deployment (`crate::deployment`): this process reads its own
@@ -757,7 +762,7 @@ impl Config {
             cfg.validate().map_err(|e| in_file(path, e))?;
             Ok(cfg)
         } else {
-            let mut cfg: Config = toml::from_str(&text).map_err(|e| toml_error(path, e))?;
+            let mut cfg: Config = toml::from_str(text).map_err(|e| toml_error(path, e))?;
             if let Some(name) = name
                 && cfg.name.is_empty()
             {

@@ -75,27 +75,7 @@ pub fn build_queue(
         }
     } + 64;
     let peer_macs = q.peer_macs();
-    let core_memory = memory.for_core(index as u16);
-    let transport = match q.transport {
-        TransportKind::Oae => {
-            let mut node = Node::with_memory(config.node_id, epoch, NoObserver, core_memory);
-            for _ in &peer_macs {
-                node.add_link(link_cfg)
-                    .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
-            }
-            if q.fabric {
-                node.enable_fabric(FabricConfig::for_links(&link_cfg), &link_cfg)
-                    .map_err(|e| format!("fabric: {}: {}", e.field, e.problem))?;
-            }
-            AnyTransport::Oae(Oae::new(
-                node,
-                q.auth.as_ref().map(|a| (a.key_number, a.key.link_key())),
-            ))
-        }
-        TransportKind::RcModel => AnyTransport::Rc(RcModel {
-            endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
-        }),
-    };
+    let transport = transport(config, index, epoch, memory)?;
     let mut plan = Vec::new();
     for (iface, links) in q.ports() {
         let links = links
@@ -163,6 +143,55 @@ fn channel(q: &QueueConfig) -> u32 {
         SteerBy::Queue => q.queue_id,
         SteerBy::PeerMac => 0,
     }
+}
+
+/// Queue `index`'s transport: for OAE a node with a link per peer (and
+/// its fabric), for the RC model an endpoint.
+fn transport(
+    config: &Config,
+    index: usize,
+    epoch: u32,
+    memory: &SharedMemory,
+) -> Result<AnyTransport, String> {
+    let q = &config.queues[index];
+    let link_cfg = q.link.to_link_config();
+    let core_memory = memory.for_core(index as u16);
+    Ok(match q.transport {
+        TransportKind::Oae => {
+            let mut node = Node::with_memory(config.node_id, epoch, NoObserver, core_memory);
+            for _ in q.peer_macs() {
+                node.add_link(link_cfg)
+                    .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
+            }
+            if q.fabric {
+                node.enable_fabric(FabricConfig::for_links(&link_cfg), &link_cfg)
+                    .map_err(|e| format!("fabric: {}: {}", e.field, e.problem))?;
+            }
+            AnyTransport::Oae(Oae::new(
+                node,
+                q.auth.as_ref().map(|a| (a.key_number, a.key.link_key())),
+            ))
+        }
+        TransportKind::RcModel => AnyTransport::Rc(RcModel {
+            endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
+        }),
+    })
+}
+
+/// What start-up does with `config` short of the operating system (no
+/// interface, socket, thread or file): registers the regions and builds
+/// every queue's transport and host ring settings, as [`build_queue`]
+/// does. What `oaed --check` accepts must pass this (the configuration
+/// fuzz target and a property test hold it to that).
+pub fn rehearse(config: &Config) -> Result<(), String> {
+    let memory = build_memory(config)?;
+    for index in 0..config.queues.len() {
+        transport(config, index, 1, &memory).map_err(|e| format!("queue {index}: {e}"))?;
+    }
+    if let Some(h) = &config.host {
+        h.to_host_ring()?;
+    }
+    Ok(())
 }
 
 /// A queue's transport, before the pipeline is built around it. Made once

@@ -568,7 +568,10 @@ mod tests {
         // A second dataplane with the same path: this process serves it.
         let err = HostPort::create(&r).err().expect("a live ring is refused");
         assert!(err.contains("running dataplane"), "{err}");
-        assert!(HostQueue::attach(&r.path, 1).is_ok(), "the live ring is intact");
+        assert!(
+            HostQueue::attach(&r.path, 1).is_ok(),
+            "the live ring is intact"
+        );
         drop(port);
         // What a dataplane that is gone left is replaced.
         let mut child = std::process::Command::new("true").spawn().unwrap();
