@@ -328,3 +328,31 @@ fn open_dpdk(config: &Config, q: &QueueConfig) -> Result<Dpdk, String> {
     })
     .map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout `oaectl demo --queues N` builds: N queues of one veth
+    /// pair, the same peer MAC on each, steered by queue. Their links share
+    /// MACs (and a key, if authenticated): only the channel tells their
+    /// keys apart, so no two may have the same.
+    #[test]
+    fn queues_sharing_a_peer_have_channels_of_their_own() {
+        let mut config = Config::from_toml(
+            "name = \"a\"\nnode_id = 1\n[[queue]]\niface = \"oae0\"\n\
+             peer_mac = \"02:0a:e0:00:00:02\"\n",
+        )
+        .unwrap();
+        config.replicate_first_queue(4).unwrap();
+        let channels: std::collections::BTreeSet<u32> = config.queues.iter().map(channel).collect();
+        assert_eq!(channels.len(), 4, "{channels:?}");
+        // One queue per peer MAC, steered by MAC: channel 0.
+        let single = Config::from_toml(
+            "name = \"a\"\nnode_id = 1\n[[queue]]\niface = \"oae0\"\nqueue_id = 3\n\
+             peer_mac = \"02:0a:e0:00:00:02\"\n",
+        )
+        .unwrap();
+        assert_eq!(channel(&single.queues[0]), 0);
+    }
+}

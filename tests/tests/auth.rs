@@ -277,6 +277,23 @@ fn with_a_key_forgeries_and_replays_are_dropped_by_reason() {
         },
     );
     cas(&d, 128, word + 1).expect("the link runs verbs under the new key");
+    // A key that is not hex, with a character of two bytes where a digit
+    // pair would be cut: refused with the reason, and the polling core
+    // (which applies key changes) lives on. It used to panic there.
+    let junk = d.call(
+        0,
+        &Request::Key {
+            queue: 0,
+            link: 0,
+            change: KeyChange::Add {
+                number: 3,
+                key: "a\u{e9}a".repeat(16),
+            },
+        },
+    );
+    let err = junk.expect_err("a key that is not hex is refused");
+    assert!(err.contains("not a hex digit"), "{err}");
+    cas(&d, 128, word + 2).expect("the polling core still runs verbs");
 }
 
 /// `oaectl key roll` at both ends in the middle of a workload: not one verb
