@@ -86,6 +86,13 @@ impl Counter {
 /// (everything after the Ethernet header).
 pub const CORRUPT_RANDOM_OFFSET: u32 = u32::MAX;
 
+/// Bytes of the longest OAE frame on the wire: the Ethernet header, a
+/// class-4 frame (1024 bytes, `oae_proto::wire::MAX_FRAME`) and an
+/// authentication trailer (24 bytes). A corruption offset must fall inside
+/// it for faults scoped to OAE frames (the dataplane's tests check the sum
+/// against the core's constants).
+pub const MAX_OAE_FRAME_ON_WIRE: u32 = ETH_HEADER_LEN as u32 + 1024 + 24;
+
 /// One million: probabilities are in parts per million.
 pub const PPM: u32 = 1_000_000;
 

@@ -355,4 +355,16 @@ mod tests {
         .unwrap();
         assert_eq!(channel(&single.queues[0]), 0);
     }
+
+    /// The XDP side bounds corruption offsets by the longest OAE frame
+    /// without seeing the core's constants: they must agree.
+    #[test]
+    fn the_fault_injectors_longest_frame_is_the_cores() {
+        assert_eq!(
+            oae_common::MAX_OAE_FRAME_ON_WIRE as usize,
+            oae_common::ETH_HEADER_LEN
+                + oae_proto::wire::MAX_FRAME
+                + oae_proto::auth::AUTH_TRAILER_LEN
+        );
+    }
 }

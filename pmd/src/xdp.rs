@@ -337,6 +337,7 @@ impl Steering {
     /// configuration changes may see a mix.)
     pub fn set_faults(&self, faults: &FaultConfig) -> Result<(), XdpError> {
         validate(faults)?;
+        check_offset(faults, &self.iface)?;
         let mut maps = self.maps();
         maps.write_faults(faults)?;
         maps.reset_dice()
@@ -446,6 +447,41 @@ fn validate(faults: &FaultConfig) -> Result<(), XdpError> {
         ))),
         Some(_) => Ok(()),
     }
+}
+
+/// A fixed corruption offset must fall inside a frame the faults reach:
+/// the longest OAE frame, or for wider scopes the interface's MTU plus the
+/// Ethernet header. One past it would flip nothing, silently.
+fn check_offset(faults: &FaultConfig, iface: &str) -> Result<(), XdpError> {
+    if faults.corrupt_offset == CORRUPT_RANDOM_OFFSET {
+        return Ok(());
+    }
+    let (limit, what) = match faults.scope() {
+        Some(FaultScope::Oae) | None => (
+            oae_common::MAX_OAE_FRAME_ON_WIRE,
+            "the longest OAE frame, Ethernet header and authentication trailer included"
+                .to_string(),
+        ),
+        Some(_) => {
+            let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+                .unwrap_or(u32::from(u16::MAX));
+            (
+                mtu + oae_common::ETH_HEADER_LEN as u32,
+                format!("{iface}'s MTU ({mtu}) and the Ethernet header"),
+            )
+        }
+    };
+    if faults.corrupt_offset >= limit {
+        return Err(XdpError::InvalidFaults(format!(
+            "corrupt offset {} is past the end of every frame in scope: use 0 to {} \
+             ({limit} bytes: {what}), or \"random\"",
+            faults.corrupt_offset,
+            limit - 1
+        )));
+    }
+    Ok(())
 }
 
 fn check_queue(queue: u32) -> Result<(), XdpError> {

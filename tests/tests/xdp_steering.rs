@@ -436,6 +436,19 @@ fn corruption_is_counted_and_the_frame_still_steered() {
     steering.set_faults(&inside).expect("set faults");
     let d = send_and_count(&pair, &steering, 50);
     assert_eq!(d.corrupted_by_fault, 50, "{d}");
+
+    // An offset past the longest OAE frame could never flip a bit: refused
+    // with the range, and the setting in force stays.
+    let nowhere = FaultConfig {
+        corrupt_offset: 5000,
+        ..always
+    };
+    let err = steering
+        .set_faults(&nowhere)
+        .expect_err("an offset past every OAE frame")
+        .to_string();
+    assert!(err.contains("use 0 to 1061"), "{err}");
+    assert_eq!(steering.faults(), inside);
 }
 
 #[test]
