@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -210,30 +210,141 @@ fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path)
     eprintln!("oaed: {} stopped; XDP detached", shared.name);
 }
 
-/// Binds the control socket, refusing to steal one a live daemon answers on.
+/// Binds the control socket at `path` so that no other user can ever
+/// reach it, replacing nothing but a stale socket.
+///
+/// `bind` creates the socket file with mode 0777 less the umask, so a
+/// chmod after it leaves a moment in which anyone may connect (under umask
+/// 000, anyone could). Narrowing the umask around `bind` would not do: it
+/// is the whole process's, so another thread creating a file meanwhile
+/// would get the narrow mode, or this one another thread's wide mode.
+/// Instead the socket is bound inside a new directory of mode 0700 next to
+/// `path`, which no other user can enter, so none can reach the socket
+/// there whatever its mode; it is narrowed to 0600 there, and only then
+/// linked at `path`, so that name appears with mode 0600 already. `link`
+/// (unlike `rename`) fails if anything appeared at `path` meanwhile
+/// instead of replacing it.
 fn bind_control(path: &Path) -> Result<UnixListener, String> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(format!(
-                "another dataplane is listening on {}: stop it or choose another control_socket",
-                path.display()
-            ));
-        }
-        std::fs::remove_file(path)
-            .map_err(|e| format!("cannot remove the stale socket {}: {e}", path.display()))?;
-    }
-    let listener = UnixListener::bind(path)
-        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    clear_stale_socket(path)?;
+    let private = BindDir::create(dir)?;
+    let inside = private.socket();
+    let listener = UnixListener::bind(&inside)
+        .map_err(|e| format!("cannot listen on {}: {e}", inside.display()))?;
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", inside.display()))?;
+    std::fs::hard_link(&inside, path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => format!(
+            "something was created at {} while oaed was binding its control socket \
+             there (another dataplane starting?): stop it or choose another \
+             control_socket (--socket)",
+            path.display()
+        ),
+        _ => format!("cannot name the control socket {}: {e}", path.display()),
+    })?;
+    // The socket keeps its public name; the private one goes.
+    drop(private);
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("control socket: {e}"))?;
     Ok(listener)
+}
+
+/// Makes way for the control socket at `path`: removes a stale socket (one
+/// no process listens on). A live socket, or anything that is not a socket,
+/// is left as it is and refused.
+fn clear_stale_socket(path: &Path) -> Result<(), String> {
+    let found = match std::fs::symlink_metadata(path) {
+        Ok(found) => found.file_type(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
+    };
+    if !found.is_socket() {
+        let what = if found.is_file() {
+            "a regular file"
+        } else if found.is_dir() {
+            "a directory"
+        } else if found.is_symlink() {
+            "a symbolic link"
+        } else {
+            "a special file"
+        };
+        return Err(format!(
+            "{} is {what}, not a socket: oaed replaces only a stale control socket, so it \
+             leaves it alone; move it away, or choose another control_socket (--socket)",
+            path.display()
+        ));
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(format!(
+            "another dataplane is listening on {}: stop it or choose another control_socket",
+            path.display()
+        )),
+        // No listener: left by a dataplane that did not stop cleanly.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!(
+                    "cannot remove the stale socket {}: {e}",
+                    path.display()
+                )),
+                _ => Ok(()),
+            }
+        }
+        Err(e) => Err(format!(
+            "cannot tell whether a dataplane listens on {} ({e}): remove it if none does",
+            path.display()
+        )),
+    }
+}
+
+/// A directory of mode 0700 made by [`BindDir::create`], with the socket
+/// bound in it; dropping it removes both names (a socket linked elsewhere
+/// keeps that name).
+struct BindDir {
+    path: PathBuf,
+}
+
+impl BindDir {
+    fn create(parent: &Path) -> Result<BindDir, String> {
+        // `mkdir` fails on a name that exists, so the directory used is
+        // always one this call made, never one another user made first
+        // (and could enter). Short names: a socket path has at most 107
+        // bytes.
+        for attempt in 0..100 {
+            let path = parent.join(format!(".oaed-{}-{attempt}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(BindDir { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(format!(
+                        "cannot create a private directory in {} to bind the control socket \
+                         in: {e}",
+                        parent.display()
+                    ));
+                }
+            }
+        }
+        Err(format!(
+            "{} holds 100 directories named .oaed-{}-N: remove them",
+            parent.display(),
+            std::process::id()
+        ))
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.path.join("s")
+    }
+}
+
+impl Drop for BindDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.socket());
+        let _ = std::fs::remove_dir(&self.path);
+    }
 }
 
 fn serve(listener: &UnixListener, shared: &Arc<Shared>) {
@@ -560,5 +671,144 @@ pub fn fault_view(f: &FaultConfig) -> FaultView {
         link_down: f.link_down != 0,
         seed: f.seed,
         scope: f.scope().map(|s| s.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory for one test's socket, removed when dropped.
+    struct TestDir(PathBuf);
+
+    impl TestDir {
+        fn new(test: &str) -> TestDir {
+            let dir = std::env::temp_dir().join(format!("oaed-unit-{}-{test}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TestDir(dir)
+        }
+
+        fn join(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn only_a_stale_socket_is_replaced() {
+        let dir = TestDir::new("stale");
+        let path = dir.join("c.sock");
+        std::fs::write(&path, "precious").unwrap();
+        let err = bind_control(&path).unwrap_err();
+        assert!(
+            err.contains(&path.display().to_string())
+                && err.contains("a regular file")
+                && err.contains("--socket"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let err = bind_control(&path).unwrap_err();
+        assert!(err.contains("a directory"), "{err}");
+        std::fs::remove_dir(&path).unwrap();
+
+        let live = bind_control(&path).unwrap();
+        let err = bind_control(&path).unwrap_err();
+        assert!(err.contains("another dataplane is listening"), "{err}");
+        // Closed without removing its name: a stale socket, replaced.
+        drop(live);
+        assert!(path.exists());
+        let again = bind_control(&path).unwrap();
+        assert!(UnixStream::connect(&path).is_ok());
+        drop(again);
+        // Nothing is left of the private directories.
+        let left: Vec<_> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [std::ffi::OsString::from("c.sock")]);
+    }
+
+    /// Set in the process that [`the_control_socket_is_never_open_to_others`]
+    /// runs itself in, under umask 000.
+    const UMASK_0_CHILD: &str = "OAED_TEST_BIND_UNDER_UMASK_0";
+
+    #[test]
+    fn the_control_socket_is_never_open_to_others() {
+        // The umask is the whole process's, and the other tests run beside
+        // this one: set it only in a process of its own, which runs this
+        // test alone.
+        if std::env::var_os(UMASK_0_CHILD).is_none() {
+            let me = std::env::current_exe().unwrap();
+            let out = std::process::Command::new("sh")
+                .args(["-c", r#"umask 000 && exec "$0" "$@""#])
+                .arg(&me)
+                .args([
+                    "--exact",
+                    "daemon::tests::the_control_socket_is_never_open_to_others",
+                    "--nocapture",
+                ])
+                .env(UMASK_0_CHILD, "1")
+                .output()
+                .unwrap();
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "{me:?} under umask 000: {}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}",
+                out.status
+            );
+            return;
+        }
+        let dir = TestDir::new("umask");
+        let probe = dir.join("probe");
+        std::fs::write(&probe, "").unwrap();
+        let mode = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777);
+        assert_eq!(mode(&probe).unwrap(), 0o666, "running under umask 000");
+        let path = dir.join("c.sock");
+        let watching = AtomicBool::new(true);
+        let mut seen = Vec::new();
+        std::thread::scope(|s| {
+            // Looks at the socket's name as often as it can while it is
+            // bound again and again: any mode but 0600 there is a moment
+            // in which others could connect.
+            let watcher = s.spawn(|| {
+                let mut looks = 0u64;
+                let mut wrong = Vec::new();
+                while watching.load(Ordering::Relaxed) {
+                    if let Ok(m) = mode(&path)
+                        && m != 0o600
+                    {
+                        wrong.push(m);
+                    }
+                    looks += 1;
+                }
+                (looks, wrong)
+            });
+            for _ in 0..2000 {
+                let listener = bind_control(&path).unwrap();
+                drop(listener);
+                std::fs::remove_file(&path).unwrap();
+            }
+            watching.store(false, Ordering::Relaxed);
+            let (looks, wrong) = watcher.join().unwrap();
+            assert!(looks > 0);
+            seen = wrong;
+        });
+        let modes: Vec<String> = seen.iter().take(10).map(|m| format!("{m:o}")).collect();
+        assert!(
+            seen.is_empty(),
+            "the socket's name was seen {} times with a mode other than 600: {modes:?}",
+            seen.len()
+        );
     }
 }
