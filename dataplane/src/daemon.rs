@@ -75,6 +75,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     }
 
     let mut steering = BTreeMap::new();
+    // Queue `i`'s polling thread is `threads[i]`.
     let mut threads: Vec<JoinHandle<FinalReport>> = Vec::new();
     let mut queues = Vec::new();
     let result = (|| -> Result<(), String> {
@@ -109,8 +110,10 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     });
     if let Err(e) = result {
         shared.stop.store(true, Ordering::Relaxed);
-        finish(&shared, threads, &socket);
-        return Err(e);
+        return Err(match finish(&shared, threads, &socket) {
+            Ok(()) => e,
+            Err(panics) => format!("{e}; {panics}"),
+        });
     }
     for s in shared.steering.lock().expect("not poisoned").values() {
         eprintln!("oaed: {}: XDP attached in {} mode", s.iface(), s.mode());
@@ -118,8 +121,10 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     let metrics = match config.metrics.as_ref().map(|m| start_metrics(m, &shared)) {
         Some(Err(e)) => {
             shared.stop.store(true, Ordering::Relaxed);
-            finish(&shared, threads, &socket);
-            return Err(e);
+            return Err(match finish(&shared, threads, &socket) {
+                Ok(()) => e,
+                Err(panics) => format!("{e}; {panics}"),
+            });
         }
         Some(Ok(m)) => {
             eprintln!("oaed: metrics at http://{}/metrics", m.addr);
@@ -133,13 +138,19 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         shared.queues.len(),
         socket.display()
     );
-    serve(&listener, &shared);
+    let ended = serve(&listener, &shared, &threads);
     shared.stop.store(true, Ordering::Relaxed);
     if let Some(m) = metrics {
         m.join();
     }
-    finish(&shared, threads, &socket);
-    Ok(())
+    match (ended, finish(&shared, threads, &socket)) {
+        (_, Err(panics)) => Err(format!("{panics}; the dataplane stopped and detached XDP")),
+        (Some(queue), Ok(())) => Err(format!(
+            "queue {queue}'s polling thread ended without being asked to stop; the dataplane \
+             stopped and detached XDP"
+        )),
+        (None, Ok(())) => Ok(()),
+    }
 }
 
 fn start_metrics(
@@ -169,15 +180,30 @@ struct FinalXdp {
     counters: Counters,
 }
 
-fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path) {
+/// Stops every queue, detaches XDP, removes the socket and prints the
+/// final counters; `Err` names each queue whose polling thread panicked,
+/// and its panic.
+fn finish(
+    shared: &Shared,
+    threads: Vec<JoinHandle<FinalReport>>,
+    socket: &Path,
+) -> Result<(), String> {
     for q in &shared.queues {
         q.request_stop();
     }
     let mut reports = Vec::new();
-    for t in threads {
+    let mut panics = Vec::new();
+    for (queue, t) in threads.into_iter().enumerate() {
         match t.join() {
             Ok(r) => reports.push(r),
-            Err(_) => eprintln!("oaed: a polling thread panicked"),
+            Err(payload) => {
+                let why = format!(
+                    "queue {queue}'s polling thread panicked: {}",
+                    panic_text(payload.as_ref())
+                );
+                eprintln!("oaed: {why}");
+                panics.push(why);
+            }
         }
     }
     let xdp: Vec<FinalXdp> = shared
@@ -208,6 +234,20 @@ fn finish(shared: &Shared, threads: Vec<JoinHandle<FinalReport>>, socket: &Path)
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
     eprintln!("oaed: {} stopped; XDP detached", shared.name);
+    if panics.is_empty() {
+        Ok(())
+    } else {
+        Err(panics.join("; "))
+    }
+}
+
+/// A panic's message, as `panic!` and `expect` leave it.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(a panic without a message)")
 }
 
 /// Binds the control socket at `path` so that no other user can ever
@@ -347,7 +387,14 @@ impl Drop for BindDir {
     }
 }
 
-fn serve(listener: &UnixListener, shared: &Arc<Shared>) {
+/// Serves control connections until the stop flag is set, or until a
+/// polling thread ends unasked: then `Some(its queue)`. `threads[i]` is
+/// queue `i`'s.
+fn serve(
+    listener: &UnixListener,
+    shared: &Arc<Shared>,
+    threads: &[JoinHandle<FinalReport>],
+) -> Option<usize> {
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
@@ -364,15 +411,16 @@ fn serve(listener: &UnixListener, shared: &Arc<Shared>) {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
-        if shared
-            .queues
-            .iter()
-            .any(|q| q.stopped.load(Ordering::Acquire))
-        {
-            eprintln!("oaed: a polling thread stopped; shutting down");
-            break;
+        // A polling thread ends only when asked to stop, so one that has
+        // ended now died (a panic unwinds past every flag it would set): its
+        // queue answers nothing and carries no traffic, so the dataplane
+        // stops rather than run on with XDP attached.
+        if let Some(queue) = threads.iter().position(JoinHandle::is_finished) {
+            eprintln!("oaed: queue {queue}'s polling thread ended; stopping the dataplane");
+            return Some(queue);
         }
     }
+    None
 }
 
 fn connection(stream: UnixStream, shared: &Shared) {
@@ -698,6 +746,54 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    /// A dataplane with one queue whose polling core never runs (requests
+    /// that ask it would wait).
+    fn dataplane() -> Arc<Shared> {
+        Arc::new(Shared {
+            queues: vec![Arc::new(QueueShared::new(8).unwrap())],
+            steering: Mutex::new(BTreeMap::new()),
+            stop: Arc::new(AtomicBool::new(false)),
+            name: "test".into(),
+            epoch: 1,
+        })
+    }
+
+    #[test]
+    fn a_polling_thread_that_panicked_stops_the_dataplane_and_is_named() {
+        let dir = TestDir::new("panic");
+        let path = dir.join("c.sock");
+        let listener = bind_control(&path).unwrap();
+        let shared = dataplane();
+        let (ready, go) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || -> FinalReport {
+            let _ = go.recv();
+            panic!("bad request on the polling core")
+        });
+        let threads = vec![thread];
+        ready.send(()).unwrap();
+        // Not asked to stop: `serve` returns only because the thread ended.
+        let (done, served) = std::sync::mpsc::channel();
+        let ended = std::thread::scope(|s| {
+            s.spawn(|| done.send(serve(&listener, &shared, &threads)));
+            // It returns within one accept poll (20 ms); a minute means it
+            // did not notice, and stopping it ends the test instead of
+            // hanging it.
+            served
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    served.recv().unwrap()
+                })
+        });
+        assert_eq!(ended, Some(0), "the polling thread's end went unnoticed");
+        let err = finish(&shared, threads, &path).unwrap_err();
+        assert!(
+            err.contains("queue 0's polling thread panicked: bad request on the polling core"),
+            "{err}"
+        );
+        assert!(!path.exists(), "the socket is removed");
     }
 
     #[test]
