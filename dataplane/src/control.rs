@@ -182,6 +182,11 @@ impl KeyState {
 pub const MAX_CAPTURE_FRAMES: u32 = 10_000;
 /// Longest a capture may run: the control socket waits 30 s for an answer.
 pub const MAX_CAPTURE_SECONDS: f64 = 20.0;
+/// Phases one workload keeps: each has its own latency histogram (about
+/// 220 KB).
+pub const MAX_WORKLOAD_PHASES: usize = 16;
+/// Longest phase name, in bytes.
+pub const MAX_PHASE_NAME_BYTES: usize = 64;
 
 /// One frame a polling core saw, with its Ethernet header.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -19,7 +19,10 @@ use serde_json::Value;
 mod contend;
 
 use self::contend::Contention;
-use crate::control::{Percentiles, PhaseReport, WorkloadReport, WorkloadSpec, cdf_points, to_hex};
+use crate::control::{
+    MAX_PHASE_NAME_BYTES, MAX_WORKLOAD_PHASES, Percentiles, PhaseReport, WorkloadReport,
+    WorkloadSpec, cdf_points, to_hex,
+};
 
 /// Bytes of each region a lane owns.
 pub const LANE_BYTES: usize = 64;
@@ -244,8 +247,24 @@ impl Workload {
     }
 
     /// Begins phase `name`: verbs completing from `now` on are counted in
-    /// it (and in the whole run, as before).
-    pub fn begin_phase(&mut self, name: String, now: Nanos) {
+    /// it (and in the whole run, as before). Each phase keeps a histogram
+    /// for the workload's life, so a workload has at most
+    /// [`MAX_WORKLOAD_PHASES`], and their names at most
+    /// [`MAX_PHASE_NAME_BYTES`].
+    pub fn begin_phase(&mut self, name: String, now: Nanos) -> Result<(), String> {
+        if name.len() > MAX_PHASE_NAME_BYTES {
+            return Err(format!(
+                "a phase name is at most {MAX_PHASE_NAME_BYTES} bytes \
+                 (MAX_PHASE_NAME_BYTES), not {}: choose a shorter one",
+                name.len()
+            ));
+        }
+        if self.phases.len() >= MAX_WORKLOAD_PHASES {
+            return Err(format!(
+                "this workload has begun {MAX_WORKLOAD_PHASES} phases, the most one keeps \
+                 (MAX_WORKLOAD_PHASES): start a new workload to mark more"
+            ));
+        }
         self.phases.push(Phase {
             name,
             started: now,
@@ -253,6 +272,7 @@ impl Workload {
             completed: 0,
             failed: 0,
         });
+        Ok(())
     }
 
     pub fn queue(&self) -> u16 {
@@ -723,10 +743,9 @@ impl LinkWorkloads {
 
     pub fn begin_phase(&mut self, aim: Aim, name: String, now: Nanos) -> Result<(), String> {
         match self.slot(aim).and_then(|s| self.running[s].as_mut()) {
-            Some(w) => {
-                w.begin_phase(name, now);
-                Ok(())
-            }
+            Some(w) => w
+                .begin_phase(name, now)
+                .map_err(|e| format!("no phase begun on {aim}: {e}")),
             None => Err(format!("no workload is running on {aim}")),
         }
     }
@@ -788,5 +807,47 @@ impl LinkWorkloads {
         if let Some(Some(w)) = self.running.get_mut(usize::from(slot)) {
             w.complete(lane, result, latency);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oae_proto::{Permissions, RegionSpec, SharedMemory};
+
+    #[test]
+    fn phases_are_bounded_in_number_and_name() {
+        let mut memory = SharedMemory::new();
+        memory
+            .register(RegionSpec {
+                id: 2,
+                key: 2,
+                len: 4096,
+                permissions: Permissions::ALL,
+            })
+            .unwrap();
+        let spec = WorkloadSpec {
+            region: 1,
+            key: 1,
+            local_region: 2,
+            lanes: 1,
+            seconds: 1.0,
+            ..WorkloadSpec::default()
+        };
+        let mut w = Workload::new(spec, &memory, &["cas"]).unwrap();
+        let long = "x".repeat(MAX_PHASE_NAME_BYTES + 1);
+        let err = w.begin_phase(long, 0).unwrap_err();
+        assert!(err.contains(&MAX_PHASE_NAME_BYTES.to_string()), "{err}");
+        for n in 0..MAX_WORKLOAD_PHASES {
+            w.begin_phase(format!("phase {n}"), n as Nanos).unwrap();
+        }
+        let err = w.begin_phase("one more".into(), 99).unwrap_err();
+        assert!(
+            err.contains(&format!("{MAX_WORKLOAD_PHASES} phases")) && err.contains("new workload"),
+            "{err}"
+        );
+        let names: Vec<String> = w.report(100).phases.into_iter().map(|p| p.name).collect();
+        assert_eq!(names.len(), MAX_WORKLOAD_PHASES, "{names:?}");
+        assert_eq!(names[0], "phase 0");
     }
 }
