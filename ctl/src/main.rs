@@ -215,12 +215,20 @@ enum RegionCmd {
         perms: String,
     },
     List,
-    /// Prints a region's bytes in hex.
+    /// Prints a region's bytes in hex: all of them, or `--len` bytes from
+    /// `--offset`. One dump returns at most 1048576 bytes (MAX_DUMP_BYTES):
+    /// dump a larger region in windows.
     Dump {
         #[arg(long)]
         id: u16,
         #[arg(long, default_value_t = 0)]
         queue: u16,
+        /// First byte to print.
+        #[arg(long, default_value_t = 0, value_parser = numbers::parse::<u32>)]
+        offset: u32,
+        /// Bytes to print (default: to the region's end).
+        #[arg(long, value_parser = numbers::parse::<u32>)]
+        len: Option<u32>,
     },
 }
 
@@ -579,9 +587,16 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     perms: perms.clone(),
                 },
                 RegionCmd::List => Request::RegionList,
-                RegionCmd::Dump { id, queue } => Request::RegionDump {
+                RegionCmd::Dump {
+                    id,
+                    queue,
+                    offset,
+                    len,
+                } => Request::RegionDumpRange {
                     id: *id,
                     queue: *queue,
+                    offset: *offset,
+                    len: *len,
                 },
             };
             match cmd {

@@ -40,10 +40,24 @@ pub enum Request {
         perms: String,
     },
     RegionList,
+    /// A whole region's bytes: refused for a region larger than
+    /// [`MAX_DUMP_BYTES`] (ask for a window of it with
+    /// [`Request::RegionDumpRange`]).
     RegionDump {
         id: u16,
         #[serde(default)]
         queue: u16,
+    },
+    /// Bytes `offset..offset + len` of a region (`len` left out: to its
+    /// end), at most [`MAX_DUMP_BYTES`].
+    RegionDumpRange {
+        id: u16,
+        #[serde(default)]
+        queue: u16,
+        #[serde(default)]
+        offset: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        len: Option<u32>,
     },
     /// Changes the XDP fault injector of every attached interface; fields
     /// left out keep their value.
@@ -182,6 +196,27 @@ impl KeyState {
 pub const MAX_CAPTURE_FRAMES: u32 = 10_000;
 /// Longest a capture may run: the control socket waits 30 s for an answer.
 pub const MAX_CAPTURE_SECONDS: f64 = 20.0;
+
+// What one client may hold of `oaed` through its control socket: each
+// limit bounds the daemon's threads or memory, whatever a client sends.
+// docs/ARCHITECTURE.md ("The control socket") lists them.
+
+/// Control connections served at once (a thread each). One more is
+/// answered with [`CloseReason::TooManyConnections`] and closed.
+pub const MAX_CONTROL_CONNECTIONS: usize = 32;
+/// Longest a connection may take to send a whole request, from being
+/// accepted or from its last answer; then it is answered with
+/// [`CloseReason::Idle`] and closed. Counted per request, not per read, so
+/// a client that trickles bytes is closed too.
+pub const CONTROL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest request line, its newline not counted: the largest request
+/// (a WRITE of 960 bytes, as hex) is a few KiB. A longer one is answered
+/// with [`CloseReason::RequestTooLong`] and the connection closed, before
+/// more of it is read.
+pub const MAX_REQUEST_LINE_BYTES: usize = 64 * 1024;
+/// Most bytes one region dump returns (twice as many hex digits in the
+/// answer), as big as the largest region of the shipped configurations.
+pub const MAX_DUMP_BYTES: u32 = 1 << 20;
 /// Phases one workload keeps: each has its own latency histogram (about
 /// 220 KB).
 pub const MAX_WORKLOAD_PHASES: usize = 16;
@@ -248,10 +283,16 @@ pub struct RegionAdded {
     pub registered: u16,
 }
 
-/// `oaectl region dump`: a region's bytes.
+/// `oaectl region dump`: a region's bytes, or a window of them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RegionDump {
     pub id: u16,
+    /// Where `data` starts in the region.
+    #[serde(default)]
+    pub offset: u32,
+    /// The region's length, of which `data` may be a part.
+    #[serde(default)]
+    pub region_len: u32,
     /// The bytes, as hex.
     pub data: String,
     /// Words held by tentative transfers at the time (of every region).
@@ -744,6 +785,64 @@ pub fn cdf_points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
 pub enum Response {
     Ok(serde_json::Value),
     Error(String),
+    /// The last line of a connection: `oaed` closes it after this, for the
+    /// reason given.
+    Closed(Closed),
+}
+
+/// Why `oaed` closed a control connection, and the limit it met.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Closed {
+    #[serde(flatten)]
+    pub reason: CloseReason,
+    /// The reason in words, with what to do.
+    pub message: String,
+}
+
+impl From<CloseReason> for Closed {
+    fn from(reason: CloseReason) -> Closed {
+        Closed {
+            reason,
+            message: reason.to_string(),
+        }
+    }
+}
+
+/// Why a control connection was closed. The names (`reason` in JSON) are
+/// stable: clients match on them, never on the message.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum CloseReason {
+    /// [`MAX_CONTROL_CONNECTIONS`] were open already.
+    TooManyConnections { limit: usize },
+    /// A request line grew past [`MAX_REQUEST_LINE_BYTES`].
+    RequestTooLong { limit_bytes: usize },
+    /// No whole request came within [`CONTROL_IDLE_TIMEOUT`].
+    Idle { limit_s: u64 },
+}
+
+impl core::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            CloseReason::TooManyConnections { limit } => write!(
+                f,
+                "the dataplane serves at most {limit} control connections at once \
+                 (MAX_CONTROL_CONNECTIONS) and that many are open: close idle ones, \
+                 or retry when one ends"
+            ),
+            CloseReason::RequestTooLong { limit_bytes } => write!(
+                f,
+                "a request line is at most {limit_bytes} bytes (MAX_REQUEST_LINE_BYTES); \
+                 this one was longer, so the connection is closed: send one JSON request \
+                 per line"
+            ),
+            CloseReason::Idle { limit_s } => write!(
+                f,
+                "no whole request came within {limit_s} s (CONTROL_IDLE_TIMEOUT), so the \
+                 connection is closed: connect again to send one"
+            ),
+        }
+    }
 }
 
 /// Sends one request and waits for its response. Errors say whether the
@@ -770,11 +869,21 @@ pub fn call(
         .map_err(|e| e.to_string())?;
     let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
     line.push('\n');
-    (&stream)
-        .write_all(line.as_bytes())
-        .map_err(|e| format!("sending to {}: {e}", socket.display()))?;
     let mut reader = BufReader::new(&stream);
     let mut answer = String::new();
+    if let Err(e) = (&stream).write_all(line.as_bytes()) {
+        // Closed by the daemon before the request was all sent (it was too
+        // long): its last line says why.
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        ) && reader.read_line(&mut answer).is_ok()
+            && let Ok(Response::Closed(closed)) = serde_json::from_str(&answer)
+        {
+            return Err(format!("{}: {}", socket.display(), closed.message));
+        }
+        return Err(format!("sending to {}: {e}", socket.display()));
+    }
     reader
         .read_line(&mut answer)
         .map_err(|e| format!("waiting for {}: {e}", socket.display()))?;
@@ -787,6 +896,7 @@ pub fn call(
     match serde_json::from_str::<Response>(&answer).map_err(|e| format!("bad answer: {e}"))? {
         Response::Ok(v) => Ok(v),
         Response::Error(e) => Err(e),
+        Response::Closed(closed) => Err(format!("{}: {}", socket.display(), closed.message)),
     }
 }
 
@@ -819,6 +929,29 @@ mod tests {
         assert!(from_hex("abc").unwrap_err().contains("odd"));
         assert!(from_hex("zz").unwrap_err().contains("not a hex digit"));
         assert!(from_hex("aéa").unwrap_err().contains("not a hex digit"));
+    }
+
+    #[test]
+    fn close_reasons_keep_their_names_on_the_wire() {
+        let closed = Response::Closed(CloseReason::TooManyConnections { limit: 32 }.into());
+        let line = serde_json::to_value(&closed).unwrap();
+        assert_eq!(line["closed"]["reason"], "too_many_connections");
+        assert_eq!(line["closed"]["limit"], 32);
+        assert!(line["closed"]["message"].as_str().unwrap().contains("32"));
+        let Response::Closed(back) = serde_json::from_value(line).unwrap() else {
+            panic!("not a closing line")
+        };
+        assert_eq!(back.reason, CloseReason::TooManyConnections { limit: 32 });
+        for (reason, name) in [
+            (
+                CloseReason::RequestTooLong { limit_bytes: 65536 },
+                "request_too_long",
+            ),
+            (CloseReason::Idle { limit_s: 60 }, "idle"),
+        ] {
+            let v = serde_json::to_value(Closed::from(reason)).unwrap();
+            assert_eq!(v["reason"], name, "{v}");
+        }
     }
 
     #[test]

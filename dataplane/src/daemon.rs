@@ -10,21 +10,22 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use oae_common::FaultConfig;
 use oae_pmd::xdp::{Steering, XdpCounters};
-use oae_proto::LinkId;
+use oae_proto::{LinkId, SharedMemory, Store};
 
 use crate::workload::Aim;
 use serde_json::{Value, json};
 
 use crate::config::{Config, MetricsSettings};
 use crate::control::{
-    FaultChange, FaultsSet, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, Response, Stopping,
-    to_json,
+    CONTROL_IDLE_TIMEOUT, CloseReason, FaultChange, FaultsSet, MAX_CAPTURE_FRAMES,
+    MAX_CAPTURE_SECONDS, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES, MAX_REQUEST_LINE_BYTES,
+    RegionDump, Request, Response, Stopping, to_hex, to_json,
 };
 use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
@@ -38,6 +39,31 @@ use serde::Serialize;
 const DRAIN: Duration = Duration::from_secs(2);
 /// How long a control request waits for its polling core.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the accepting thread may spend telling a connection it is one
+/// too many: the line fits in a fresh socket's buffer, so this is never
+/// reached in practice, but the thread that accepts must never block.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// What the control server allows a client: the protocol's limits
+/// ([`ControlLimits::PROTOCOL`]), smaller in tests.
+#[derive(Debug, Clone, Copy)]
+struct ControlLimits {
+    /// Connections served at once.
+    connections: usize,
+    /// Longest wait for a whole request, and for a client to take an
+    /// answer.
+    idle: Duration,
+    /// Longest request line, its newline not counted.
+    line_bytes: usize,
+}
+
+impl ControlLimits {
+    const PROTOCOL: ControlLimits = ControlLimits {
+        connections: MAX_CONTROL_CONNECTIONS,
+        idle: CONTROL_IDLE_TIMEOUT,
+        line_bytes: MAX_REQUEST_LINE_BYTES,
+    };
+}
 
 /// Options that override the file (unique paths for tests and the demo).
 #[derive(Debug, Clone, Default)]
@@ -53,6 +79,8 @@ struct Shared {
     stop: Arc<AtomicBool>,
     name: String,
     epoch: u32,
+    /// The memory every queue shares, for dumps read off the polling cores.
+    memory: SharedMemory,
 }
 
 /// Runs the dataplane until a signal or a `shutdown` request.
@@ -78,7 +106,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     // Queue `i`'s polling thread is `threads[i]`.
     let mut threads: Vec<JoinHandle<FinalReport>> = Vec::new();
     let mut queues = Vec::new();
-    let result = (|| -> Result<(), String> {
+    let built = (|| -> Result<SharedMemory, String> {
         let memory = build_memory(&config)?;
         for (index, q) in config.queues.iter().enumerate() {
             let built = build_queue(&config, index, epoch, &memory, &mut steering)?;
@@ -98,8 +126,12 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
             threads.push(handle);
             queues.push(shared);
         }
-        Ok(())
+        Ok(memory)
     })();
+    let (memory, result) = match built {
+        Ok(memory) => (memory, Ok(())),
+        Err(e) => (SharedMemory::new(), Err(e)),
+    };
 
     let shared = Arc::new(Shared {
         queues,
@@ -107,6 +139,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         stop: Arc::clone(&stop),
         name: config.name.clone(),
         epoch,
+        memory,
     });
     if let Err(e) = result {
         shared.stop.store(true, Ordering::Relaxed);
@@ -138,7 +171,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         shared.queues.len(),
         socket.display()
     );
-    let ended = serve(&listener, &shared, &threads);
+    let ended = serve(&listener, &shared, &threads, ControlLimits::PROTOCOL);
     shared.stop.store(true, Ordering::Relaxed);
     if let Some(m) = metrics {
         m.join();
@@ -394,15 +427,12 @@ fn serve(
     listener: &UnixListener,
     shared: &Arc<Shared>,
     threads: &[JoinHandle<FinalReport>],
+    limits: ControlLimits,
 ) -> Option<usize> {
+    let open = Arc::new(AtomicUsize::new(0));
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((stream, _)) => {
-                let shared = Arc::clone(shared);
-                let _ = std::thread::Builder::new()
-                    .name("oae-control".into())
-                    .spawn(move || connection(stream, &shared));
-            }
+            Ok((stream, _)) => admit(stream, shared, &open, limits),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -423,27 +453,153 @@ fn serve(
     None
 }
 
-fn connection(stream: UnixStream, shared: &Shared) {
-    let _ = stream.set_nonblocking(false);
-    let reader = BufReader::new(&stream);
-    for line in reader.lines() {
-        let Ok(line) = line else { return };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let response = match serde_json::from_str::<Request>(&line) {
+/// One open control connection, counted while it lives, even if its
+/// thread panics.
+struct ConnectionSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves `stream` on a thread of its own, or closes it saying why if
+/// `limits.connections` are open. Only the accepting thread counts
+/// connections in, so the count cannot pass the limit.
+fn admit(stream: UnixStream, shared: &Arc<Shared>, open: &Arc<AtomicUsize>, limits: ControlLimits) {
+    if open.load(Ordering::Acquire) >= limits.connections {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_write_timeout(Some(REFUSAL_WRITE_TIMEOUT));
+        let limit = limits.connections;
+        let _ = send(
+            &stream,
+            &Response::Closed(CloseReason::TooManyConnections { limit }.into()),
+        );
+        return;
+    }
+    open.fetch_add(1, Ordering::AcqRel);
+    let slot = ConnectionSlot(Arc::clone(open));
+    let shared = Arc::clone(shared);
+    // If the thread cannot start, the closure is dropped: the stream
+    // closes and the slot is given back.
+    let started = std::thread::Builder::new()
+        .name("oae-control".into())
+        .spawn(move || {
+            let _slot = slot;
+            connection(stream, &shared, limits);
+        });
+    if let Err(e) = started {
+        eprintln!("oaed: cannot start a thread for a control connection: {e}");
+    }
+}
+
+/// Answers `stream`'s requests, one line each, until it closes, sends a
+/// line longer than `limits.line_bytes`, or sends no whole request within
+/// `limits.idle`; each limit is told to the client before closing.
+fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
+    // Accepted from a non-blocking listener: this thread blocks, bounded
+    // by the timeouts.
+    if stream.set_nonblocking(false).is_err()
+        || stream.set_write_timeout(Some(limits.idle)).is_err()
+    {
+        return;
+    }
+    let mut reader = BufReader::new(&stream);
+    loop {
+        let line = match read_request(&mut reader, limits) {
+            Ok(Some(line)) => line,
+            Ok(None) => return,
+            Err(LineEnd::Closing(reason)) => {
+                let _ = send(&stream, &Response::Closed(reason.into()));
+                return;
+            }
+            Err(LineEnd::Failed) => return,
+        };
+        let response = match serde_json::from_slice::<Request>(&line) {
             Ok(request) => match handle(request, shared) {
                 Ok(v) => Response::Ok(v),
                 Err(e) => Response::Error(e),
             },
             Err(e) => Response::Error(format!("bad request: {e}")),
         };
-        let mut text = serde_json::to_string(&response).unwrap_or_default();
-        text.push('\n');
-        if (&stream).write_all(text.as_bytes()).is_err() {
+        if send(&stream, &response).is_err() {
             return;
         }
     }
+}
+
+/// Why no request line came.
+enum LineEnd {
+    /// A limit was met: tell the client, then close.
+    Closing(CloseReason),
+    /// The connection failed.
+    Failed,
+}
+
+/// The next non-blank request line, without its newline; `None` at the end
+/// of the stream. At most `limits.line_bytes` are held, and the whole line
+/// must come within `limits.idle` (blank lines do not restart the wait).
+fn read_request(
+    reader: &mut BufReader<&UnixStream>,
+    limits: ControlLimits,
+) -> Result<Option<Vec<u8>>, LineEnd> {
+    let deadline = Instant::now() + limits.idle;
+    let mut line = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let limit_s = limits.idle.as_secs();
+            return Err(LineEnd::Closing(CloseReason::Idle { limit_s }));
+        }
+        reader
+            .get_ref()
+            .set_read_timeout(Some(left))
+            .map_err(|_| LineEnd::Failed)?;
+        let available = match reader.fill_buf() {
+            Ok(bytes) => bytes,
+            // Timed out or interrupted: the deadline decides.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => return Err(LineEnd::Failed),
+        };
+        if available.is_empty() {
+            // A last request without its newline still counts.
+            return Ok((!line.trim_ascii().is_empty()).then_some(line));
+        }
+        let newline = available.iter().position(|&b| b == b'\n');
+        let take = newline.unwrap_or(available.len());
+        if line.len() + take > limits.line_bytes {
+            let limit_bytes = limits.line_bytes;
+            return Err(LineEnd::Closing(CloseReason::RequestTooLong {
+                limit_bytes,
+            }));
+        }
+        line.extend_from_slice(&available[..take]);
+        reader.consume(take + usize::from(newline.is_some()));
+        if newline.is_some() {
+            if !line.trim_ascii().is_empty() {
+                return Ok(Some(line));
+            }
+            line.clear();
+        }
+    }
+}
+
+/// Writes `response` as one line.
+fn send(mut stream: &UnixStream, response: &Response) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(response).unwrap_or_else(|e| {
+        format!(r#"{{"error":"the answer could not be written as JSON: {e}"}}"#)
+    });
+    text.push('\n');
+    stream.write_all(text.as_bytes())
 }
 
 /// Every counter: each polling core answers for its queue.
@@ -521,7 +677,13 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             ask(0, CommandKind::RegionAdd(spec))
         }
         Request::RegionList => ask(0, CommandKind::RegionList),
-        Request::RegionDump { id, queue } => ask(queue, CommandKind::RegionDump(id)),
+        Request::RegionDump { id, queue } => dump(shared, queue, id, 0, None),
+        Request::RegionDumpRange {
+            id,
+            queue,
+            offset,
+            len,
+        } => dump(shared, queue, id, offset, len),
         Request::Fault(change) => set_faults(shared, &change),
         Request::WorkloadStart(mut spec) => {
             let fabric = fabric_queue(shared)?;
@@ -645,13 +807,65 @@ fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), String> {
     ))
 }
 
-fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Value, String> {
-    let q = shared.queues.get(usize::from(queue)).ok_or_else(|| {
+/// Bytes `offset..offset + len` of region `id` (`len` left out: to its
+/// end), at most [`MAX_DUMP_BYTES`]. Read here, on the control thread, from
+/// the memory every queue shares: a polling core that copied and encoded a
+/// large region would stop answering its peer meanwhile. The words are read
+/// without their locks, as a snapshot for control and tests is: tentative
+/// changes show, and a verb being applied may show in part.
+fn dump(
+    shared: &Shared,
+    queue: u16,
+    id: u16,
+    offset: u32,
+    len: Option<u32>,
+) -> Result<Value, String> {
+    queue_of(shared, queue)?;
+    let (index, facts) = shared
+        .memory
+        .find(id)
+        .ok_or_else(|| format!("region {id} is not registered"))?;
+    let region_len = u32::try_from(facts.len).unwrap_or(u32::MAX);
+    let Some(rest) = region_len.checked_sub(offset) else {
+        return Err(format!(
+            "offset {offset} is past the end of region {id} ({region_len} bytes)"
+        ));
+    };
+    let len = len.unwrap_or(rest);
+    if len > rest {
+        return Err(format!(
+            "region {id} has {region_len} bytes: {len} from offset {offset} run past its end"
+        ));
+    }
+    if len > MAX_DUMP_BYTES {
+        return Err(format!(
+            "a dump returns at most {MAX_DUMP_BYTES} bytes (MAX_DUMP_BYTES), and {len} bytes \
+             of region {id} were asked for: dump it in windows, e.g. `oaectl region dump \
+             --id {id} --offset {offset} --len {MAX_DUMP_BYTES}` (request region_dump_range)"
+        ));
+    }
+    let mut bytes = vec![0; len as usize];
+    shared.memory.load(index, offset as usize, &mut bytes);
+    to_json(&RegionDump {
+        id,
+        offset,
+        region_len,
+        data: to_hex(&bytes),
+        locked_words: shared.memory.locked_words(),
+    })
+}
+
+fn queue_of(shared: &Shared, queue: u16) -> Result<&Arc<QueueShared>, String> {
+    shared.queues.get(usize::from(queue)).ok_or_else(|| {
         format!(
             "no queue {queue}: this dataplane has queues 0 to {}",
             shared.queues.len().saturating_sub(1)
         )
-    })?;
+    })
+}
+
+fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Value, String> {
+    let q = queue_of(shared, queue)?;
     if shared.stop.load(Ordering::Relaxed) {
         return Err("the dataplane is shutting down".into());
     }
@@ -725,6 +939,8 @@ pub fn fault_view(f: &FaultConfig) -> FaultView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oae_proto::{Permissions, RegionSpec};
+    use std::io::Read;
 
     /// A fresh directory for one test's socket, removed when dropped.
     struct TestDir(PathBuf);
@@ -749,15 +965,238 @@ mod tests {
     }
 
     /// A dataplane with one queue whose polling core never runs (requests
-    /// that ask it would wait).
-    fn dataplane() -> Arc<Shared> {
+    /// that ask it would wait), over `memory`.
+    fn dataplane(memory: SharedMemory) -> Arc<Shared> {
         Arc::new(Shared {
             queues: vec![Arc::new(QueueShared::new(8).unwrap())],
             steering: Mutex::new(BTreeMap::new()),
             stop: Arc::new(AtomicBool::new(false)),
             name: "test".into(),
             epoch: 1,
+            memory,
         })
+    }
+
+    fn memory_with(len: u32) -> SharedMemory {
+        let mut memory = SharedMemory::new();
+        memory
+            .register(RegionSpec {
+                id: 1,
+                key: 1,
+                len,
+                permissions: Permissions::ALL,
+            })
+            .unwrap();
+        memory
+    }
+
+    fn client(path: &Path) -> UnixStream {
+        let stream = UnixStream::connect(path).unwrap();
+        // Only so that a server that never answers fails the test rather
+        // than hanging it.
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        stream
+    }
+
+    fn answer(stream: &UnixStream) -> Response {
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn ask_line(stream: &UnixStream, request: &Request) -> Response {
+        let mut line = serde_json::to_string(request).unwrap();
+        line.push('\n');
+        (&*stream).write_all(line.as_bytes()).unwrap();
+        answer(stream)
+    }
+
+    fn closed_for(response: Response) -> CloseReason {
+        match response {
+            Response::Closed(closed) => {
+                assert_eq!(closed.message, closed.reason.to_string());
+                closed.reason
+            }
+            other => panic!("not closed: {other:?}"),
+        }
+    }
+
+    /// Sets the stop flag when dropped, also when a test fails.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `serve` with `limits` on a socket in `dir` while `client` runs,
+    /// then stops it.
+    fn serving(dir: &TestDir, limits: ControlLimits, client: impl FnOnce(&Path)) {
+        let shared = dataplane(memory_with(4096));
+        let path = dir.join("c.sock");
+        let listener = bind_control(&path).unwrap();
+        std::thread::scope(|s| {
+            let server = s.spawn(|| serve(&listener, &shared, &[], limits));
+            let stop = StopOnDrop(&shared.stop);
+            client(&path);
+            drop(stop);
+            assert_eq!(server.join().unwrap(), None);
+        });
+    }
+
+    const ROOMY: ControlLimits = ControlLimits {
+        connections: 2,
+        idle: Duration::from_secs(60),
+        line_bytes: 1024,
+    };
+
+    fn a_dump() -> Request {
+        Request::RegionDumpRange {
+            id: 1,
+            queue: 0,
+            offset: 8,
+            len: Some(8),
+        }
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_refused_saying_the_limit() {
+        let dir = TestDir::new("connections");
+        serving(&dir, ROOMY, |path| {
+            let first = client(path);
+            let second = client(path);
+            // Accepted in order, after the other two.
+            let third = client(path);
+            assert_eq!(
+                closed_for(answer(&third)),
+                CloseReason::TooManyConnections { limit: 2 }
+            );
+            assert!(matches!(ask_line(&second, &a_dump()), Response::Ok(_)));
+            drop(first);
+            // Served once the first connection's thread has seen it close.
+            loop {
+                let again = client(path);
+                match ask_line(&again, &a_dump()) {
+                    Response::Ok(v) => {
+                        assert_eq!(v["data"], "00".repeat(8));
+                        break;
+                    }
+                    Response::Closed(c)
+                        if c.reason == (CloseReason::TooManyConnections { limit: 2 }) =>
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn a_connection_without_a_whole_request_is_closed_saying_so() {
+        let dir = TestDir::new("idle");
+        let limits = ControlLimits {
+            idle: Duration::from_secs(1),
+            ..ROOMY
+        };
+        serving(&dir, limits, |path| {
+            let silent = client(path);
+            assert_eq!(
+                closed_for(answer(&silent)),
+                CloseReason::Idle { limit_s: 1 }
+            );
+            // Part of a request, never finished: closed as well.
+            let trickling = client(path);
+            (&trickling).write_all(br#"{"request":"#).unwrap();
+            assert_eq!(
+                closed_for(answer(&trickling)),
+                CloseReason::Idle { limit_s: 1 }
+            );
+            // A client that asks in time is answered, each request given
+            // the whole wait.
+            let prompt = client(path);
+            assert!(matches!(ask_line(&prompt, &a_dump()), Response::Ok(_)));
+            assert!(matches!(ask_line(&prompt, &a_dump()), Response::Ok(_)));
+        });
+    }
+
+    #[test]
+    fn a_request_line_past_the_limit_is_refused_and_the_connection_closed() {
+        let dir = TestDir::new("long-line");
+        serving(&dir, ROOMY, |path| {
+            let long = client(path);
+            // Four times the limit, no newline: fits in the socket's
+            // buffer, so the write does not wait for the server.
+            (&long).write_all(&[b' '; 4096]).unwrap();
+            assert_eq!(
+                closed_for(answer(&long)),
+                CloseReason::RequestTooLong { limit_bytes: 1024 }
+            );
+            let mut rest = Vec::new();
+            let _ = (&long).read_to_end(&mut rest);
+            assert!(rest.is_empty(), "nothing after the closing line");
+            // A request of the limit's length exactly is read.
+            let padded = client(path);
+            let mut line = serde_json::to_string(&a_dump()).unwrap();
+            line.extend(std::iter::repeat_n(' ', 1024 - line.len()));
+            line.push('\n');
+            (&padded).write_all(line.as_bytes()).unwrap();
+            assert!(matches!(answer(&padded), Response::Ok(_)));
+            // And through `call`, the reason in words.
+            let huge = Request::WorkloadPhase {
+                queue: 0,
+                link: 0,
+                node: None,
+                name: "x".repeat(1 << 20),
+            };
+            let err = crate::control::call(path, &huge, Duration::from_secs(60)).unwrap_err();
+            assert!(err.contains("at most 1024 bytes"), "{err}");
+        });
+    }
+
+    #[test]
+    fn dumps_are_bounded_and_read_in_windows() {
+        let region = 2 * MAX_DUMP_BYTES;
+        let shared = dataplane(memory_with(region));
+        let whole = handle(Request::RegionDump { id: 1, queue: 0 }, &shared).unwrap_err();
+        assert!(
+            whole.contains(&MAX_DUMP_BYTES.to_string())
+                && whole.contains("--offset")
+                && whole.contains("region_dump_range"),
+            "{whole}"
+        );
+        let window = |offset, len| {
+            handle(
+                Request::RegionDumpRange {
+                    id: 1,
+                    queue: 0,
+                    offset,
+                    len,
+                },
+                &shared,
+            )
+        };
+        let last: RegionDump =
+            serde_json::from_value(window(MAX_DUMP_BYTES, None).unwrap()).unwrap();
+        assert_eq!(
+            (last.offset, last.region_len, last.data.len()),
+            (MAX_DUMP_BYTES, region, 2 * MAX_DUMP_BYTES as usize)
+        );
+        let err = window(0, Some(MAX_DUMP_BYTES + 8)).unwrap_err();
+        assert!(err.contains("MAX_DUMP_BYTES"), "{err}");
+        let err = window(region - 8, Some(16)).unwrap_err();
+        assert!(err.contains("past its end"), "{err}");
+        let err = window(region + 1, None).unwrap_err();
+        assert!(err.contains("past the end"), "{err}");
+        let small = dataplane(memory_with(64));
+        let all: RegionDump = serde_json::from_value(
+            handle(Request::RegionDump { id: 1, queue: 0 }, &small).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(all.data, "00".repeat(64));
     }
 
     #[test]
@@ -765,7 +1204,7 @@ mod tests {
         let dir = TestDir::new("panic");
         let path = dir.join("c.sock");
         let listener = bind_control(&path).unwrap();
-        let shared = dataplane();
+        let shared = dataplane(SharedMemory::new());
         let (ready, go) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || -> FinalReport {
             let _ = go.recv();
@@ -776,7 +1215,7 @@ mod tests {
         // Not asked to stop: `serve` returns only because the thread ended.
         let (done, served) = std::sync::mpsc::channel();
         let ended = std::thread::scope(|s| {
-            s.spawn(|| done.send(serve(&listener, &shared, &threads)));
+            s.spawn(|| done.send(serve(&listener, &shared, &threads, ControlLimits::PROTOCOL)));
             // It returns within one accept poll (20 ms); a minute means it
             // did not notice, and stopping it ends the test instead of
             // hanging it.

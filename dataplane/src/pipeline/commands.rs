@@ -16,7 +16,7 @@ use super::tap::{CaptureBuffer, FinishedCapture, Tap};
 use super::{Origin, Pipeline, Target, driver_counters};
 use crate::api::{Completion, Submission};
 use crate::control::{
-    HistReport, KeyChange, Percentiles, RegionAdded, RegionDump, RegionView, WorkloadSpec, to_json,
+    HistReport, KeyChange, Percentiles, RegionAdded, RegionView, WorkloadSpec, to_json,
 };
 use crate::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
 use crate::status::{LinkStatus, QueueStatus};
@@ -93,7 +93,6 @@ pub enum CommandKind {
     VerbTo(u64, Box<Verb>),
     RegionAdd(RegionSpec),
     RegionList,
-    RegionDump(u16),
     WorkloadStart(WorkloadSpec),
     WorkloadStatus(Aim),
     WorkloadPhase(Aim, String),
@@ -196,7 +195,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     }
                 }
                 // The memory is the dataplane's, shared by every queue: any
-                // queue can register, list and dump it.
+                // queue can register and list it. (Dumps are read by the
+                // control thread, off every polling core.)
                 CommandKind::RegionAdd(spec) => self
                     .transport
                     .memory()
@@ -222,14 +222,6 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         })
                         .collect::<Vec<_>>(),
                 ),
-                CommandKind::RegionDump(id) => match self.transport.memory().snapshot(id) {
-                    Some(bytes) => to_json(&RegionDump {
-                        id,
-                        data: crate::control::to_hex(&bytes),
-                        locked_words: self.transport.memory().locked_words(),
-                    }),
-                    None => Err(format!("region {id} is not registered")),
-                },
                 CommandKind::WorkloadStart(spec) => {
                     // Aimed at a node: through the fabric if the queue runs
                     // one (the daemon has picked this queue for it).
