@@ -72,13 +72,13 @@ pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), String> 
             sent,
             complete: report.complete,
         };
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
         );
         return Ok(());
     }
-    println!(
+    outln!(
         "{}: {} frames from queue {} ({} received, {} sent){}",
         args.file.display(),
         report.frames.len(),

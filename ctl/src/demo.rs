@@ -244,12 +244,15 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let mut running = Running::new("oae-demo-")?;
     let config_file = running.write_file("deployment.toml", &text)?;
     let queues = args.queues.unwrap_or(1);
-    println!("setting up two namespaces joined by a veth pair ...");
+    outln!("setting up two namespaces joined by a veth pair ...");
     let pair = VethPair::create_with_queues("demo", Some(macs), queues)
         .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
-    println!(
+    outln!(
         "  {} ({}) <-> {} ({})",
-        pair.ns[0], pair.ifname[0], pair.ns[1], pair.ifname[1]
+        pair.ns[0],
+        pair.ifname[0],
+        pair.ns[1],
+        pair.ifname[1]
     );
     for (i, name) in names.iter().enumerate() {
         let mut cmd = Command::new("ip");
@@ -269,7 +272,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     if let Some(host) = &host {
         return run_host_program(setup, host, settings.seconds, &names, args);
     }
-    println!(
+    outln!(
         "links up; running the workload for {:.1} s",
         settings.seconds
     );
@@ -293,7 +296,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         .map(|s| call(s, &Request::Stats, STEP))
         .collect::<Result<_, _>>()?;
     print_table(&names, &settings, scope, &report, &stats, &check);
-    println!(
+    outln!(
         "  {:<34} {}",
         "CPU while the workload ran",
         names
@@ -316,7 +319,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                                    "exactly_once": check.ok(), "differences": check.differences});
         let text = serde_json::to_string_pretty(&v).unwrap_or_default();
         if args.json {
-            println!("{text}");
+            outln!("{text}");
         }
         if let Some(path) = &args.report {
             std::fs::write(path, text)
@@ -324,7 +327,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         }
     }
     drop(setup);
-    println!("namespaces, XDP programs and dataplanes removed");
+    outln!("namespaces, XDP programs and dataplanes removed");
     if check.ok() && report.mismatches == 0 {
         Ok(())
     } else {
@@ -341,9 +344,10 @@ fn run_host_program(
     names: &[String],
     args: &DemoArgs,
 ) -> Result<(), String> {
-    println!(
+    outln!(
         "links up; a host program on the {:?} host ring for {seconds:.1} s, {} verbs in flight",
-        host.mode, host.window
+        host.mode,
+        host.window
     );
     let cpu_before = polling_cpu(&setup)?;
     let cpu_clock = std::time::Instant::now();
@@ -362,7 +366,7 @@ fn run_host_program(
         .map(|s| call(s, &Request::Stats, STEP))
         .collect::<Result<_, _>>()?;
     let l = &report.load;
-    println!(
+    outln!(
         "  {} ring: {} FETCH-ADDs ok, {} failed, {} not submitted; {:.0} verbs/s; \
          p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us; {} exchanges",
         l.mode,
@@ -375,13 +379,13 @@ fn run_host_program(
         l.p999_ns as f64 / 1e3,
         l.exchanges
     );
-    println!(
+    outln!(
         "  peer's words moved by {} for {} successes: {}",
         report.added,
         l.ok,
         if report.exact { "exact" } else { "MISMATCH" }
     );
-    println!(
+    outln!(
         "  {:<34} {}",
         "CPU while the host program ran",
         names
@@ -396,7 +400,7 @@ fn run_host_program(
                                    "stats": stats, "exactly_once": report.exact});
         let text = serde_json::to_string_pretty(&v).unwrap_or_default();
         if args.json {
-            println!("{text}");
+            outln!("{text}");
         }
         if let Some(path) = &args.report {
             std::fs::write(path, text)
@@ -404,7 +408,7 @@ fn run_host_program(
         }
     }
     drop(setup);
-    println!("namespaces, XDP programs and dataplanes removed");
+    outln!("namespaces, XDP programs and dataplanes removed");
     if report.exact {
         Ok(())
     } else {
@@ -643,14 +647,14 @@ fn run_workload(
         // A terminal gets one line rewritten in place; a log gets a line a
         // second.
         if terminal {
-            print!("\r{line}");
+            out!("\r{line}");
             let _ = std::io::stdout().flush();
         } else if polls.is_multiple_of(4) || !r.running {
-            println!("{line}");
+            outln!("{line}");
         }
         if !r.running {
             if terminal {
-                println!();
+                outln!();
             }
             if impaired {
                 apply(Step::Restore)?;
@@ -751,7 +755,7 @@ fn print_table(
             .sum()
     };
     let us = |ns: u64| format!("{:.1} us", ns as f64 / 1e3);
-    println!();
+    outln!();
     let driver = stats[0]["queues"][0]["queue"]["driver"]
         .as_str()
         .unwrap_or("an unknown driver");
@@ -763,7 +767,7 @@ fn print_table(
         FaultScope::Oae => String::new(),
         other => format!(" on {other} frames, not OAE's"),
     };
-    println!(
+    outln!(
         "{transport} over {driver}, {} -> {} ({} lanes, {:.1} s, {}{on} in the middle third)",
         names[0],
         names[1],
@@ -847,16 +851,23 @@ fn print_table(
         .map_or(rows.len(), |i| i + 1);
     rows.splice(at..at, recovery);
     for (k, v) in rows {
-        println!("  {k:<34} {v}");
+        outln!("  {k:<34} {v}");
     }
     if !r.phases.is_empty() {
-        println!(
+        outln!(
             "  {:<14} {:>7} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",
-            "phase (from)", "s", "completed", "failed", "p50", "p99", "p99.9", "max"
+            "phase (from)",
+            "s",
+            "completed",
+            "failed",
+            "p50",
+            "p99",
+            "p99.9",
+            "max"
         );
         for p in &r.phases {
             let l = &p.latency;
-            println!(
+            outln!(
                 "  {:<14} {:>7.1} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",
                 p.name,
                 p.started_s,
@@ -870,9 +881,9 @@ fn print_table(
         }
     }
     let mix: Vec<String> = r.per_verb.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    println!("  {:<34} {}", "mix", mix.join(", "));
+    outln!("  {:<34} {}", "mix", mix.join(", "));
     if !r.errors.is_empty() {
         let errs: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        println!("  {:<34} {}", "failures by reason", errs.join(", "));
+        outln!("  {:<34} {}", "failures by reason", errs.join(", "));
     }
 }

@@ -132,7 +132,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             oae_common::topology::connected(&adj, &down)
         }),
     };
-    println!(
+    outln!(
         "setting up a {}:{n} fabric: {n} namespaces, {} veth pairs ...",
         demo.shape.name(),
         edges.len()
@@ -158,7 +158,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         |s| s.views_agree(n),
     )?;
     let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
-    println!(
+    outln!(
         "view {} agreed by all {n} nodes; node 0 routes: {}",
         view.view,
         view.routes
@@ -187,7 +187,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             )?;
         }
     }
-    println!(
+    outln!(
         "workloads between all {} pairs for {:.1} s, {} lanes each",
         n * (n - 1),
         demo.seconds,
@@ -203,7 +203,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             .graph
             .set_link(a, b, false)
             .map_err(|e| e.to_string())?;
-        println!("cut the link {a}-{b} for good");
+        outln!("cut the link {a}-{b} for good");
         wait(
             &mut setup,
             Duration::from_secs(60),
@@ -218,7 +218,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         phase(&setup, n, "cut")?;
     }
     if cut.is_none() {
-        println!("no link can be cut without cutting a node off: no cut");
+        outln!("no link can be cut without cutting a node off: no cut");
     }
     let remaining = Duration::from_secs_f64(demo.seconds).saturating_sub(started.elapsed());
     std::thread::sleep(remaining);
@@ -255,9 +255,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
     }
     if report.exact && report.views_agree {
-        println!(
-            "every ledger exact on both ends; namespaces, XDP programs and dataplanes removed"
-        );
+        outln!("every ledger exact on both ends; namespaces, XDP programs and dataplanes removed");
         Ok(())
     } else {
         Err("the fabric check FAILED (see above)".into())
@@ -336,13 +334,21 @@ fn gather(
 
 /// A row per pair, then what the cut cost and the verdict.
 fn print_table(r: &FabricDemoReport) {
-    println!(
+    outln!(
         "{:>4} {:>4} {:>5} {:>9} {:>7} {:>5} {:>9} {:>10} {:>10}  ledger",
-        "from", "to", "hops", "verbs", "failed", "mism", "p50 us", "p99.9 us", "max us"
+        "from",
+        "to",
+        "hops",
+        "verbs",
+        "failed",
+        "mism",
+        "p50 us",
+        "p99.9 us",
+        "max us"
     );
     for p in &r.pairs {
         let w = &p.workload;
-        println!(
+        outln!(
             "{:>4} {:>4} {:>5} {:>9} {:>7} {:>5} {:>9.1} {:>10.1} {:>10.1}  {}",
             p.from,
             p.to,
@@ -357,11 +363,11 @@ fn print_table(r: &FabricDemoReport) {
         );
         if !w.errors.is_empty() {
             let errors: Vec<String> = w.errors.iter().map(|(e, c)| format!("{c} {e}")).collect();
-            println!("{:>10} failed (no effect): {}", "", errors.join(", "));
+            outln!("{:>10} failed (no effect): {}", "", errors.join(", "));
         }
     }
     if let (Some((a, b)), Some(ms)) = (r.cut, r.reroute_ms) {
-        println!(
+        outln!(
             "cut {a}-{b}: the first verb from {a} to {b} over another path completed {ms:.1} ms \
              after the cut ({:.1} round trips of that path, {:.0} us each; the polling cores \
              share the CPUs)",
@@ -369,7 +375,7 @@ fn print_table(r: &FabricDemoReport) {
             r.path_srtt_us.unwrap_or(0.0)
         );
     }
-    println!(
+    outln!(
         "view {} {}",
         r.view,
         if r.views_agree {

@@ -70,12 +70,12 @@ pub fn run(args: &HostVerbsArgs, json: bool) -> Result<(), String> {
         },
     );
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&report).map_err(|e| e.to_string())?
         );
     } else {
-        println!(
+        outln!(
             "{} ring{}: {} of {} FETCH-ADDs ok, {} failed, {} not submitted, {} unfinished; \
              {:.0} verbs/s, p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us; {} exchanges, {} withdrawn",
             report.mode,

@@ -1,6 +1,9 @@
 //! `oaectl`: talks to running OAE dataplanes over their control sockets, and
 //! runs the two-namespace demo.
 
+#[macro_use]
+mod out;
+
 mod capture;
 mod demo;
 mod fabric_demo;
@@ -96,8 +99,8 @@ enum Cmd {
     },
     /// Refreshing view of status and counters.
     Watch {
-        /// Seconds between refreshes.
-        #[arg(long, default_value_t = 1.0)]
+        /// Seconds between refreshes, 0.05 to 3600.
+        #[arg(long, default_value_t = 1.0, value_parser = watch_interval)]
         interval: f64,
         /// Stop after this many refreshes (0: until Ctrl-C).
         #[arg(long, default_value_t = 0)]
@@ -356,10 +359,10 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
     let region = oae_swapring::region::Region::open(path).map_err(|e| e.to_string())?;
     let r = region.report();
     if json {
-        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
         return Ok(());
     }
-    println!(
+    outln!(
         "{}: {} mode, {} records per ring, {} swap slots, PCIe cost {}",
         r["path"].as_str().unwrap_or("?"),
         r["mode"].as_str().unwrap_or("?"),
@@ -367,7 +370,7 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
         r["slots"],
         r["cost"].as_str().unwrap_or("?")
     );
-    println!(
+    outln!(
         "  {:<5} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
         "side",
         "pid",
@@ -382,7 +385,7 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
     );
     for side in ["host", "ipu"] {
         let b = &r[side];
-        println!(
+        outln!(
             "  {:<5} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
             side,
             b["pid"],
@@ -396,12 +399,17 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
             b["swaps"]
         );
     }
-    println!(
+    outln!(
         "  {:<15} {:>10} {:>10} {:>7} {:>10} {:>8}",
-        "ring", "head", "tail", "queued", "doorbells", "refused"
+        "ring",
+        "head",
+        "tail",
+        "queued",
+        "doorbells",
+        "refused"
     );
     for ring in r["rings"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "  {:<15} {:>10} {:>10} {:>7} {:>10} {:>8}",
             ring["ring"].as_str().unwrap_or("?"),
             ring["head"],
@@ -412,13 +420,17 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
         );
     }
     let s = &r["slot_states"];
-    println!(
+    outln!(
         "  slots: {} idle, {} offered, {} swapped, {} half-applied, {} corrupt",
-        s["idle"], s["offered"], s["swapped"], s["half_applied"], s["corrupt"]
+        s["idle"],
+        s["offered"],
+        s["swapped"],
+        s["half_applied"],
+        s["corrupt"]
     );
     let held = |c: &Value| format!("pid {} (generation {})", c["pid"], c["generation"]);
     if r["mode"] == "fito" && !r["ring_claim"].is_null() {
-        println!("  rings held by {}", held(&r["ring_claim"]));
+        outln!("  rings held by {}", held(&r["ring_claim"]));
     }
     for (i, c) in r["slot_claims"]
         .as_array()
@@ -427,10 +439,21 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
         .enumerate()
     {
         if !c.is_null() {
-            println!("  slot {i} held by {}", held(c));
+            outln!("  slot {i} held by {}", held(c));
         }
     }
     Ok(())
+}
+
+/// `watch --interval`: a finite number of seconds a refresh can wait.
+fn watch_interval(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !(0.05..=3600.0).contains(&seconds) {
+        return Err(format!("{text} s: give 0.05 to 3600 seconds"));
+    }
+    Ok(seconds)
 }
 
 fn main() -> ExitCode {
@@ -451,7 +474,7 @@ fn main() -> ExitCode {
                     return print_typed(&pages);
                 }
                 for p in pages {
-                    println!("{}", p.display());
+                    outln!("{}", p.display());
                 }
                 Ok(())
             }),
@@ -473,7 +496,7 @@ fn ask<T: DeserializeOwned>(socket: &Path, request: &Request) -> Result<T, Strin
 }
 
 fn print_typed<T: Serialize>(v: &T) -> Result<(), String> {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
     );
@@ -483,15 +506,16 @@ fn print_typed<T: Serialize>(v: &T) -> Result<(), String> {
 /// `oaectl completions SHELL`: the script, or with `--json` the script
 /// inside an object.
 fn completions(shell: Shell, json: bool) -> Result<(), String> {
-    if !json {
-        cli_docs::completions(Cli::command(), shell, &mut std::io::stdout());
-        return Ok(());
-    }
     let mut script = Vec::new();
     cli_docs::completions(Cli::command(), shell, &mut script);
+    let script = String::from_utf8_lossy(&script).into_owned();
+    if !json {
+        out!("{script}");
+        return Ok(());
+    }
     print_typed(&CompletionScript {
         shell: shell.to_string(),
-        script: String::from_utf8_lossy(&script).into_owned(),
+        script,
     })
 }
 
@@ -537,7 +561,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 return print_typed(&h);
             }
             let l = &h.latency_ns;
-            println!("verbs completed on queue {}: {}", h.queue, l.count);
+            outln!("verbs completed on queue {}: {}", h.queue, l.count);
             for (p, ns) in [
                 ("min", l.min),
                 ("p50", l.p50),
@@ -546,7 +570,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 ("p999", l.p999),
                 ("max", l.max),
             ] {
-                println!("  {p:>5}: {:>10.3} us", ns as f64 / 1e3);
+                outln!("  {p:>5}: {:>10.3} us", ns as f64 / 1e3);
             }
         }
         Cmd::Verb {
@@ -567,7 +591,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             if json {
                 return print_typed(&answer);
             }
-            println!(
+            outln!(
                 "{} in {:.1} us",
                 describe_output(&answer.result),
                 answer.latency_ns as f64 / 1e3
@@ -605,9 +629,9 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     if json {
                         return print_typed(&regions);
                     }
-                    println!("{:>6} {:>10} {:>10} perms", "id", "key", "len");
+                    outln!("{:>6} {:>10} {:>10} perms", "id", "key", "len");
                     for r in regions {
-                        println!("{:>6} {:>#10x} {:>10} {}", r.id, r.key, r.len, r.perms);
+                        outln!("{:>6} {:>#10x} {:>10} {}", r.id, r.key, r.len, r.perms);
                     }
                 }
                 RegionCmd::Dump { .. } => {
@@ -615,14 +639,14 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     if json {
                         return print_typed(&dump);
                     }
-                    println!("{}", dump.data);
+                    outln!("{}", dump.data);
                 }
                 RegionCmd::Add { .. } => {
                     let added: RegionAdded = ask(socket, &request)?;
                     if json {
                         return print_typed(&added);
                     }
-                    println!("region {} registered", added.registered);
+                    outln!("region {} registered", added.registered);
                 }
             }
         }
@@ -666,7 +690,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             }
             for s in set {
                 let f = &s.faults;
-                println!(
+                outln!(
                     "{}: drop {} ppm, corrupt {} ppm at {}, link {}, seed {}, scope {}",
                     s.iface,
                     f.drop_ppm,
@@ -703,7 +727,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             if json {
                 return print_typed(&state);
             }
-            println!(
+            outln!(
                 "queue {queue} link {link}: sending under key {}, accepting {:?}{}",
                 state.sending,
                 state.accepted,
@@ -713,9 +737,6 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             );
         }
         Cmd::Watch { interval, count } => {
-            if interval.is_nan() || *interval < 0.05 {
-                return Err("--interval must be at least 0.05 seconds".into());
-            }
             let mut n = 0;
             loop {
                 let status: DataplaneStatus = ask(socket, &Request::Status)?;
@@ -723,14 +744,14 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 if json {
                     // One object a line, for programs that follow along.
                     let line = WatchLine { status, stats };
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string(&line).map_err(|e| e.to_string())?
                     );
                 } else {
-                    print!("\x1b[2J\x1b[H");
+                    out!("\x1b[2J\x1b[H");
                     print_status(&status);
-                    println!();
+                    outln!();
                     print_watch_counters(&stats);
                 }
                 n += 1;
@@ -745,7 +766,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             if json {
                 return print_typed(&s);
             }
-            println!("the dataplane is draining and will exit");
+            outln!("the dataplane is draining and will exit");
         }
         Cmd::Capture(args) => capture::run(args, socket, json)?,
         Cmd::Demo(_)
@@ -846,11 +867,13 @@ fn describe_output(o: &OutputView) -> String {
 }
 
 fn print_status(status: &DataplaneStatus) {
-    println!(
+    outln!(
         "dataplane {} (pid {}, epoch {})",
-        status.name, status.pid, status.epoch
+        status.name,
+        status.pid,
+        status.epoch
     );
-    println!(
+    outln!(
         "{:>3} {:>2} {:<10} {:<17} {:>6} {:<7} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
         "q",
         "l",
@@ -874,13 +897,13 @@ fn print_status(status: &DataplaneStatus) {
 fn print_members(status: &DataplaneStatus) {
     for q in &status.queues {
         let Some(f) = &q.fabric else {
-            println!(
+            outln!(
                 "queue {}: no fabric (fabric = true in its [[queue]])",
                 q.queue.index
             );
             continue;
         };
-        println!(
+        outln!(
             "queue {}: view {} ({}), {} members, {} transfers in doubt",
             q.queue.index,
             f.view,
@@ -902,7 +925,7 @@ fn print_members(status: &DataplaneStatus) {
                 Some(_) => "path down".into(),
                 None => String::new(),
             };
-            println!("  node {node:>16} epoch {epoch:>4}  {how:<22} {path}");
+            outln!("  node {node:>16} epoch {epoch:>4}  {how:<22} {path}");
         }
     }
 }
@@ -923,7 +946,7 @@ fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
                 Some(why) => format!("QP failed: {why}"),
                 None => "up".into(),
             };
-            println!(
+            outln!(
                 "{head} {state:<7} RC transport model (not RoCE), {} verbs in flight",
                 rc.in_flight
             );
@@ -934,7 +957,7 @@ fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
                 (false, true) => "unreach",
                 (false, false) => "down",
             };
-            println!(
+            outln!(
                 "{head} {state:<7} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
                 o.role,
                 o.peer_epoch,
@@ -950,7 +973,7 @@ fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
 fn print_watch_counters(stats: &DataplaneStats) {
     for q in &stats.queues {
         for l in &q.links {
-            println!(
+            outln!(
                 "queue {} link {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
                 q.queue.index,
                 l.link,
@@ -967,7 +990,7 @@ fn print_watch_counters(stats: &DataplaneStats) {
     }
     for x in &stats.xdp {
         let c = |name: &str| x.counters.get(name).copied().unwrap_or(0);
-        println!(
+        outln!(
             "xdp {}: steered {} passed {} dropped-by-fault {} corrupted-by-fault {}",
             x.iface,
             c("steered"),
@@ -996,6 +1019,6 @@ fn print_flat(prefix: &str, v: &Value) {
                 print_flat(&format!("{prefix}[{i}]"), x);
             }
         }
-        other => println!("{prefix} {other}"),
+        other => outln!("{prefix} {other}"),
     }
 }

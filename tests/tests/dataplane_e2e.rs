@@ -935,7 +935,10 @@ fn bad_configs_are_refused_with_what_to_fix() {
         // Bounds start-up needs, checked before it: these used to pass the
         // check and then abort at start.
         (
-            good.replace("credits = 64\n", "credits = 64\nsubmit_queue = 1000000000000\n"),
+            good.replace(
+                "credits = 64\n",
+                "credits = 64\nsubmit_queue = 1000000000000\n",
+            ),
             "link.submit_queue: must be from 1 to 1048576",
         ),
         (
@@ -981,17 +984,16 @@ fn bad_configs_are_refused_with_what_to_fix() {
     // A region larger than the process may allocate: refused by the check
     // with the limit named (it used to abort at start).
     let huge = dir.join("huge-region.toml");
-    std::fs::write(
-        &huge,
-        good.replace("len = 65536", "len = 4294967288"),
-    )
-    .unwrap();
+    std::fs::write(&huge, good.replace("len = 65536", "len = 4294967288")).unwrap();
     let out = run(Command::new("sh").arg("-c").arg(format!(
         "ulimit -v 6000000 && exec {} --config {} --name a --check",
         binary("oaed").display(),
         huge.display()
     )));
-    assert!(!out.success(), "a region over the memory limit was accepted: {out}");
+    assert!(
+        !out.success(),
+        "a region over the memory limit was accepted: {out}"
+    );
     assert!(
         out.stderr.contains("memory limit") && out.stderr.contains("RLIMIT_AS"),
         "the refusal should name the limit: {out}"
@@ -1112,6 +1114,32 @@ fn ctl_against_a_stopped_daemon_says_so() {
     let out = run(Command::new(binary("oaectl")).args(["fault", "set", "drop=2"]));
     assert!(!out.success(), "{out}");
     assert!(out.stderr.contains("between 0 and 1"), "{out}");
+}
+
+/// Output to a reader that has gone (`oaectl stats | head -1`) ends
+/// oaectl quietly; a refresh interval that is no number of seconds is
+/// refused with the range. Both used to panic.
+#[test]
+fn ctl_survives_a_closed_pipe_and_refuses_an_endless_interval() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = run(Command::new(binary("oaectl"))
+        .args(["completions", "bash"])
+        .stdout(writer));
+    assert!(
+        out.success(),
+        "a closed pipe should end oaectl quietly: {out}"
+    );
+    assert!(!out.stderr.contains("panicked"), "{out}");
+    for interval in ["inf", "NaN", "0.01", "1e9"] {
+        let out = run(Command::new(binary("oaectl")).args(["watch", "--interval", interval]));
+        assert!(!out.success(), "--interval {interval} accepted: {out}");
+        assert!(
+            out.stderr.contains("0.05 to 3600") || out.stderr.contains("not a number"),
+            "--interval {interval}: {out}"
+        );
+        assert!(!out.stderr.contains("panicked"), "{out}");
+    }
 }
 
 #[test]
