@@ -528,6 +528,28 @@ fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
     }
 }
 
+/// Serves one control connection as `oaed` does (the request reader with
+/// the protocol's line limit, the parser, the dispatcher, the answers) for
+/// a dataplane that has `memory` and no queue yet, so every request that
+/// needs a polling core is answered that there is none. `idle` bounds the
+/// wait for a request. The fuzz target `control` drives it with arbitrary
+/// bytes; `oaed` itself never calls it.
+pub fn serve_connection_without_queues(stream: UnixStream, memory: SharedMemory, idle: Duration) {
+    let shared = Shared {
+        queues: Vec::new(),
+        steering: Mutex::new(BTreeMap::new()),
+        stop: Arc::new(AtomicBool::new(false)),
+        name: "offline".into(),
+        epoch: 1,
+        memory,
+    };
+    let limits = ControlLimits {
+        idle,
+        ..ControlLimits::PROTOCOL
+    };
+    connection(stream, &shared, limits);
+}
+
 /// Why no request line came.
 enum LineEnd {
     /// A limit was met: tell the client, then close.

@@ -13,10 +13,13 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkKey};
+use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkIdentity, LinkKey};
 
-const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const A_TO_B: LinkIdentity = LinkIdentity {
+    local_mac: [2, 0, 0, 0, 0, 1],
+    peer_mac: [2, 0, 0, 0, 0, 2],
+    channel: 0,
+};
 
 /// The genuine frames and a fresh receiver, made once: each input gets a
 /// copy of the receiver (key derivation is the slow part, not the check).
@@ -24,7 +27,7 @@ fn setup() -> &'static (Vec<Vec<u8>>, Authenticator) {
     static SETUP: OnceLock<(Vec<Vec<u8>>, Authenticator)> = OnceLock::new();
     SETUP.get_or_init(|| {
         let key = LinkKey([0x42; 32]);
-        let mut sender = Authenticator::new(A, B, 0, &key);
+        let mut sender = Authenticator::new(A_TO_B, 0, &key);
         let genuine = (0..8u8)
             .map(|i| {
                 let size = 64usize << (i % 3);
@@ -35,7 +38,7 @@ fn setup() -> &'static (Vec<Vec<u8>>, Authenticator) {
                 buf
             })
             .collect();
-        (genuine, Authenticator::new(B, A, 0, &key))
+        (genuine, Authenticator::new(A_TO_B.reversed(), 0, &key))
     })
 }
 
