@@ -122,10 +122,10 @@ proptest! {
     #[test]
     fn what_check_accepts_start_up_accepts(s in settings()) {
         let text = file(&s);
-        if let Ok(config) = Config::from_text(&text, Path::new("pair.toml"), Some("a")) {
-            if let Err(e) = rehearse(&config) {
-                prop_assert!(false, "--check accepted, start-up refused: {e}\n{text}");
-            }
+        if let Ok(config) = Config::from_text(&text, Path::new("pair.toml"), Some("a"))
+            && let Err(e) = rehearse(&config)
+        {
+            prop_assert!(false, "--check accepted, start-up refused: {e}\n{text}");
         }
     }
 }
