@@ -92,11 +92,28 @@ mod tests {
                 found: 'é'
             })
         );
-        assert_eq!(decode("é"), Err(HexError::NotADigit { position: 0, found: 'é' }));
+        assert_eq!(
+            decode("é"),
+            Err(HexError::NotADigit {
+                position: 0,
+                found: 'é'
+            })
+        );
         // from_str_radix would take a sign as part of a byte.
-        assert!(matches!(decode("+a"), Err(HexError::NotADigit { position: 0, .. })));
-        assert!(matches!(decode("a b1"), Err(HexError::NotADigit { position: 1, .. })));
+        assert!(matches!(
+            decode("+a"),
+            Err(HexError::NotADigit { position: 0, .. })
+        ));
+        assert!(matches!(
+            decode("a b1"),
+            Err(HexError::NotADigit { position: 1, .. })
+        ));
         assert_eq!(decode("abc"), Err(HexError::OddLength { digits: 3 }));
-        assert!(decode("zz").unwrap_err().to_string().contains("not a hex digit"));
+        assert!(
+            decode("zz")
+                .unwrap_err()
+                .to_string()
+                .contains("not a hex digit")
+        );
     }
 }

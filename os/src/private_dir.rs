@@ -97,6 +97,9 @@ mod tests {
         std::fs::write(dir.join("b.log"), "planted").unwrap();
         assert!(dir.create_file("b.log").is_err());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
-        assert_eq!(std::fs::read_to_string(dir.join("b.log")).unwrap(), "planted");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("b.log")).unwrap(),
+            "planted"
+        );
     }
 }

@@ -245,7 +245,9 @@ mod tests {
     use super::*;
 
     fn ring_of(capacity: usize) -> Vec<AtomicU64> {
-        (0..ring_words(capacity)).map(|_| AtomicU64::new(0)).collect()
+        (0..ring_words(capacity))
+            .map(|_| AtomicU64::new(0))
+            .collect()
     }
 
     /// A producer that scribbles its tail behind the head, or more than a

@@ -109,7 +109,9 @@ pub enum RegisterError {
     TooMany,
     /// The region's words and their locks (`bytes` in all) could not be
     /// allocated: the process's memory limit is below what it asks.
-    OutOfMemory { bytes: u64 },
+    OutOfMemory {
+        bytes: u64,
+    },
 }
 
 impl RegionSpec {
