@@ -374,6 +374,11 @@ fn link_state(e: &mut Exposition, status: &DataplaneStatus, dataplane: &Labels) 
                     "1 once the peer was declared unreachable",
                     f64::from(u8::from(o.unreachable)),
                 ),
+                (
+                    "oae_link_down_reason",
+                    "while the link is not up, the code of why not, when the frames it dropped tell (down_reason in oaectl --json status); 0 otherwise",
+                    f64::from(o.down_reason.as_ref().map_or(0, |d| d.code)),
+                ),
             ]);
         }
         for (name, help, value) in gauges {

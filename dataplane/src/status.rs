@@ -2,6 +2,7 @@
 //! writes and `oaectl`, the demo and the tests read, so both sides agree on
 //! every field by construction.
 
+use oae_proto::DownReason;
 use serde::{Deserialize, Serialize};
 
 /// `oaectl status`: the dataplane and every link of every queue.
@@ -144,6 +145,74 @@ pub struct OaeLinkStatus {
     pub queued_verbs: usize,
     /// Transfers this node initiated whose outcome it does not know yet.
     pub in_doubt: usize,
+    /// While the link is not up: why it is not coming up, when the frames
+    /// it received and dropped tell (`null` otherwise, e.g. while the peer
+    /// is silent).
+    #[serde(default)]
+    pub down_reason: Option<DownReasonStatus>,
+}
+
+impl OaeLinkStatus {
+    /// The line `oaectl status` prints under a link that is not coming
+    /// up for a reason its frames tell.
+    pub fn down_line(&self) -> Option<String> {
+        self.down_reason
+            .as_ref()
+            .map(|d| format!("not coming up: {d}"))
+    }
+}
+
+/// Why a link is not coming up ([`DownReason`]): `reason` is its stable
+/// name and `code` its stable number (match on either, never on `text`),
+/// `text` what the link received and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownReasonStatus {
+    #[serde(with = "reason_name")]
+    pub reason: DownReason,
+    pub code: u8,
+    /// Frames in a row, the last dropped, that told it.
+    pub frames: u32,
+    pub text: String,
+}
+
+impl From<(DownReason, u32)> for DownReasonStatus {
+    fn from((reason, frames): (DownReason, u32)) -> DownReasonStatus {
+        DownReasonStatus {
+            reason,
+            code: reason.code(),
+            frames,
+            text: reason.text().to_string(),
+        }
+    }
+}
+
+impl core::fmt::Display for DownReasonStatus {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} (code {}, {} frames): {}",
+            self.reason.name(),
+            self.code,
+            self.frames,
+            self.text
+        )
+    }
+}
+
+/// A [`DownReason`] as its stable name.
+mod reason_name {
+    use oae_proto::DownReason;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(r: &DownReason, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(r.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DownReason, D::Error> {
+        let name = String::deserialize(d)?;
+        DownReason::from_name(&name)
+            .ok_or_else(|| D::Error::custom(format!("no link down reason named '{name}'")))
+    }
 }
 
 /// The RC model's queue pair.
@@ -192,14 +261,43 @@ mod tests {
                 receive_credits: 10,
                 queued_verbs: 11,
                 in_doubt: 12,
+                down_reason: Some((DownReason::SameIdentity, 4).into()),
             }),
         };
         let v = serde_json::to_value(&oae).unwrap();
         assert_eq!(v["in_doubt"], 12, "flattened: {v}");
+        assert_eq!(v["down_reason"]["reason"], "same_identity", "{v}");
+        assert_eq!(v["down_reason"]["code"], 5, "{v}");
         let back: LinkState = serde_json::from_value(v).unwrap();
-        assert!(matches!(
-            back.protocol,
-            ProtocolStatus::Oae(OaeLinkStatus { in_doubt: 12, .. })
-        ));
+        let ProtocolStatus::Oae(o) = back.protocol else {
+            panic!("an OAE link")
+        };
+        assert_eq!(o.in_doubt, 12);
+        assert_eq!(
+            o.down_reason.as_ref().map(|d| (d.reason, d.frames)),
+            Some((DownReason::SameIdentity, 4))
+        );
+        let line = o.down_line().unwrap();
+        assert!(
+            line.starts_with("not coming up: same_identity (code 5, 4 frames): ")
+                && line.contains("node_id"),
+            "{line}"
+        );
+    }
+
+    /// Every reason reads back as itself; an unknown name is refused, not
+    /// taken for another.
+    #[test]
+    fn down_reasons_read_back_by_name() {
+        for r in DownReason::ALL {
+            let v = serde_json::to_value(DownReasonStatus::from((r, 3))).unwrap();
+            assert_eq!(v["reason"], r.name());
+            let back: DownReasonStatus = serde_json::from_value(v).unwrap();
+            assert_eq!(back.reason, r);
+        }
+        let unknown =
+            serde_json::json!({"reason": "gremlins", "code": 99, "frames": 1, "text": ""});
+        let err = serde_json::from_value::<DownReasonStatus>(unknown).unwrap_err();
+        assert!(err.to_string().contains("gremlins"), "{err}");
     }
 }

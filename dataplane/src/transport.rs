@@ -4,9 +4,11 @@
 //! either through [`Transport`] and is compiled once per transport, so
 //! nothing is dispatched per frame.
 
+use std::collections::VecDeque;
+
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{
-    Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store,
+    DownReason, Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store,
     TransmitBuffers, VerbId,
 };
 use oae_rc_model::{RcEndpoint, RcEvent};
@@ -110,14 +112,38 @@ pub struct Oae {
     auth: Vec<Option<Authenticator>>,
     /// The configured key, until `link_identity` makes each link's.
     key: Option<(u8, LinkKey)>,
+    /// Each link's reasons for not coming up already told in a notice
+    /// since it was last up (bit n: the reason of code n): a reason is
+    /// logged when it first appears, and again only after the link was up.
+    told: Vec<u16>,
+    /// Reasons to tell, oldest first (one per reason per link per outage).
+    down_notices: VecDeque<(LinkId, DownReason)>,
 }
 
 impl Oae {
     pub fn new(node: Node<NoObserver, SharedMemory>, key: Option<(u8, LinkKey)>) -> Oae {
         Oae {
             auth: vec![None; node.links()],
+            told: vec![0; node.links()],
+            down_notices: VecDeque::with_capacity(DownReason::ALL.len()),
             node,
             key,
+        }
+    }
+
+    /// After a frame of `link` was handled or dropped: a reason for the
+    /// link not coming up that is new since it was last up gets a notice.
+    /// One field read when there is none.
+    fn follow_down_reason(&mut self, link: LinkId) {
+        let Some(reason) = self.node.link_down_reason(link) else {
+            return;
+        };
+        let bit = 1 << reason.code();
+        if let Some(told) = self.told.get_mut(usize::from(link))
+            && *told & bit == 0
+        {
+            *told |= bit;
+            self.down_notices.push_back((link, reason));
         }
     }
 
@@ -150,18 +176,25 @@ impl Transport for Oae {
     fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos) {
         // An authenticated link checks the tag and the replay window before
         // anything else reads the frame; what fails is counted and dropped.
-        let frame = match self
+        let opened = match self
             .auth
             .get_mut(usize::from(link))
             .and_then(Option::as_mut)
         {
-            Some(a) => match a.open(payload) {
-                Ok(frame) => frame,
-                Err(_) => return,
-            },
-            None => payload,
+            Some(a) => a.open(payload),
+            None => Ok(payload),
         };
-        self.node.handle_frame(link, frame, now);
+        match opened {
+            Ok(frame) => self.node.handle_frame(link, frame, now),
+            // What the drop says of a link that is not up (a peer without
+            // the key, another key, an epoch gone back) is the link's to
+            // report, as its own drops are.
+            Err(e) => match DownReason::of_auth(e, payload) {
+                Some(reason) => self.node.note_dropped(link, reason),
+                None => return,
+            },
+        }
+        self.follow_down_reason(link);
     }
 
     fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
@@ -253,6 +286,14 @@ impl Transport for Oae {
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {
+        if let Some((link, reason)) = self.down_notices.pop_front() {
+            return Some(TransportEvent::Notice(format!(
+                "link {link} is not coming up: {} (code {}): {}",
+                reason.name(),
+                reason.code(),
+                reason.text()
+            )));
+        }
         Some(match self.node.poll_event()? {
             Event::Completed { id, result, .. } => TransportEvent::Completed { id, result },
             Event::Link { link, change } => {
@@ -263,6 +304,11 @@ impl Transport for Oae {
                     LinkChange::Unreachable => "unreachable",
                     LinkChange::PeerRestarted => "peer restarted",
                 };
+                if change == LinkChange::Up
+                    && let Some(told) = self.told.get_mut(usize::from(link))
+                {
+                    *told = 0;
+                }
                 let kind = if link >= PATH_BASE { "path" } else { "link" };
                 let notice = format!("{kind} {link} {what} (peer node {peer}, epoch {epoch})");
                 match change {
@@ -431,5 +477,141 @@ impl Transport for RcModel {
 
     fn memory(&self) -> &SharedMemory {
         self.endpoint.memory()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::OaeLinkStatus;
+    use oae_proto::LinkConfig;
+
+    const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
+
+    /// End `i` of a link between `MACS`, node id `id`, epoch 1, with the
+    /// key (number, bytes) if any.
+    fn end(i: usize, id: u64, key: Option<(u8, u8)>) -> Oae {
+        let mut node = Node::with_memory(id, 1, NoObserver, SharedMemory::new());
+        node.add_link(LinkConfig::default()).unwrap();
+        let mut t = Oae::new(node, key.map(|(n, b)| (n, LinkKey([b; 32]))));
+        t.link_identity(
+            0,
+            LinkIdentity {
+                local_mac: MACS[i],
+                peer_mac: MACS[1 - i],
+                channel: 0,
+            },
+        );
+        t
+    }
+
+    /// Runs both ends on a perfect wire for 50 ms of their time; returns
+    /// each end's notices.
+    fn run(ends: &mut [Oae; 2]) -> [Vec<String>; 2] {
+        let mut buf = [0u8; 2048];
+        let mut notices = [Vec::new(), Vec::new()];
+        for step in 0..500 {
+            let now = step * 100_000;
+            for from in 0..2 {
+                while let Some(len) = ends[from].poll_transmit(0, now, &mut buf) {
+                    ends[1 - from].handle_frame(0, &buf[..len], now);
+                }
+            }
+            for (end, notices) in ends.iter_mut().zip(&mut notices) {
+                end.handle_timeout(now);
+                while let Some(event) = end.poll_event() {
+                    if let TransportEvent::Notice(n) = event {
+                        notices.push(n);
+                    }
+                }
+            }
+        }
+        notices
+    }
+
+    fn oae_status(t: &Oae) -> (bool, OaeLinkStatus) {
+        let s = t.status(0).unwrap();
+        match s.protocol {
+            ProtocolStatus::Oae(o) => (s.up, o),
+            ProtocolStatus::RcModel(_) => panic!("an OAE link"),
+        }
+    }
+
+    /// Both ends stay down, each naming `reasons[i]` in its status (JSON
+    /// included) and in one notice.
+    fn named(ends: [Oae; 2], reasons: [DownReason; 2]) {
+        let mut ends = ends;
+        let notices = run(&mut ends);
+        for i in 0..2 {
+            let (up, o) = oae_status(&ends[i]);
+            assert!(!up, "end {i}: {o:?}");
+            let d = o
+                .down_reason
+                .as_ref()
+                .unwrap_or_else(|| panic!("end {i}: {o:?}"));
+            assert_eq!(d.reason, reasons[i], "end {i}");
+            let json = serde_json::to_value(&o).unwrap();
+            assert_eq!(json["down_reason"]["reason"], reasons[i].name(), "{json}");
+            let told: Vec<_> = notices[i]
+                .iter()
+                .filter(|n| n.contains("not coming up"))
+                .collect();
+            assert_eq!(told.len(), 1, "end {i}, once: {:?}", notices[i]);
+            assert!(
+                told[0].contains(reasons[i].name()) && told[0].contains(reasons[i].text()),
+                "{}",
+                told[0]
+            );
+        }
+    }
+
+    #[test]
+    fn one_end_authenticated_and_the_other_not_is_named_at_both() {
+        named(
+            [end(0, 1, Some((0, 7))), end(1, 2, None)],
+            [
+                DownReason::PeerUnauthenticated,
+                DownReason::PeerAuthenticated,
+            ],
+        );
+    }
+
+    #[test]
+    fn two_keys_are_named() {
+        named(
+            [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 8)))],
+            [DownReason::KeyMismatch; 2],
+        );
+    }
+
+    #[test]
+    fn two_key_numbers_are_named() {
+        named(
+            [end(0, 1, Some((1, 7))), end(1, 2, Some((0, 7)))],
+            [DownReason::UnknownKey; 2],
+        );
+    }
+
+    #[test]
+    fn one_node_id_and_epoch_at_both_ends_is_named() {
+        named(
+            [end(0, 5, Some((0, 7))), end(1, 5, Some((0, 7)))],
+            [DownReason::SameIdentity; 2],
+        );
+    }
+
+    #[test]
+    fn one_key_at_both_ends_comes_up_and_names_nothing() {
+        let mut ends = [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 7)))];
+        let notices = run(&mut ends);
+        for (i, e) in ends.iter().enumerate() {
+            let (up, o) = oae_status(e);
+            assert!(up && o.down_reason.is_none(), "end {i}: {o:?}");
+            assert!(
+                notices[i].iter().all(|n| !n.contains("not coming up")),
+                "{:?}",
+                notices[i]
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod config;
+mod down_reason;
 pub mod fabric;
 mod link;
 pub mod memory;
@@ -22,6 +23,7 @@ pub mod wire;
 use std::collections::VecDeque;
 
 pub use config::{ConfigError, LinkConfig, Nanos};
+pub use down_reason::{DOWN_REASON_FRAMES, DownReason};
 pub use fabric::routes::{Member, Route, View};
 pub use fabric::{FabricConfig, FabricStats, PATH_BASE};
 pub use link::{HELLO_BACKOFF_LIMIT, LinkStats, LinkStatus};
@@ -282,6 +284,23 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// A link's status, or a path's (ids from [`PATH_BASE`]).
     pub fn link_status(&self, link: LinkId) -> Option<LinkStatus> {
         self.any_link(link).map(|l| l.status(self.epoch))
+    }
+
+    /// Why `link` (or a path) is not coming up, once
+    /// [`DOWN_REASON_FRAMES`] frames in a row it received and dropped
+    /// told the same reason; `None` while it is up, or while nothing it
+    /// received tells. A read of one field: cheap after every frame.
+    pub fn link_down_reason(&self, link: LinkId) -> Option<DownReason> {
+        self.any_link(link).and_then(|l| l.down_reason())
+    }
+
+    /// The driver or transport dropped a frame of `link` before the core
+    /// saw it, for `reason` (an authenticated link's check failed): the
+    /// link records it as it records its own drops (`link_down_reason`).
+    pub fn note_dropped(&mut self, link: LinkId, reason: DownReason) {
+        if let Some(l) = self.links.get_mut(usize::from(link)) {
+            l.note_down_reason(reason);
+        }
     }
 
     pub fn link_stats(&self, link: LinkId) -> Option<&LinkStats> {

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 
 use crate::config::{LinkConfig, Nanos};
+use crate::down_reason::{DOWN_REASON_FRAMES, DownReason};
 use crate::fabric::envelope::{Outcome, Resolution};
 use crate::memory::{LockOwner, Store, Undo};
 use crate::unhashed::Unhashed;
@@ -219,6 +220,11 @@ pub struct LinkStatus {
     pub tentative: u16,
     pub receive_credits: u16,
     pub queued_verbs: usize,
+    /// While the link is not up: why, as the last frames it dropped tell
+    /// ([`DownReason`]), once [`DOWN_REASON_FRAMES`] in a row told it.
+    pub down_reason: Option<DownReason>,
+    /// How many frames in a row told `down_reason`.
+    pub down_reason_frames: u32,
 }
 
 /// Things the node shares with all its links while a link handles an input.
@@ -381,6 +387,9 @@ pub(crate) struct Link {
     /// Whether `srtt` is measured yet (else it is `initial_rtt`).
     rtt_measured: bool,
     stats: Unhashed<LinkStats>,
+    /// While not up: the reason the last frame dropped for one gave, and
+    /// how many in a row gave it (recorded, never acted on).
+    down_reason: Unhashed<Option<(DownReason, u32)>>,
 }
 
 impl Link {
@@ -451,6 +460,7 @@ impl Link {
             tentative: 0,
             rtt_measured: false,
             stats: Unhashed::default(),
+            down_reason: Unhashed(None),
         }
     }
 
@@ -476,7 +486,31 @@ impl Link {
             tentative: self.tentative,
             receive_credits: self.cfg.receive_credits,
             queued_verbs: self.queued_verbs(),
+            down_reason: self.down_reason(),
+            down_reason_frames: self.down_reason.map_or(0, |(_, n)| n),
         }
+    }
+
+    /// Why the link is not coming up, once [`DOWN_REASON_FRAMES`] frames
+    /// in a row told the same.
+    pub fn down_reason(&self) -> Option<DownReason> {
+        match *self.down_reason {
+            Some((r, n)) if !self.up && n >= DOWN_REASON_FRAMES => Some(r),
+            _ => None,
+        }
+    }
+
+    /// A frame dropped for `reason`: recorded while the link is not up (a
+    /// stray frame while it is up says nothing of why it would not come
+    /// up later).
+    pub fn note_down_reason(&mut self, reason: DownReason) {
+        if self.up {
+            return;
+        }
+        *self.down_reason = match *self.down_reason {
+            Some((r, n)) if r == reason => Some((r, n.saturating_add(1))),
+            _ => Some((reason, 1)),
+        };
     }
 
     pub fn max_class(&self) -> u8 {
@@ -899,6 +933,9 @@ impl Link {
             Ok(f) => f,
             Err(m) => {
                 self.count_malformed(m);
+                if let Some(reason) = DownReason::of_malformed(m, bytes) {
+                    self.note_down_reason(reason);
+                }
                 return Received::Own;
             }
         };
@@ -1014,7 +1051,20 @@ impl Link {
         let epoch = frame.sender_epoch;
         if epoch < self.peer_epoch || epoch <= self.dead_epoch {
             self.stats.stale_epoch += 1;
+            if epoch < self.peer_epoch {
+                self.note_down_reason(DownReason::PeerEpochWentBack);
+            }
             return;
+        }
+        if (epoch, peer_id) == (sh.epoch, sh.node_id) {
+            // Neither end can take a role against its own identity: each
+            // drops the other's HELLOs that name it (R6), for good.
+            self.note_down_reason(DownReason::SameIdentity);
+        } else if frame.receiver_epoch > sh.epoch {
+            // The peer heard from a later incarnation of this end than this
+            // one: this end's epoch went back, and the peer drops its
+            // HELLOs as stale (R5) for good.
+            self.note_down_reason(DownReason::EpochWentBack);
         }
         // A HELLO that knows this incarnation took its role against it.
         let peer_role = if (sh.epoch, sh.node_id) < (epoch, peer_id) {
@@ -1086,6 +1136,7 @@ impl Link {
 
     fn go_up<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         self.up = true;
+        *self.down_reason = None;
         self.unreachable = false;
         self.unanswered_hellos = 0;
         self.knowledge = Knowledge::KnowYouKnowMe;

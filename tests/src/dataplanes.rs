@@ -70,6 +70,11 @@ pub struct Options {
     pub metrics: bool,
     /// Authenticate both ends' links with this key (64 hex digits).
     pub auth_key: Option<&'static str>,
+    /// With `auth_key`: only dataplane `i` (0: a, 1: b) has it, a
+    /// misconfiguration whose link never comes up (start the pair with
+    /// [`Dataplanes::start_alone`] and [`Dataplanes::launch`]: `start`
+    /// waits for the link).
+    pub auth_only_on: Option<usize>,
 }
 
 /// How the two dataplanes reach each other.
@@ -110,6 +115,7 @@ impl Default for Options {
             poll: None,
             metrics: false,
             auth_key: None,
+            auth_only_on: None,
         }
     }
 }
@@ -410,9 +416,12 @@ slots = {slots}
 credits = {credits}
 unreachable_after_rounds = {unreach}
 {min_round}{poll}{auth}"#,
-                    auth = o.auth_key.map_or_else(String::new, |k| {
-                        format!("[dataplane.{name}.queue.auth]\nkey = \"{k}\"\n")
-                    }),
+                    auth = o
+                        .auth_key
+                        .filter(|_| o.auth_only_on.is_none_or(|only| only == i))
+                        .map_or_else(String::new, |k| {
+                            format!("[dataplane.{name}.queue.auth]\nkey = \"{k}\"\n")
+                        }),
                     poll = o.poll.map_or_else(String::new, |p| {
                         format!("[dataplane.{name}.queue.poll]\n{p}\n")
                     }),

@@ -1,7 +1,8 @@
 //! Authenticated links on a live pair: what a forger or a replayer could
 //! do to a link without a key, and what `[queue.auth]` makes of the same
-//! frames; a key roll under a running workload; the control socket's
-//! refusal of a user that is not root.
+//! frames; a key at one end only, named in status and log; a key roll
+//! under a running workload; the control socket's refusal of a user that
+//! is not root.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,7 @@ use oae_dataplane::control::{
 use oae_dataplane::stats::{DataplaneStats, LinkCounters};
 use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
 use oae_pmd::netns::format_mac;
+use oae_proto::DownReason;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
 };
@@ -132,6 +134,95 @@ fn without_a_key_a_forged_hello_declares_a_restart() {
     d.wait_for(Duration::from_secs(10), "a to take b for restarted", |d| {
         link(d, 0).get("peer_restarts") == 1
     });
+}
+
+/// Only a has the key: the link never comes up, and each end says why in
+/// its status (as `oaectl --json status` prints it) and, once, in its log,
+/// with the fix: a drops b's frames as unauthenticated, b finds a trailer
+/// behind a's.
+#[test]
+fn a_key_at_one_end_only_is_named_in_status_and_log() {
+    if !oae_tests::require_root("a_key_at_one_end_only_is_named_in_status_and_log") {
+        return;
+    }
+    let options = Options {
+        auth_key: Some(KEY),
+        auth_only_on: Some(0),
+        ..Options::default()
+    };
+    // `start` would wait for a link that cannot come up.
+    let mut d = Dataplanes::start_alone("auth1", &options);
+    d.launch(1);
+    let expected = [
+        DownReason::PeerUnauthenticated,
+        DownReason::PeerAuthenticated,
+    ];
+    let status = |d: &Dataplanes, i: usize| -> CommandOutput {
+        let out = run(Command::new(binary("oaectl"))
+            .arg("--socket")
+            .arg(&d.sockets[i])
+            .args(["--json", "status"]));
+        assert!(out.success(), "{out}");
+        out
+    };
+    let reason = |out: &CommandOutput| {
+        let status: DataplaneStatus =
+            serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let (_, l) = status.links().next().unwrap_or_else(|| panic!("{out}"));
+        match &l.state.protocol {
+            ProtocolStatus::Oae(o) => (l.state.up, o.down_reason.clone()),
+            ProtocolStatus::RcModel(_) => panic!("an OAE link: {out}"),
+        }
+    };
+    d.wait_for(
+        Duration::from_secs(20),
+        "both ends to say why the link is not coming up",
+        |d| {
+            (0..2).all(|i| {
+                reason(&status(d, i))
+                    .1
+                    .is_some_and(|r| r.reason == expected[i])
+            })
+        },
+    );
+    for (i, want) in expected.into_iter().enumerate() {
+        let out = status(&d, i);
+        let (up, why) = reason(&out);
+        let why = why.unwrap_or_else(|| panic!("{out}"));
+        assert!(!up, "{out}");
+        assert_eq!((why.reason, why.code), (want, want.code()), "{out}");
+        assert!(
+            why.text.contains("give both ends the same") && why.text.contains("or neither"),
+            "{out}"
+        );
+    }
+    let told = |d: &Dataplanes, i: usize| {
+        d.log(i)
+            .lines()
+            .filter(|l| l.contains("not coming up"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    d.wait_for(Duration::from_secs(10), "both logs to say why", |d| {
+        (0..2).all(|i| !told(d, i).is_empty())
+    });
+    for (i, want) in expected.into_iter().enumerate() {
+        let lines = told(&d, i);
+        assert!(
+            lines.len() == 1 && lines[0].contains(want.name()) && lines[0].contains(want.text()),
+            "once, naming {}:\n{}",
+            want.name(),
+            d.log(i)
+        );
+    }
+    let dropped = link(&d, 0).auth_dropped.get("unauthenticated").copied();
+    assert!(dropped.is_some_and(|n| n > 0), "{dropped:?}");
+    assert!(
+        link(&d, 1)
+            .malformed
+            .get("wrong_length")
+            .is_some_and(|&n| n > 0)
+    );
 }
 
 /// The same forgeries against authenticated links, and replays of real
