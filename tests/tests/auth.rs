@@ -195,6 +195,18 @@ fn a_key_at_one_end_only_is_named_in_status_and_log() {
             why.text.contains("give both ends the same") && why.text.contains("or neither"),
             "{out}"
         );
+        // The text status says it under the link's line.
+        let text = run(Command::new(binary("oaectl"))
+            .arg("--socket")
+            .arg(&d.sockets[i])
+            .arg("status"));
+        assert!(
+            text.success()
+                && text
+                    .stdout
+                    .contains(&format!("not coming up: {}", want.name())),
+            "{text}"
+        );
     }
     let told = |d: &Dataplanes, i: usize| {
         d.log(i)
