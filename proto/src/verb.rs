@@ -256,6 +256,21 @@ impl Verb {
         })
     }
 
+    /// Whether a MULTI-WORD COMMIT names one offset twice. A target takes
+    /// such a request (the last write to the word wins, PROTOCOL.md V1),
+    /// but an application that asks for it has asked for two new values of
+    /// one word: the dataplane refuses to send it.
+    pub fn names_a_word_twice(&self) -> bool {
+        let Verb::MultiWordCommit { count, words, .. } = self else {
+            return false;
+        };
+        let words = &words[..usize::from(*count).min(MAX_MCAS_WORDS)];
+        words
+            .iter()
+            .enumerate()
+            .any(|(k, w)| words[..k].iter().any(|v| v.offset == w.offset))
+    }
+
     /// Bytes of request payload this verb needs.
     pub fn request_len(&self) -> usize {
         REQUEST_HEADER
@@ -861,6 +876,26 @@ mod tests {
                 data: b"xyz"
             }
         );
+    }
+
+    #[test]
+    fn a_word_named_twice_is_told() {
+        let word = |offset| McasWord {
+            offset,
+            expected: 0,
+            new: 1,
+        };
+        let twice = Verb::multi_word_commit(R, &[word(0), word(8), word(0)]).unwrap();
+        assert!(twice.names_a_word_twice());
+        let once = Verb::multi_word_commit(R, &[word(0), word(8), word(16)]).unwrap();
+        assert!(!once.names_a_word_twice());
+        let cas = Verb::CompareAndSwap {
+            target: R,
+            offset: 0,
+            expected: 0,
+            new: 0,
+        };
+        assert!(!cas.names_a_word_twice());
     }
 
     #[test]

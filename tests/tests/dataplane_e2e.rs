@@ -1201,6 +1201,18 @@ fn ctl_drives_a_running_dataplane() {
         "verb", "faa", "--region", "1", "--key", "1", "--offset", "0", "--add", "1",
     ]);
     assert!(!out.success() && out.stderr.contains("BadKey"), "{out}");
+    // Two new values for one word: refused before it is sent, and b's word
+    // keeps the CAS's 9. (A target would apply it, the last write winning.)
+    let key = format!("{TARGET_KEY:#x}");
+    let out = ctl(&[
+        "verb", "mcas", "--region", "1", "--key", &key, "--word", "16:9:1", "--word", "16:9:2",
+    ]);
+    assert!(
+        !out.success() && out.stderr.contains("names one word twice"),
+        "{out}"
+    );
+    let word = u64::from_le_bytes(d.region(1, TARGET_REGION)[16..24].try_into().unwrap());
+    assert_eq!(word, 9, "a refused MCAS changed b's memory");
     ctl_answers_every_command_as_its_serde_type(&ctl);
 }
 

@@ -49,6 +49,11 @@ pub(crate) enum Target {
     Node(u64, Verb),
 }
 
+/// Why an application's MULTI-WORD COMMIT that names one word twice is
+/// not sent: a target would keep the last of its new values.
+const MCAS_WORD_TWICE: &str = "a multi-word commit names one word twice, asking for two new \
+     values of it: name each word once";
+
 /// Who is waiting for a verb.
 #[derive(Clone, Copy)]
 enum Origin {
@@ -356,9 +361,13 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn submit(&mut self, origin: Origin, to: Target, now: Nanos) -> Result<(), NotSubmitted> {
-        let kind = match &to {
-            Target::Link(_, verb) | Target::Node(_, verb) => verb_kind(verb),
+        let verb = match &to {
+            Target::Link(_, verb) | Target::Node(_, verb) => verb,
         };
+        let kind = verb_kind(verb);
+        if verb.names_a_word_twice() {
+            return Err(self.not_submitted(kind, NotSubmitted::Invalid(MCAS_WORD_TWICE)));
+        }
         let Some(index) = self.free_ids.pop() else {
             return Err(self.not_submitted(kind, NotSubmitted::QueueFull));
         };
