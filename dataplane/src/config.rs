@@ -931,24 +931,14 @@ impl Config {
             ));
         }
         let mut ids = std::collections::BTreeSet::new();
-        let mut footprint = 0u64;
+        let mut specs = Vec::new();
         for r in &self.regions {
-            footprint += r.to_spec()?.footprint();
+            specs.push(r.to_spec()?);
             if !ids.insert(r.id) {
                 return Err(format!("region {} is defined twice", r.id));
             }
         }
-        if let Some(limit) = oae_os::memory::limit()
-            && footprint > limit.bytes
-        {
-            return Err(format!(
-                "the regions need {footprint} bytes (their bytes and a lock word per \
-                 8-byte word), above this process's memory limit of {} bytes ({}): make \
-                 them smaller or raise the limit",
-                limit.bytes, limit.source
-            ));
-        }
-        Ok(())
+        regions_fit_memory(&specs)
     }
 
     /// A queue's peers: at least one, each a MAC, none twice on the queue,
@@ -1058,6 +1048,23 @@ impl Config {
 pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))
+}
+
+/// Refuses regions that together need more than this process may
+/// allocate (their bytes and a lock word per 8-byte word), naming the
+/// limit: at `--check` for the configured ones, and for `region add` with
+/// those already registered.
+pub fn regions_fit_memory(specs: &[RegionSpec]) -> Result<(), String> {
+    let footprint: u64 = specs.iter().map(RegionSpec::footprint).sum();
+    match oae_os::memory::limit() {
+        Some(limit) if footprint > limit.bytes => Err(format!(
+            "the regions need {footprint} bytes (their bytes and a lock word per 8-byte \
+             word), above this process's memory limit of {} bytes ({}): make them smaller \
+             or raise the limit",
+            limit.bytes, limit.source
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn toml_error(path: &Path, e: toml::de::Error) -> ConfigError {

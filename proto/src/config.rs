@@ -10,9 +10,9 @@ pub type Nanos = u64;
 /// Most slots a link may have.
 pub const MAX_SLOTS: u16 = 4096;
 /// Verbs a link may hold waiting for a slot. Its queues are sized for it
-/// when the link is made, so the bound keeps a configuration from asking
-/// for more memory than any machine has.
-pub const MAX_SUBMIT_QUEUE: usize = 1 << 20;
+/// when the link is made (a verb can carry a 960-byte block, so about 1 KB
+/// each), so the bound keeps one link below about 64 MB.
+pub const MAX_SUBMIT_QUEUE: usize = 1 << 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LinkConfig {

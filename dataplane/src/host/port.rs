@@ -14,6 +14,7 @@
 //! is gone (its claim taken over), it is counted as orphaned.
 
 use std::collections::VecDeque;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use oae_swapring::bilateral::{IpuSlot, SwapOutcome};
@@ -282,6 +283,12 @@ fn remove_stale_ring(path: &Path) -> Result<(), String> {
         Err(e) => return refuse(format!("cannot be examined ({e})")),
         Ok(m) if !m.file_type().is_file() => {
             return refuse("exists and is not a host ring file".into());
+        }
+        // Another user's file is not mapped at all: its owner could cut it
+        // short under the mapping (SIGBUS). In a sticky directory such as
+        // /dev/shm, nobody else can replace a file of ours meanwhile.
+        Ok(m) if m.uid() != nix::unistd::geteuid().as_raw() => {
+            return refuse(format!("belongs to another user (uid {})", m.uid()));
         }
         Ok(_) => {}
     }
