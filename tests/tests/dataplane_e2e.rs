@@ -634,8 +634,13 @@ fn sleeping_cores_keep_the_link_up_and_leave_the_cpu() {
     if !oae_tests::require_root("sleeping_cores_keep_the_link_up_and_leave_the_cpu") {
         return;
     }
+    // 10 ms rounds: a sleeping core wakes into CPUs that other tests'
+    // spinning dataplanes (and anything else on a loaded machine) hold, and
+    // a peer must be silent for 8 rounds before it is declared unreachable;
+    // 2 ms rounds gave that only 16 ms, less than a loaded machine's wakeup.
     let options = Options {
         poll: Some("idle = \"sleep\""),
+        min_round_ns: Some(10_000_000),
         ..Options::default()
     };
     let d = Dataplanes::start("sleep", &options);
@@ -643,7 +648,7 @@ fn sleeping_cores_keep_the_link_up_and_leave_the_cpu() {
     let before: Vec<(Value, Value, f64)> = (0..2)
         .map(|i| (d.link(i), counters(i), polling_cpu(&d, i).0))
         .collect();
-    // An idle stretch of a second, about 500 of the links' 2 ms rounds,
+    // An idle stretch of a second, about 100 of the links' 10 ms rounds,
     // watched throughout: the point is what happens while nothing does.
     let started = std::time::Instant::now();
     while started.elapsed() < Duration::from_secs(1) {
@@ -663,7 +668,7 @@ fn sleeping_cores_keep_the_link_up_and_leave_the_cpu() {
         // round (bounded below loosely: a loaded machine stretches rounds),
         // and neither end saw its peer restart or vanish.
         assert!(
-            heard >= 50,
+            heard >= 25,
             "side {i}: {heard} frames in {wall:.2} s: {counted}"
         );
         assert_eq!(
@@ -939,7 +944,7 @@ fn bad_configs_are_refused_with_what_to_fix() {
                 "credits = 64\n",
                 "credits = 64\nsubmit_queue = 1000000000000\n",
             ),
-            "link.submit_queue: must be from 1 to 1048576",
+            "link.submit_queue: must be from 1 to 65536",
         ),
         (
             good.replace(
@@ -994,8 +999,12 @@ fn bad_configs_are_refused_with_what_to_fix() {
         !out.success(),
         "a region over the memory limit was accepted: {out}"
     );
+    // The lowest limit is named: ulimit -v here, or a smaller machine's.
     assert!(
-        out.stderr.contains("memory limit") && out.stderr.contains("RLIMIT_AS"),
+        out.stderr.contains("memory limit of")
+            && ["RLIMIT_AS", "memory.max", "MemTotal"]
+                .iter()
+                .any(|l| out.stderr.contains(l)),
         "the refusal should name the limit: {out}"
     );
     for (name, path) in [
