@@ -5,7 +5,8 @@
 //! real memory and requests for a polling core are answered that there is
 //! none). The oracle: nothing panics or hangs, every line `oaed` writes
 //! back is one `Response` (an answer, an error, or a closing line that
-//! names its limit), and it answers no more lines than the input has.
+//! names its limit), and it answers no more lines than the input has. The
+//! line limit is cut to 512 bytes so inputs of the fuzzer's size reach it.
 
 #![no_main]
 
@@ -32,7 +33,22 @@ fn memory() -> SharedMemory {
     memory
 }
 
+/// A closing server makes the input's last writes fail: as an error, not
+/// a SIGPIPE that would end the fuzzer (no Rust runtime start-up set it
+/// ignored under libFuzzer's main).
+fn ignore_sigpipe() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: installs the SIG_IGN disposition, no handler code runs;
+        // done once, before this process writes to any socket.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+    });
+}
+
 fuzz_target!(|data: &[u8]| {
+    ignore_sigpipe();
     let (client, server) = UnixStream::pair().expect("a socket pair");
     // The answers are read as they come, so a large one never blocks the
     // server; the input is written whole, then the client's side closes.
@@ -51,7 +67,7 @@ fuzz_target!(|data: &[u8]| {
         })
     };
     let server = std::thread::spawn(move || {
-        serve_connection_without_queues(server, memory(), Duration::from_millis(200))
+        serve_connection_without_queues(server, memory(), Duration::from_millis(200), 512)
     });
     let _ = (&client).write_all(data);
     let _ = client.shutdown(std::net::Shutdown::Write);
