@@ -100,8 +100,21 @@ impl Ctx {
     /// The answer on `slot` to sequence `seq`, whatever else comes (other
     /// slot frames are a failure).
     pub fn answer(&mut self, slot: u16, seq: u16) -> Result<Received, String> {
-        let Some(f) = self.peer.next(ANSWER) else {
-            return fail(format!("no answer on slot {slot} to sequence {seq}"));
+        let f = loop {
+            let Some(f) = self.peer.next(ANSWER) else {
+                return fail(format!("no answer on slot {slot} to sequence {seq}"));
+            };
+            // The IUT repeats its level-1 HELLO until it hears the
+            // tester's level 2 (B1): one it sent before that arrived may
+            // still come after it, ahead of the answer. Nothing else may.
+            let h = f.header;
+            let bring_up_repeat = f.transition() == HELLO
+                && h.level == 1
+                && h.sender_epoch == self.peer.iut.epoch
+                && h.receiver_epoch == self.peer.epoch;
+            if !bring_up_repeat {
+                break f;
+            }
         };
         let h = f.header;
         if h.transition.0 != 2 || h.slot() != slot || h.seq() != seq {
