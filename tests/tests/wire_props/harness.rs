@@ -528,6 +528,7 @@ impl Feeder {
                 // may note a dropped frame.
                 let mut status = node.link_status(0).unwrap();
                 status.down_reason = pre_status.down_reason;
+                status.down_reason_frames = pre_status.down_reason_frames;
                 assert_eq!(status, pre_status, "{want:?}");
                 assert_eq!(node.poll_timeout(), pre_timeout, "{want:?}");
             } else if pre_status.up {
