@@ -874,10 +874,14 @@ impl Config {
                     }
                 }
             }
-            q.link.to_link_config().validate().map_err(|e| {
+            let link = q.link.to_link_config();
+            link.validate().map_err(|e| {
                 let key = LinkSettings::file_key(e.field);
                 at(format!("link.{key}: {}", e.problem))
             })?;
+            if q.fabric {
+                check_fabric_links(&link).map_err(at)?;
+            }
             match q.transport {
                 TransportKind::RcModel => {
                     q.rc.to_rc_config()
@@ -1073,6 +1077,21 @@ pub(crate) fn toml_error(path: &Path, e: toml::de::Error) -> ConfigError {
 
 pub(crate) fn in_file(path: &Path, e: String) -> ConfigError {
     ConfigError(format!("{}: {e}", path.display()))
+}
+
+/// A fabric's paths are derived from its links' settings (`FabricConfig::
+/// for_links`), so a path setting the fabric refuses is fixed in `[queue.link]`.
+fn check_fabric_links(link: &LinkConfig) -> Result<(), String> {
+    let fabric = oae_proto::FabricConfig::for_links(link);
+    fabric.validate(link).map_err(|e| match e.field {
+        "path.max_class" => format!(
+            "fabric = true needs link.max_class >= 1 (it is {}): a relayed frame travels \
+             inside a FORWARD of a class above its own",
+            link.max_class
+        ),
+        "unreachable_after_rounds" => format!("link.unreachable_after_rounds: {}", e.problem),
+        field => format!("fabric: {field}: {}", e.problem),
+    })
 }
 
 #[cfg(test)]
@@ -1295,6 +1314,14 @@ mod tests {
             (
                 ONE.replace("credits = 128", "credits = 999"),
                 "link.credits",
+            ),
+            (
+                ONE.replace("slots = 128", "slots = 128\nmax_class = 0")
+                    .replace(
+                        "peer_mac = \"02:00:00:00:00:02\"",
+                        "peer_mac = \"02:00:00:00:00:02\"\nfabric = true",
+                    ),
+                "fabric = true needs link.max_class >= 1 (it is 0)",
             ),
             (
                 ONE.replace("\"rwa\"", "\"rwx\""),
