@@ -672,7 +672,12 @@ fn test() -> Result<(), String> {
         "check the quick suite's results",
     )?;
     let mut totals = [0u64; 3];
-    let tests = cargo_test(&["test", "--workspace", "--all-targets"], &mut totals);
+    // Every test binary runs even after one fails, so a run reports every
+    // failure, not the first.
+    let tests = cargo_test(
+        &["test", "--workspace", "--all-targets", "--no-fail-fast"],
+        &mut totals,
+    );
     let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &mut totals));
     // The swap rings' and the shared memory's orderings, explored by loom:
     // its own cfg, so its own target directory.
