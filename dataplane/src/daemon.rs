@@ -29,7 +29,7 @@ use crate::control::{
 };
 use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
-use crate::queue::{build_memory, build_queue};
+use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
 use crate::stats::{Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters};
 use crate::status::DataplaneStatus;
 use serde::Serialize;
@@ -103,13 +103,21 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     }
 
     let mut steering = BTreeMap::new();
+    let mut authenticated = AuthenticatedLinks::default();
     // Queue `i`'s polling thread is `threads[i]`.
     let mut threads: Vec<JoinHandle<FinalReport>> = Vec::new();
     let mut queues = Vec::new();
     let built = (|| -> Result<SharedMemory, String> {
         let memory = build_memory(&config)?;
         for (index, q) in config.queues.iter().enumerate() {
-            let built = build_queue(&config, index, epoch, &memory, &mut steering)?;
+            let built = build_queue(
+                &config,
+                index,
+                epoch,
+                &memory,
+                &mut steering,
+                &mut authenticated,
+            )?;
             let shared = Arc::clone(&built.shared);
             let core = q.core;
             let handle = std::thread::Builder::new()

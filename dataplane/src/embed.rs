@@ -78,7 +78,17 @@ impl EmbeddedQueue {
                     return None;
                 }
                 let mut steering = Default::default();
-                match build_queue(&config, index, epoch, &memory, &mut steering) {
+                // An embedded queue is started alone: its links are checked
+                // against each other, not against other embedded queues.
+                let mut authenticated = Default::default();
+                match build_queue(
+                    &config,
+                    index,
+                    epoch,
+                    &memory,
+                    &mut steering,
+                    &mut authenticated,
+                ) {
                     Ok(built) => {
                         let _ = ready_tx.send(Ok(Arc::clone(&built.shared)));
                         let report = built.run(DRAIN);

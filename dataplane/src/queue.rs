@@ -3,7 +3,7 @@
 //! memory, and the pipeline around them, type-erased at the thread boundary
 //! so the loop is monomorphised per driver and transport.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode, BusyPoll};
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpMode};
+use oae_proto::LinkId;
 use oae_proto::auth::LinkIdentity;
 use oae_proto::{FabricConfig, NoObserver, Node, SharedMemory, Store};
 use oae_rc_model::RcEndpoint;
@@ -40,6 +41,31 @@ impl BuiltQueue {
     }
 }
 
+/// The identities of the authenticated links a process has started. Two
+/// links sharing an identity would derive one key and count packet numbers
+/// alike, so they would share nonces: start-up refuses the second (queues
+/// on VLAN subinterfaces of one NIC share its MAC, for one).
+#[derive(Debug, Default)]
+pub struct AuthenticatedLinks(HashSet<LinkIdentity>);
+
+impl AuthenticatedLinks {
+    fn claim(&mut self, queue: &QueueConfig, identity: LinkIdentity) -> Result<(), String> {
+        if self.0.insert(identity) {
+            return Ok(());
+        }
+        Err(format!(
+            "queue {}: its link from {} to {} on channel {} is authenticated, and another \
+             queue of this dataplane already links those MACs on that channel: they would \
+             share nonces under one key. Give one queue its own interface MAC, or \
+             steer_by = \"queue\" with distinct queue_ids",
+            queue.label(),
+            format_mac(identity.local_mac),
+            format_mac(identity.peer_mac),
+            identity.channel,
+        ))
+    }
+}
+
 /// The dataplane's one registered memory, with the configured regions:
 /// every queue's node gets a handle on it.
 pub fn build_memory(config: &Config) -> Result<SharedMemory, String> {
@@ -64,6 +90,7 @@ pub fn build_queue(
     epoch: u32,
     memory: &SharedMemory,
     steering: &mut BTreeMap<String, Steering>,
+    authenticated: &mut AuthenticatedLinks,
 ) -> Result<BuiltQueue, String> {
     let q = &config.queues[index];
     let link_cfg = q.link.to_link_config();
@@ -115,6 +142,7 @@ pub fn build_queue(
                     q.poll.kicks,
                 ));
             }
+            claim_identities(q, &ports, parts.channel, authenticated)?;
             let name = format!("af_xdp ({})", ports[0].driver.bind_mode());
             assemble(ports, name, transport, parts)?
         }
@@ -123,13 +151,50 @@ pub fn build_queue(
             let driver = open_dpdk(config, q)?;
             let name = format!("dpdk ({})", driver.name());
             let links = plan.into_iter().flat_map(|(_, links)| links).collect();
-            let port = Port::new(driver, q.label().to_string(), links, q.poll.kicks);
-            assemble(vec![port], name, transport, parts)?
+            let ports = vec![Port::new(
+                driver,
+                q.label().to_string(),
+                links,
+                q.poll.kicks,
+            )];
+            claim_identities(q, &ports, parts.channel, authenticated)?;
+            assemble(ports, name, transport, parts)?
         }
         #[cfg(not(feature = "dpdk"))]
         DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
     };
     Ok(BuiltQueue { shared, run })
+}
+
+/// Each link of `ports` as both its ends name it in key derivation.
+fn identities<D: Driver>(
+    ports: &[Port<D>],
+    channel: u32,
+) -> impl Iterator<Item = (LinkId, LinkIdentity)> + '_ {
+    ports.iter().flat_map(move |port| {
+        port.links().iter().map(move |&(link, peer)| {
+            let identity = LinkIdentity {
+                local_mac: port.mac(),
+                peer_mac: peer,
+                channel,
+            };
+            (link, identity)
+        })
+    })
+}
+
+/// Registers the identities of an authenticated queue's links, refusing one
+/// another queue already has.
+fn claim_identities<D: Driver>(
+    q: &QueueConfig,
+    ports: &[Port<D>],
+    channel: u32,
+    authenticated: &mut AuthenticatedLinks,
+) -> Result<(), String> {
+    if q.auth.is_none() {
+        return Ok(());
+    }
+    identities(ports, channel).try_for_each(|(_, identity)| authenticated.claim(q, identity))
 }
 
 /// The channel of a queue's links, which both ends know alike and which
@@ -245,15 +310,8 @@ where
     T: Transport,
 {
     let mut transport = transport;
-    for port in &ports {
-        for &(link, peer) in port.links() {
-            let identity = LinkIdentity {
-                local_mac: port.mac(),
-                peer_mac: peer,
-                channel: parts.channel,
-            };
-            transport.link_identity(link, identity);
-        }
+    for (link, identity) in identities(&ports, parts.channel) {
+        transport.link_identity(link, identity);
     }
     let info = QueueInfo {
         driver: driver_name,

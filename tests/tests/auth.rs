@@ -4,6 +4,7 @@
 //! under a running workload; the control socket's refusal of a user that
 //! is not root.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -14,10 +15,11 @@ use oae_dataplane::control::{
 };
 use oae_dataplane::stats::{DataplaneStats, LinkCounters};
 use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
-use oae_pmd::netns::format_mac;
+use oae_pmd::netns::{VethPair, format_mac, ip_in};
 use oae_proto::DownReason;
 use oae_tests::dataplanes::{
-    Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
+    Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
+    binary,
 };
 use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
 
@@ -506,4 +508,80 @@ fn the_control_socket_refuses_a_user_that_is_not_root() {
         .arg(&d.sockets[0])
         .arg("status"));
     assert!(out.success(), "root is answered: {out}");
+}
+
+/// Two authenticated queues on two interfaces that share a MAC (as VLAN
+/// subinterfaces of one NIC do; here a second veth pair given the first's
+/// MACs): links to one peer on one channel would derive one key and share
+/// nonces. `--check` cannot see MACs; start-up refuses, naming the link.
+#[test]
+fn authenticated_queues_sharing_a_mac_pair_are_refused_at_start() {
+    if !oae_tests::require_root("authenticated_queues_sharing_a_mac_pair_are_refused_at_start") {
+        return;
+    }
+    let pair = VethPair::create_with_macs("samemac", Some(MACS)).expect("veth pair");
+    ip_in(
+        &pair.ns[0],
+        &[
+            "link",
+            "add",
+            "oae2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "oae3",
+            "netns",
+            &pair.ns[1],
+        ],
+    )
+    .expect("second veth pair");
+    for (i, ifname) in ["oae2", "oae3"].into_iter().enumerate() {
+        ip_in(&pair.ns[i], &["link", "set", ifname, "address", &mac(i)]).expect("same MAC");
+        ip_in(&pair.ns[i], &["link", "set", ifname, "up"]).expect("up");
+    }
+    let dir = oae_os::private_dir::PrivateDir::create("oae-samemac").expect("test directory");
+    let queue = |iface: &str, core: usize| {
+        format!(
+            "[[queue]]\niface = \"{iface}\"\ncore = {core}\npeer_mac = \"{}\"\n\
+             [queue.link]\nmin_round_ns = {SHARED_CPU_MIN_ROUND_NS}\n\
+             [queue.auth]\nkey = \"{KEY}\"\n",
+            mac(1)
+        )
+    };
+    let text = format!(
+        "name = \"a\"\nnode_id = 1\n{}{}[[region]]\nid = 1\nkey = 7\nlen = 4096\nperms = \"rwa\"\n",
+        queue(&pair.ifname[0], 0),
+        queue("oae2", 1)
+    );
+    let config = dir.join("a.toml");
+    dir.create_file("a.toml")
+        .and_then(|mut f| f.write_all(text.as_bytes()).map_err(|e| e.to_string()))
+        .expect("config");
+    let check = run(Command::new(binary("oaed"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--check"));
+    assert!(check.success(), "--check cannot see MACs: {check}");
+    // Bounded: were the queues not refused, oaed would run until killed.
+    let out = run(pair
+        .command(0, "timeout")
+        .arg("60")
+        .arg(binary("oaed"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(dir.join("a.sock"))
+        .arg("--state-dir")
+        .arg(dir.join("state")));
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr.contains(&format!(
+            "its link from {} to {} on channel 0 is authenticated, and another queue",
+            mac(0),
+            mac(1)
+        )),
+        "{out}"
+    );
+    assert!(!out.stderr.contains("timeout"), "{out}");
 }
