@@ -7,6 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+use oae_common::FaultConfig;
 use oae_pmd::xdp::FaultScope;
 use oae_proto::auth::{Authenticator, KEY_NUMBERS, LinkKey};
 use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
@@ -326,6 +327,32 @@ pub struct FaultChange {
     /// with source or destination port N).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "scope_text")]
     pub scope: Option<FaultScope>,
+}
+
+impl FaultChange {
+    /// `faults` with this change's settings in place of theirs.
+    pub fn applied_to(&self, faults: FaultConfig) -> FaultConfig {
+        let mut f = faults;
+        if let Some(v) = self.drop_ppm {
+            f.drop_ppm = v;
+        }
+        if let Some(v) = self.corrupt_ppm {
+            f.corrupt_ppm = v;
+        }
+        if let Some(v) = self.corrupt_offset {
+            f.corrupt_offset = v;
+        }
+        if let Some(v) = self.link_down {
+            f.link_down = u32::from(v);
+        }
+        if let Some(v) = self.seed {
+            f.seed = v;
+        }
+        match self.scope {
+            Some(scope) => f.with_scope(scope),
+            None => f,
+        }
+    }
 }
 
 /// A fault scope travels as its text (`oae`, `ipv4`, `port:N`): the form

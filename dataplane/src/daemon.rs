@@ -924,31 +924,21 @@ fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
                 .into(),
         );
     }
-    let mut out = Vec::new();
+    // Every interface's new faults are checked before any is set: a change
+    // one interface refuses changes none.
+    let mut planned = Vec::new();
     for s in steering.values() {
-        let mut f: FaultConfig = s.faults();
-        if let Some(v) = change.drop_ppm {
-            f.drop_ppm = v;
-        }
-        if let Some(v) = change.corrupt_ppm {
-            f.corrupt_ppm = v;
-        }
-        if let Some(v) = change.corrupt_offset {
-            f.corrupt_offset = v;
-        }
-        if let Some(v) = change.link_down {
-            f.link_down = u32::from(v);
-        }
-        if let Some(v) = change.seed {
-            f.seed = v;
-        }
-        if let Some(scope) = change.scope {
-            f = f.with_scope(scope);
-        }
-        if f.drop_ppm > oae_common::PPM || f.corrupt_ppm > oae_common::PPM {
-            return Err("probabilities are parts per million: at most 1000000".into());
-        }
-        s.set_faults(&f).map_err(|e| e.to_string())?;
+        let f = change.applied_to(s.faults());
+        s.check_faults(&f)
+            .map_err(|e| format!("{}: {e}; no interface was changed", s.iface()))?;
+        planned.push((s, f));
+    }
+    let mut out = Vec::new();
+    for (s, f) in planned {
+        s.set_faults(&f).map_err(|e| {
+            let set: Vec<&str> = out.iter().map(|o: &FaultsSet| o.iface.as_str()).collect();
+            format!("{}: {e}; already set on: [{}]", s.iface(), set.join(", "))
+        })?;
         out.push(FaultsSet {
             iface: s.iface().to_string(),
             faults: fault_view(&f),

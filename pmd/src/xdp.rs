@@ -336,11 +336,19 @@ impl Steering {
     /// same frames give the same faults. (Frames that arrive while the
     /// configuration changes may see a mix.)
     pub fn set_faults(&self, faults: &FaultConfig) -> Result<(), XdpError> {
-        validate(faults)?;
-        check_offset(faults, &self.iface)?;
+        self.check_faults(faults)?;
         let mut maps = self.maps();
         maps.write_faults(faults)?;
         maps.reset_dice()
+    }
+
+    /// Whether [`Steering::set_faults`] would take `faults` on this
+    /// interface (a corruption offset is bounded by its MTU), changing
+    /// nothing: so a change meant for several interfaces can be checked on
+    /// all before any is changed.
+    pub fn check_faults(&self, faults: &FaultConfig) -> Result<(), XdpError> {
+        validate(faults)?;
+        check_offset(faults, &self.iface)
     }
 
     /// The fault configuration in force.

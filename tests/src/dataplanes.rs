@@ -130,7 +130,7 @@ pub(crate) static ONE_SET_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Starts `oaed` as `cmd` says and waits (bounded) until it answers on
 /// `socket`; panics with its log (`log`) if it exits or stays silent.
 /// Dropping the result ends it by its PID.
-pub(crate) fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
+pub fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
     // A shutdown request is answered within the drain (2 s).
     let mut oaed = Supervised::spawn(&mut cmd, "oaed", Duration::from_secs(5)).expect("start oaed");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -154,7 +154,7 @@ pub(crate) fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervi
 
 /// Asks `oaed` on `socket` to shut down and waits for it, killing it by its
 /// PID if it does not exit in its grace period; true if it exited by itself.
-pub(crate) fn shut_down(oaed: &mut Supervised, socket: &Path) -> bool {
+pub fn shut_down(oaed: &mut Supervised, socket: &Path) -> bool {
     let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
     matches!(oaed.stop(true), Some((_, false)))
 }

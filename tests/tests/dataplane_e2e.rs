@@ -2,18 +2,21 @@
 //! namespaces, AF_XDP sockets on a veth pair, the XDP program loaded by aya,
 //! driven through their control sockets. Needs root.
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use oae_dataplane::control::{
     FaultChange, FaultsSet, HistReport, OutputView, RegionAdded, RegionDump, RegionView, Request,
-    Stopping, VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, from_hex, to_hex,
+    Stopping, VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, call, from_hex, to_hex,
 };
 use oae_dataplane::stats::DataplaneStats;
 use oae_dataplane::status::{DataplaneStatus, FabricStatus};
+use oae_pmd::netns::{VethPair, format_mac, ip_in};
 use oae_tests::dataplanes::{
-    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, TestDriver, binary,
+    Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
+    TestDriver, binary, shut_down, start_oaed,
 };
 use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
 use serde_json::Value;
@@ -1275,4 +1278,98 @@ fn ctl_answers_every_command_as_its_serde_type(ctl: &dyn Fn(&[&str]) -> CommandO
     }
     let stopping: Stopping = typed(&ctl(&["shutdown", "--json"]));
     assert!(stopping.stopping);
+}
+
+/// A dataplane on two interfaces, one with a smaller MTU: a fault change
+/// the smaller one refuses (a corruption offset past its frames) changes
+/// neither interface, and one both take is set on both.
+#[test]
+fn a_fault_change_one_interface_refuses_changes_none() {
+    if !oae_tests::require_root("a_fault_change_one_interface_refuses_changes_none") {
+        return;
+    }
+    let pair = VethPair::create_with_macs("faultall", Some(MACS)).expect("veth pair");
+    let far = ["02:0a:e0:00:00:03", "02:0a:e0:00:00:04"];
+    ip_in(
+        &pair.ns[0],
+        &[
+            "link",
+            "add",
+            "oae2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "oae3",
+            "netns",
+            &pair.ns[1],
+        ],
+    )
+    .expect("second veth pair");
+    for (i, ifname) in ["oae2", "oae3"].into_iter().enumerate() {
+        ip_in(&pair.ns[i], &["link", "set", ifname, "address", far[i]]).expect("MAC");
+        ip_in(&pair.ns[i], &["link", "set", ifname, "mtu", "1100"]).expect("MTU");
+        ip_in(&pair.ns[i], &["link", "set", ifname, "up"]).expect("up");
+    }
+    let dir = oae_os::private_dir::PrivateDir::create("oae-faultall").expect("test directory");
+    let queue = |iface: &str, peer: &str| {
+        format!(
+            "[[queue]]\niface = \"{iface}\"\npeer_mac = \"{peer}\"\n\
+             [queue.link]\nmin_round_ns = {SHARED_CPU_MIN_ROUND_NS}\n"
+        )
+    };
+    let text = format!(
+        "name = \"a\"\nnode_id = 1\n{}{}[[region]]\nid = 1\nkey = 7\nlen = 4096\nperms = \"rwa\"\n",
+        queue(&pair.ifname[0], &format_mac(MACS[1])),
+        queue("oae2", far[1])
+    );
+    dir.create_file("a.toml")
+        .and_then(|mut f| f.write_all(text.as_bytes()).map_err(|e| e.to_string()))
+        .expect("config");
+    let (socket, log) = (dir.join("a.sock"), dir.join("a.log"));
+    let mut cmd = pair.command(0, binary("oaed").to_str().expect("utf-8 path"));
+    cmd.arg("--config")
+        .arg(dir.join("a.toml"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"));
+    let mut oaed = start_oaed(cmd, &socket, &log);
+    let ask = |change: FaultChange| call(&socket, &Request::Fault(change), Duration::from_secs(30));
+    let corrupt_port_9_at = |offset| FaultChange {
+        corrupt_ppm: Some(1000),
+        corrupt_offset: Some(offset),
+        scope: Some("port:9".parse().expect("scope")),
+        ..Default::default()
+    };
+    let corrupt_ppm = || -> Vec<(String, u32)> {
+        let stats: DataplaneStats = serde_json::from_value(
+            call(&socket, &Request::Stats, Duration::from_secs(30)).expect("stats"),
+        )
+        .expect("stats");
+        stats
+            .xdp
+            .iter()
+            .map(|x| (x.iface.clone(), x.faults.corrupt_ppm))
+            .collect()
+    };
+
+    // oae2's frames end at 1100 + 14 bytes: offset 1200 is past them.
+    let err = ask(corrupt_port_9_at(1200)).unwrap_err();
+    assert!(
+        err.contains("oae2: ") && err.contains("no interface was changed"),
+        "{err}"
+    );
+    let untouched = corrupt_ppm();
+    assert_eq!(untouched.len(), 2, "{untouched:?}");
+    assert!(untouched.iter().all(|(_, ppm)| *ppm == 0), "{untouched:?}");
+
+    let set: Vec<FaultsSet> =
+        serde_json::from_value(ask(corrupt_port_9_at(1000)).expect("within both")).expect("set");
+    assert_eq!(set.len(), 2, "{set:?}");
+    let changed = corrupt_ppm();
+    assert!(changed.iter().all(|(_, ppm)| *ppm == 1000), "{changed:?}");
+    assert!(shut_down(&mut oaed, &socket), "oaed exits by itself");
 }
