@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use oae_common::FaultConfig;
+use oae_os::lock::{HeldLock, LockError, hold_exclusive};
 use oae_pmd::xdp::{Steering, XdpCounters};
 use oae_proto::{LinkId, SharedMemory, Store};
 
@@ -93,7 +94,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         .state_dir
         .clone()
         .unwrap_or_else(|| config.state_dir());
-    let listener = bind_control(&socket)?;
+    let control = bind_control(&socket)?;
     let epoch = crate::epoch::next(&state_dir)?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -179,7 +180,12 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         shared.queues.len(),
         socket.display()
     );
-    let ended = serve(&listener, &shared, &threads, ControlLimits::PROTOCOL);
+    let ended = serve(
+        &control.listener,
+        &shared,
+        &threads,
+        ControlLimits::PROTOCOL,
+    );
     shared.stop.store(true, Ordering::Relaxed);
     if let Some(m) = metrics {
         m.join();
@@ -308,12 +314,23 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
 /// linked at `path`, so that name appears with mode 0600 already. `link`
 /// (unlike `rename`) fails if anything appeared at `path` meanwhile
 /// instead of replacing it.
-fn bind_control(path: &Path) -> Result<UnixListener, String> {
+/// The control socket and the lock that makes it this process's: held
+/// from before a stale socket is judged until the process ends, so two
+/// dataplanes starting on one path cannot both take a stale socket for
+/// theirs to replace (the second would unlink the first's new socket).
+#[derive(Debug)]
+struct ControlSocket {
+    listener: UnixListener,
+    _lock: HeldLock,
+}
+
+fn bind_control(path: &Path) -> Result<ControlSocket, String> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let lock = lock_control(path)?;
     clear_stale_socket(path)?;
     let private = BindDir::create(dir)?;
     let inside = private.socket();
@@ -335,7 +352,24 @@ fn bind_control(path: &Path) -> Result<UnixListener, String> {
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("control socket: {e}"))?;
-    Ok(listener)
+    Ok(ControlSocket {
+        listener,
+        _lock: lock,
+    })
+}
+
+/// The lock beside the control socket at `path` (`<path>.lock`).
+fn lock_control(path: &Path) -> Result<HeldLock, String> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    hold_exclusive(Path::new(&name)).map_err(|e| match e {
+        LockError::Held => format!(
+            "another dataplane is listening or starting on {}: stop it or choose another \
+             control_socket (--socket)",
+            path.display()
+        ),
+        LockError::Unusable(why) => format!("cannot lock the control socket's name: {why}"),
+    })
 }
 
 /// Makes way for the control socket at `path`: removes a stale socket (one
@@ -969,6 +1003,7 @@ mod tests {
     use super::*;
     use oae_proto::{Permissions, RegionSpec};
     use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
 
     /// A fresh directory for one test's socket, removed when dropped.
     struct TestDir(PathBuf);
@@ -1067,7 +1102,7 @@ mod tests {
         let path = dir.join("c.sock");
         let listener = bind_control(&path).unwrap();
         std::thread::scope(|s| {
-            let server = s.spawn(|| serve(&listener, &shared, &[], limits));
+            let server = s.spawn(|| serve(&listener.listener, &shared, &[], limits));
             let stop = StopOnDrop(&shared.stop);
             client(&path);
             drop(stop);
@@ -1248,7 +1283,14 @@ mod tests {
         // Not asked to stop: `serve` returns only because the thread ended.
         let (done, served) = std::sync::mpsc::channel();
         let ended = std::thread::scope(|s| {
-            s.spawn(|| done.send(serve(&listener, &shared, &threads, ControlLimits::PROTOCOL)));
+            s.spawn(|| {
+                done.send(serve(
+                    &listener.listener,
+                    &shared,
+                    &threads,
+                    ControlLimits::PROTOCOL,
+                ))
+            });
             // It returns within one accept poll (20 ms); a minute means it
             // did not notice, and stopping it ends the test instead of
             // hanging it.
@@ -1296,12 +1338,30 @@ mod tests {
         let again = bind_control(&path).unwrap();
         assert!(UnixStream::connect(&path).is_ok());
         drop(again);
-        // Nothing is left of the private directories.
-        let left: Vec<_> = std::fs::read_dir(&dir.0)
+
+        // A stale socket while another dataplane holds the lock (it is
+        // between judging the socket stale and linking its own): left
+        // alone, not unlinked from under it.
+        let starting = lock_control(&path).unwrap();
+        let stale = std::fs::metadata(&path).unwrap().ino();
+        let err = bind_control(&path).unwrap_err();
+        assert!(err.contains("listening or starting"), "{err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), stale);
+        drop(starting);
+
+        // Nothing is left of the private directories; the lock file stays.
+        let mut left: Vec<_> = std::fs::read_dir(&dir.0)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(left, [std::ffi::OsString::from("c.sock")]);
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                std::ffi::OsString::from("c.sock"),
+                std::ffi::OsString::from("c.sock.lock")
+            ]
+        );
     }
 
     /// Set in the process that [`the_control_socket_is_never_open_to_others`]
