@@ -514,11 +514,11 @@ impl Drop for ConnectionSlot {
 fn admit(stream: UnixStream, shared: &Arc<Shared>, open: &Arc<AtomicUsize>, limits: ControlLimits) {
     if open.load(Ordering::Acquire) >= limits.connections {
         let _ = stream.set_nonblocking(false);
-        let _ = stream.set_write_timeout(Some(REFUSAL_WRITE_TIMEOUT));
         let limit = limits.connections;
         let _ = send(
             &stream,
             &Response::Closed(CloseReason::TooManyConnections { limit }.into()),
+            REFUSAL_WRITE_TIMEOUT,
         );
         return;
     }
@@ -544,9 +544,7 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>, open: &Arc<AtomicUsize>, limi
 fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
     // Accepted from a non-blocking listener: this thread blocks, bounded
     // by the timeouts.
-    if stream.set_nonblocking(false).is_err()
-        || stream.set_write_timeout(Some(limits.idle)).is_err()
-    {
+    if stream.set_nonblocking(false).is_err() {
         return;
     }
     let mut reader = BufReader::new(&stream);
@@ -555,7 +553,7 @@ fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
             Ok(Some(line)) => line,
             Ok(None) => return,
             Err(LineEnd::Closing(reason)) => {
-                let _ = send(&stream, &Response::Closed(reason.into()));
+                let _ = send(&stream, &Response::Closed(reason.into()), limits.idle);
                 return;
             }
             Err(LineEnd::Failed) => return,
@@ -567,7 +565,7 @@ fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
             },
             Err(e) => Response::Error(format!("bad request: {e}")),
         };
-        if send(&stream, &response).is_err() {
+        if send(&stream, &response, limits.idle).is_err() {
             return;
         }
     }
@@ -668,13 +666,35 @@ fn read_request(
     }
 }
 
-/// Writes `response` as one line.
-fn send(mut stream: &UnixStream, response: &Response) -> std::io::Result<()> {
+/// The most one write of an answer hands the kernel. A Unix socket's send
+/// timeout bounds each wait for room, not a write: a write of a whole large
+/// answer to a client reading slowly would last as long as the client
+/// likes. Pieces this small need one wait each.
+const ANSWER_PIECE_BYTES: usize = 16 * 1024;
+
+/// Writes `response` as one line, all of it `within` a time: a client
+/// reading slowly cannot hold its connection (and its slot) longer.
+fn send(mut stream: &UnixStream, response: &Response, within: Duration) -> std::io::Result<()> {
     let mut text = serde_json::to_string(response).unwrap_or_else(|e| {
         format!(r#"{{"error":"the answer could not be written as JSON: {e}"}}"#)
     });
     text.push('\n');
-    stream.write_all(text.as_bytes())
+    let deadline = Instant::now() + within;
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(&rest[..rest.len().min(ANSWER_PIECE_BYTES)]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Every counter: each polling core answers for its queue.
@@ -1098,7 +1118,16 @@ mod tests {
     /// Runs `serve` with `limits` on a socket in `dir` while `client` runs,
     /// then stops it.
     fn serving(dir: &TestDir, limits: ControlLimits, client: impl FnOnce(&Path)) {
-        let shared = dataplane(memory_with(4096));
+        serving_over(dir, memory_with(4096), limits, client)
+    }
+
+    fn serving_over(
+        dir: &TestDir,
+        memory: SharedMemory,
+        limits: ControlLimits,
+        client: impl FnOnce(&Path),
+    ) {
+        let shared = dataplane(memory);
         let path = dir.join("c.sock");
         let listener = bind_control(&path).unwrap();
         std::thread::scope(|s| {
@@ -1188,6 +1217,47 @@ mod tests {
             let prompt = client(path);
             assert!(matches!(ask_line(&prompt, &a_dump()), Response::Ok(_)));
             assert!(matches!(ask_line(&prompt, &a_dump()), Response::Ok(_)));
+        });
+    }
+
+    #[test]
+    fn a_client_reading_slowly_has_the_idle_limit_for_a_whole_answer() {
+        let dir = TestDir::new("slow-reader");
+        let limits = ControlLimits {
+            idle: Duration::from_secs(1),
+            ..ROOMY
+        };
+        serving_over(&dir, memory_with(MAX_DUMP_BYTES), limits, |path| {
+            let slow = client(path);
+            let mut line = serde_json::to_string(&Request::RegionDumpRange {
+                id: 1,
+                queue: 0,
+                offset: 0,
+                len: Some(MAX_DUMP_BYTES),
+            })
+            .unwrap();
+            line.push('\n');
+            (&slow).write_all(line.as_bytes()).unwrap();
+            // 4 KiB every 50 ms: each write of the answer would find room
+            // in time, but the whole answer (2 MiB of hex) would take 25 s.
+            let whole = 2 * MAX_DUMP_BYTES as usize;
+            let (mut received, mut ended) = (0, false);
+            let mut chunk = [0u8; 4096];
+            for _ in 0..2_000 {
+                match (&slow).read(&mut chunk) {
+                    Ok(0) | Err(_) => {
+                        ended = true;
+                        break;
+                    }
+                    Ok(n) => received += n,
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(ended, "the connection was not closed");
+            assert!(
+                received < whole,
+                "the whole answer ({received} bytes) was written to a slow reader"
+            );
         });
     }
 
