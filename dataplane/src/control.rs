@@ -296,7 +296,7 @@ pub struct RegionDump {
     pub region_len: u32,
     /// The bytes, as hex.
     pub data: String,
-    /// Words held by tentative transfers at the time (of every region).
+    /// Words of `data` held by tentative transfers at the time.
     pub locked_words: usize,
 }
 

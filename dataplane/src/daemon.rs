@@ -943,7 +943,9 @@ fn dump(shared: &Shared, id: u16, offset: u32, len: Option<u32>) -> Result<Value
         offset,
         region_len,
         data: to_hex(&bytes),
-        locked_words: shared.memory.locked_words(),
+        locked_words: shared
+            .memory
+            .locked_words_in(index, offset as usize..offset as usize + len as usize),
     })
 }
 

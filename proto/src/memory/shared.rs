@@ -102,6 +102,20 @@ impl SharedMemory {
             .expect("indices come from find, and regions stay registered")
     }
 
+    /// Words touching bytes `bytes` of region `index` that tentative
+    /// transfers hold now: a window's count costs the window, not the
+    /// memory.
+    pub fn locked_words_in(&self, index: usize, bytes: Range<usize>) -> usize {
+        if bytes.is_empty() {
+            return 0;
+        }
+        let words = bytes.start / 8..bytes.end.div_ceil(8);
+        self.region(index).locks[words]
+            .iter()
+            .filter(|l| l.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
     fn registered(&self) -> impl Iterator<Item = &SharedRegion> {
         self.table.regions.iter().map_while(OnceLock::get)
     }
@@ -270,5 +284,36 @@ fn wait_turn(spins: &mut u32) {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Permissions;
+
+    #[test]
+    fn a_window_counts_the_locked_words_it_touches() {
+        let mut memory = SharedMemory::new();
+        memory
+            .register(RegionSpec {
+                id: 1,
+                key: 7,
+                len: 64,
+                permissions: Permissions::ALL,
+            })
+            .unwrap();
+        let (index, _) = memory.find(1).unwrap();
+        memory
+            .try_lock(index, 2..4, LockOwner::target(0, 1))
+            .unwrap();
+        assert_eq!(memory.locked_words(), 2);
+        // Words 2 and 3 are bytes 16..32.
+        assert_eq!(memory.locked_words_in(index, 0..64), 2);
+        assert_eq!(memory.locked_words_in(index, 0..16), 0);
+        assert_eq!(memory.locked_words_in(index, 15..17), 1);
+        assert_eq!(memory.locked_words_in(index, 31..40), 1);
+        assert_eq!(memory.locked_words_in(index, 32..64), 0);
+        assert_eq!(memory.locked_words_in(index, 20..20), 0);
     }
 }
