@@ -565,39 +565,38 @@ mod tests {
         }
     }
 
+    /// Each misconfiguration of a pair, as both ends name it.
     #[test]
-    fn one_end_authenticated_and_the_other_not_is_named_at_both() {
-        named(
-            [end(0, 1, Some((0, 7))), end(1, 2, None)],
-            [
-                DownReason::PeerUnauthenticated,
-                DownReason::PeerAuthenticated,
-            ],
-        );
-    }
-
-    #[test]
-    fn two_keys_are_named() {
-        named(
-            [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 8)))],
-            [DownReason::KeyMismatch; 2],
-        );
-    }
-
-    #[test]
-    fn two_key_numbers_are_named() {
-        named(
-            [end(0, 1, Some((1, 7))), end(1, 2, Some((0, 7)))],
-            [DownReason::UnknownKey; 2],
-        );
-    }
-
-    #[test]
-    fn one_node_id_and_epoch_at_both_ends_is_named() {
-        named(
-            [end(0, 5, Some((0, 7))), end(1, 5, Some((0, 7)))],
-            [DownReason::SameIdentity; 2],
-        );
+    fn each_mismatch_is_named_at_both_ends() {
+        let cases = [
+            (
+                "one end authenticated and the other not",
+                [end(0, 1, Some((0, 7))), end(1, 2, None)],
+                [
+                    DownReason::PeerUnauthenticated,
+                    DownReason::PeerAuthenticated,
+                ],
+            ),
+            (
+                "two keys",
+                [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 8)))],
+                [DownReason::KeyMismatch; 2],
+            ),
+            (
+                "two key numbers",
+                [end(0, 1, Some((1, 7))), end(1, 2, Some((0, 7)))],
+                [DownReason::UnknownKey; 2],
+            ),
+            (
+                "one node id and epoch at both ends",
+                [end(0, 5, Some((0, 7))), end(1, 5, Some((0, 7)))],
+                [DownReason::SameIdentity; 2],
+            ),
+        ];
+        for (case, ends, reasons) in cases {
+            eprintln!("case: {case}");
+            named(ends, reasons);
+        }
     }
 
     #[test]
