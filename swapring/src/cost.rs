@@ -42,6 +42,13 @@ impl Default for CostModel {
     }
 }
 
+/// The most one interaction may be charged: 1 ms, a thousand times a
+/// real PCIe round trip. A cost is a busy-wait on every access, so an
+/// unbounded one (set by mistake, or written into a ring's header by a
+/// process that attaches to it) would stall its reader for as long as it
+/// says.
+pub const MAX_COST_NS: u64 = 1_000_000;
+
 /// Why a cost specification was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CostParseError {
@@ -51,6 +58,8 @@ pub enum CostParseError {
     UnknownKey(String),
     #[error("cost {key}={value:?} is not a number of nanoseconds")]
     NotANumber { key: String, value: String },
+    #[error("cost {key}={ns} ns is more than {MAX_COST_NS} ns (1 ms) an interaction")]
+    TooLarge { key: String, ns: u64 },
 }
 
 impl CostModel {
@@ -91,8 +100,19 @@ impl CostModel {
                 "atomic" | "atomic_ns" => cost.atomic_ns = ns,
                 other => return Err(CostParseError::UnknownKey(other.to_owned())),
             }
+            if ns > MAX_COST_NS {
+                return Err(CostParseError::TooLarge {
+                    key: key.trim().to_owned(),
+                    ns,
+                });
+            }
         }
         Ok(cost)
+    }
+
+    /// The largest of the four costs.
+    pub fn largest_ns(&self) -> u64 {
+        self.to_words().into_iter().max().unwrap_or(0)
     }
 
     #[inline]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bilateral::{MAX_SLOT_BATCH, SlotView, slot_words};
-use crate::cost::CostModel;
+use crate::cost::{CostModel, MAX_COST_NS};
 use crate::fito::{Mitigations, Wakeup};
 use crate::layout::*;
 use crate::liveness::SideBlock;
@@ -118,6 +118,11 @@ pub enum RegionError {
          records per slot 1..={MAX_SLOT_BATCH})"
     )]
     InvalidGeometry(Geometry),
+    #[error(
+        "{path}: the cost model ({cost}) charges more than {MAX_COST_NS} ns (1 ms) an \
+         interaction"
+    )]
+    CostOutOfBounds { path: PathBuf, cost: CostModel },
 }
 
 /// A mapped region. Unmapped on drop; the creator's drop also removes the
@@ -138,6 +143,9 @@ struct Shape {
     mode: Mode,
     geometry: Geometry,
     layout: Layout,
+    /// Costs, mitigations and wake-up as validated: a cost read afresh
+    /// would let the peer make every access spin as long as it wrote.
+    config: RegionConfig,
 }
 
 /// A shared mapping of a file, viewed as words. Unmapped on drop.
@@ -221,6 +229,12 @@ impl Region {
         else {
             return Err(RegionError::InvalidGeometry(config.geometry));
         };
+        if config.cost.largest_ns() > MAX_COST_NS {
+            return Err(RegionError::CostOutOfBounds {
+                path,
+                cost: config.cost,
+            });
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -248,6 +262,7 @@ impl Region {
                 mode: config.mode,
                 geometry: config.geometry,
                 layout,
+                config: *config,
             },
         };
         let w = region.words();
@@ -341,10 +356,6 @@ impl Region {
         self.remove_on_drop = false;
     }
 
-    fn word(&self, at: usize) -> u64 {
-        self.words()[at].load(Ordering::Relaxed)
-    }
-
     /// The mode as validated when the region was created or opened.
     pub fn mode(&self) -> Mode {
         self.shape.mode
@@ -355,29 +366,9 @@ impl Region {
         self.shape.geometry
     }
 
+    /// The configuration as the creator set it and this handle validated.
     pub fn config(&self) -> RegionConfig {
-        let flags = self.word(W_FLAGS);
-        let cost = CostModel::from_words([
-            self.word(W_COST),
-            self.word(W_COST + 1),
-            self.word(W_COST + 2),
-            self.word(W_COST + 3),
-        ]);
-        RegionConfig {
-            mode: self.mode(),
-            geometry: self.geometry(),
-            cost,
-            mitigations: Mitigations {
-                write_batching: flags & FLAG_WRITE_BATCHING != 0,
-                prestaged_decisions: flags & FLAG_PRESTAGED != 0,
-                prefetch: flags & FLAG_PREFETCH != 0,
-            },
-            wakeup: if flags & FLAG_HOST_POLLS != 0 {
-                Wakeup::Poll
-            } else {
-                Wakeup::Interrupt
-            },
-        }
+        self.shape.config
     }
 
     /// One of the four rings (`RING_*` in [`crate::layout`]).
@@ -498,10 +489,33 @@ fn validate(w: &[AtomicU64], path: &Path, file_len: u64) -> Result<Shape, Region
             total,
         });
     }
+    let flags = w[W_FLAGS].load(Ordering::Relaxed);
+    let cost = CostModel::from_words(std::array::from_fn(|i| {
+        w[W_COST + i].load(Ordering::Relaxed)
+    }));
+    if cost.largest_ns() > MAX_COST_NS {
+        return Err(RegionError::CostOutOfBounds { path, cost });
+    }
+    let config = RegionConfig {
+        mode,
+        geometry,
+        cost,
+        mitigations: Mitigations {
+            write_batching: flags & FLAG_WRITE_BATCHING != 0,
+            prestaged_decisions: flags & FLAG_PRESTAGED != 0,
+            prefetch: flags & FLAG_PREFETCH != 0,
+        },
+        wakeup: if flags & FLAG_HOST_POLLS != 0 {
+            Wakeup::Poll
+        } else {
+            Wakeup::Interrupt
+        },
+    };
     Ok(Shape {
         mode,
         geometry,
         layout,
+        config,
     })
 }
 

@@ -5,6 +5,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
 use oae_swapring::bilateral::MAX_SLOT_BATCH;
+use oae_swapring::cost::{CostModel, CostParseError, MAX_COST_NS};
 use oae_swapring::layout::{Geometry, HEADER_BYTES, MAGIC, VERSION};
 use oae_swapring::region::{Region, RegionConfig, RegionError, unique_shm_path};
 
@@ -14,6 +15,7 @@ const W_TOTAL_BYTES: u64 = 2;
 const W_MODE: u64 = 3;
 const W_RING_CAPACITY: u64 = 4;
 const W_RECORD_BYTES: u64 = 5;
+const W_COST: u64 = 8;
 const W_SLOT_BATCH: u64 = 12;
 
 /// Creates a good region, lets `spoil` damage the file, and returns what
@@ -216,10 +218,16 @@ fn a_header_spoiled_after_attaching_changes_no_view() {
         (W_SLOT_BATCH, 0),
         (W_RING_CAPACITY, u64::MAX),
         (W_MODE, 77),
+        // Every access of a side that read these would spin for hours.
+        (W_COST, u64::MAX),
+        (W_COST + 1, u64::MAX),
+        (W_COST + 2, u64::MAX),
+        (W_COST + 3, u64::MAX),
     ] {
         put(&file, word, value);
     }
     for region in [&creator, &attached] {
+        assert_eq!(region.config(), config);
         assert_eq!(region.geometry(), config.geometry);
         assert_eq!(region.mode(), config.mode);
         assert_eq!(region.slot_count(), 2);
@@ -228,4 +236,36 @@ fn a_header_spoiled_after_attaching_changes_no_view() {
     }
     drop(attached);
     drop(creator);
+}
+
+/// A cost model past 1 ms an interaction (each access would busy-wait that
+/// long) is refused at creation and when found in a header.
+#[test]
+fn a_cost_past_the_bound_is_refused() {
+    let err = open_after(|f| put(f, W_COST + 2, MAX_COST_NS + 1))
+        .err()
+        .unwrap();
+    assert!(matches!(err, RegionError::CostOutOfBounds { .. }), "{err}");
+    assert!(err.to_string().contains("1 ms"), "{err}");
+    let path = unique_shm_path("oae-swapring-header");
+    let config = RegionConfig {
+        cost: CostModel {
+            atomic_ns: MAX_COST_NS + 1,
+            ..CostModel::default()
+        },
+        ..RegionConfig::default()
+    };
+    let err = Region::create(&path, &config).err().unwrap();
+    assert!(matches!(err, RegionError::CostOutOfBounds { .. }), "{err}");
+    assert!(!path.exists());
+    assert!(matches!(
+        CostModel::parse("read=1000001"),
+        Err(CostParseError::TooLarge { .. })
+    ));
+    assert_eq!(
+        CostModel::parse("zero,read=1000000")
+            .unwrap()
+            .nonposted_read_ns,
+        MAX_COST_NS
+    );
 }

@@ -3,6 +3,7 @@
 //! this test process (or `oaectl host-verbs`) is the host, `oaed` a is the
 //! IPU side, `oaed` b its peer across a real veth link. Needs root.
 
+use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -575,4 +576,59 @@ fn a_file_that_is_not_a_host_ring_is_refused() {
         "{e}"
     );
     assert!(e.to_string().contains("magic"), "{e}");
+}
+
+/// A host that writes huge costs into the ring's header (each access of a
+/// side that read them would spin that long) stalls no one: the
+/// attached host and the dataplane keep the costs they validated, and a
+/// host process attaching later is refused, saying why, instead of
+/// hanging past its `--timeout`.
+#[test]
+fn a_cost_scribbled_into_the_header_stalls_no_one() {
+    if !oae_tests::require_root("a_cost_scribbled_into_the_header_stalls_no_one") {
+        return;
+    }
+    // The swap ring's header: the cost model is words 8 to 11.
+    const W_COST: u64 = 8;
+    let (d, mut host) = start("hostcost", "zero", FITO);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(host_ring_path(&d.pair))
+        .expect("the ring's file");
+    let scribble = |value: u64| {
+        for w in W_COST..W_COST + 4 {
+            file.write_all_at(&value.to_le_bytes(), 8 * w)
+                .expect("scribble");
+        }
+    };
+    // 20 s an access: enough to fail the bounded waits below, were it read.
+    scribble(20_000_000_000);
+    let add = Verb::FetchAdd {
+        target: T,
+        offset: 0,
+        add: 1,
+    };
+    let c = run(&mut host, 1, add);
+    assert!(
+        matches!(c.result, Ok(Output::FetchAdd { .. })),
+        "{:?}",
+        c.result
+    );
+    drop(host);
+
+    let mut refused = Command::new("timeout");
+    let argv = host_verbs(&d, 10, 1);
+    refused
+        .arg("120")
+        .arg(argv.get_program())
+        .args(argv.get_args());
+    let out = oae_tests::run(&mut refused);
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr.contains("cost model") && out.stderr.contains("1 ms"),
+        "{out}"
+    );
+    scribble(0);
+    let report = load_report(&oae_tests::run(&mut host_verbs(&d, 10, 1)));
+    assert_eq!((report.ok, report.unexpected), (10, 0), "{report:?}");
 }
