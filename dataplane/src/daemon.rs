@@ -110,15 +110,21 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     let mut queues = Vec::new();
     let built = (|| -> Result<SharedMemory, String> {
         let memory = build_memory(&config)?;
-        for (index, q) in config.queues.iter().enumerate() {
-            let built = build_queue(
+        // Every queue is built (and its links checked against the others')
+        // before any polls: a queue refused does not follow queues whose
+        // links already came up.
+        let mut built = Vec::with_capacity(config.queues.len());
+        for index in 0..config.queues.len() {
+            built.push(build_queue(
                 &config,
                 index,
                 epoch,
                 &memory,
                 &mut steering,
                 &mut authenticated,
-            )?;
+            )?);
+        }
+        for (index, (q, built)) in config.queues.iter().zip(built).enumerate() {
             let shared = Arc::clone(&built.shared);
             let core = q.core;
             let handle = std::thread::Builder::new()
@@ -300,6 +306,16 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(a panic without a message)")
 }
 
+/// The control socket and the lock that makes it this process's: held
+/// from before a stale socket is judged until the process ends, so two
+/// dataplanes starting on one path cannot both take a stale socket for
+/// theirs to replace (the second would unlink the first's new socket).
+#[derive(Debug)]
+struct ControlSocket {
+    listener: UnixListener,
+    _lock: HeldLock,
+}
+
 /// Binds the control socket at `path` so that no other user can ever
 /// reach it, replacing nothing but a stale socket.
 ///
@@ -314,16 +330,6 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
 /// linked at `path`, so that name appears with mode 0600 already. `link`
 /// (unlike `rename`) fails if anything appeared at `path` meanwhile
 /// instead of replacing it.
-/// The control socket and the lock that makes it this process's: held
-/// from before a stale socket is judged until the process ends, so two
-/// dataplanes starting on one path cannot both take a stale socket for
-/// theirs to replace (the second would unlink the first's new socket).
-#[derive(Debug)]
-struct ControlSocket {
-    listener: UnixListener,
-    _lock: HeldLock,
-}
-
 fn bind_control(path: &Path) -> Result<ControlSocket, String> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -1247,11 +1253,12 @@ mod tests {
             let mut chunk = [0u8; 4096];
             for _ in 0..2_000 {
                 match (&slow).read(&mut chunk) {
-                    Ok(0) | Err(_) => {
+                    Ok(0) => {
                         ended = true;
                         break;
                     }
                     Ok(n) => received += n,
+                    Err(e) => panic!("the server neither wrote nor closed: {e}"),
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -1402,8 +1409,12 @@ mod tests {
         std::fs::remove_dir(&path).unwrap();
 
         let live = bind_control(&path).unwrap();
+        // Refused at the lock; and a live socket is refused for itself too
+        // (one whose dataplane holds no lock, as an older oaed's).
         let err = bind_control(&path).unwrap_err();
         assert!(err.contains("another dataplane is listening"), "{err}");
+        let err = clear_stale_socket(&path).unwrap_err();
+        assert!(err.contains("another dataplane is listening on"), "{err}");
         // Closed without removing its name: a stale socket, replaced.
         drop(live);
         assert!(path.exists());

@@ -41,24 +41,26 @@ impl BuiltQueue {
     }
 }
 
-/// The identities of the authenticated links a process has started. Two
-/// links sharing an identity would derive one key and count packet numbers
-/// alike, so they would share nonces: start-up refuses the second (queues
-/// on VLAN subinterfaces of one NIC share its MAC, for one).
+/// The identities of the authenticated links one start-up builds (`oaed`:
+/// all its queues; an [`crate::embed::EmbeddedQueue`]: its own links only).
+/// Two links sharing an identity would derive one key and count packet
+/// numbers alike, so they would share nonces: start-up refuses the second
+/// (queues on VLAN subinterfaces of one NIC share its MAC, for one). It is
+/// refused whatever their keys, since a key can be rolled to another's
+/// while the links run.
 #[derive(Debug, Default)]
 pub struct AuthenticatedLinks(HashSet<LinkIdentity>);
 
 impl AuthenticatedLinks {
-    fn claim(&mut self, queue: &QueueConfig, identity: LinkIdentity) -> Result<(), String> {
+    fn claim(&mut self, index: usize, identity: LinkIdentity) -> Result<(), String> {
         if self.0.insert(identity) {
             return Ok(());
         }
         Err(format!(
-            "queue {}: its link from {} to {} on channel {} is authenticated, and another \
-             queue of this dataplane already links those MACs on that channel: they would \
-             share nonces under one key. Give one queue its own interface MAC, or \
-             steer_by = \"queue\" with distinct queue_ids",
-            queue.label(),
+            "queue {index}: its link from {} to {} on channel {} is authenticated, and another \
+             queue of this dataplane already links those MACs on that channel: they could \
+             share nonces (a key can be rolled to the other's). Give the interfaces distinct \
+             MACs",
             format_mac(identity.local_mac),
             format_mac(identity.peer_mac),
             identity.channel,
@@ -142,7 +144,7 @@ pub fn build_queue(
                     q.poll.kicks,
                 ));
             }
-            claim_identities(q, &ports, parts.channel, authenticated)?;
+            claim_identities(q, index, &ports, parts.channel, authenticated)?;
             let name = format!("af_xdp ({})", ports[0].driver.bind_mode());
             assemble(ports, name, transport, parts)?
         }
@@ -157,7 +159,7 @@ pub fn build_queue(
                 links,
                 q.poll.kicks,
             )];
-            claim_identities(q, &ports, parts.channel, authenticated)?;
+            claim_identities(q, index, &ports, parts.channel, authenticated)?;
             assemble(ports, name, transport, parts)?
         }
         #[cfg(not(feature = "dpdk"))]
@@ -187,6 +189,7 @@ fn identities<D: Driver>(
 /// another queue already has.
 fn claim_identities<D: Driver>(
     q: &QueueConfig,
+    index: usize,
     ports: &[Port<D>],
     channel: u32,
     authenticated: &mut AuthenticatedLinks,
@@ -194,7 +197,7 @@ fn claim_identities<D: Driver>(
     if q.auth.is_none() {
         return Ok(());
     }
-    identities(ports, channel).try_for_each(|(_, identity)| authenticated.claim(q, identity))
+    identities(ports, channel).try_for_each(|(_, identity)| authenticated.claim(index, identity))
 }
 
 /// The channel of a queue's links, which both ends know alike and which

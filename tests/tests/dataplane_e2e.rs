@@ -1356,7 +1356,9 @@ fn a_fault_change_one_interface_refuses_changes_none() {
             .collect()
     };
 
-    // oae2's frames end at 1100 + 14 bytes: offset 1200 is past them.
+    // oae2's frames end at 1100 + 14 bytes: offset 1200 is past them. The
+    // interfaces are visited in name order, oae0 first: a change applied
+    // interface by interface would have set oae0 before oae2 refused it.
     let err = ask(corrupt_port_9_at(1200)).unwrap_err();
     assert!(
         err.contains("oae2: ") && err.contains("no interface was changed"),

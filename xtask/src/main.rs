@@ -678,31 +678,29 @@ fn test() -> Result<(), String> {
         &["test", "--workspace", "--all-targets", "--no-fail-fast"],
         &mut totals,
     );
-    let docs = tests.and_then(|()| cargo_test(&["test", "--workspace", "--doc"], &mut totals));
+    let docs = cargo_test(&["test", "--workspace", "--doc"], &mut totals);
     // The swap rings' and the shared memory's orderings, explored by loom:
     // its own cfg, so its own target directory.
-    let loom = docs.and_then(|()| {
-        cargo_test_env(
-            &[
-                "test",
-                "-p",
-                "oae-swapring",
-                "-p",
-                "oae-proto",
-                "--release",
-                "--test",
-                "loom",
-            ],
-            &[
-                ("RUSTFLAGS", "--cfg loom"),
-                ("CARGO_TARGET_DIR", "target/loom"),
-            ],
-            &mut totals,
-        )
-    });
+    let loom = cargo_test_env(
+        &[
+            "test",
+            "-p",
+            "oae-swapring",
+            "-p",
+            "oae-proto",
+            "--release",
+            "--test",
+            "loom",
+        ],
+        &[
+            ("RUSTFLAGS", "--cfg loom"),
+            ("CARGO_TARGET_DIR", "target/loom"),
+        ],
+        &mut totals,
+    );
     let [passed, failed, ignored] = totals;
     println!("tests: {passed} passed, {failed} failed, {ignored} skipped");
-    loom?;
+    tests.and(docs).and(loom)?;
     cross()
 }
 
