@@ -127,6 +127,17 @@ impl Default for Options {
 /// at a time.
 pub(crate) static ONE_SET_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The turn of a test that starts busy-polling dataplanes of its own,
+/// outside [`Dataplanes`] and [`crate::fabric::Fabric`]: hold it while they
+/// run (see [`ONE_SET_AT_A_TIME`]).
+pub fn polling_turn() -> MutexGuard<'static, ()> {
+    // A test that failed while holding the turn poisons the lock; the turn
+    // is still free.
+    ONE_SET_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Starts `oaed` as `cmd` says and waits (bounded) until it answers on
 /// `socket`; panics with its log (`log`) if it exits or stays silent.
 /// Dropping the result ends it by its PID.

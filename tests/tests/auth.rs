@@ -19,7 +19,7 @@ use oae_pmd::netns::{VethPair, format_mac, ip_in};
 use oae_proto::DownReason;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
-    binary,
+    binary, polling_turn,
 };
 use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
 
@@ -519,6 +519,8 @@ fn authenticated_queues_sharing_a_mac_pair_are_refused_at_start() {
     if !oae_tests::require_root("authenticated_queues_sharing_a_mac_pair_are_refused_at_start") {
         return;
     }
+    // Were the queues not refused, its oaed would poll two of them.
+    let _turn = polling_turn();
     let pair = VethPair::create_with_macs("samemac", Some(MACS)).expect("veth pair");
     ip_in(
         &pair.ns[0],

@@ -16,7 +16,7 @@ use oae_dataplane::status::{DataplaneStatus, FabricStatus};
 use oae_pmd::netns::{VethPair, format_mac, ip_in};
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
-    TestDriver, binary, shut_down, start_oaed,
+    TestDriver, binary, polling_turn, shut_down, start_oaed,
 };
 use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
 use serde_json::Value;
@@ -45,8 +45,15 @@ fn links_come_up_with_distinct_roles_and_epochs() {
     }
     let d = Dataplanes::start("up", &Options::default());
     let (a, b) = (d.link(0), d.link(1));
-    assert_eq!(a["up"], true);
-    assert_eq!(b["up"], true);
+    let logs = || {
+        format!(
+            "a: {a}\nb: {b}\n--- a's log:\n{}\n--- b's log:\n{}",
+            d.log(0),
+            d.log(1)
+        )
+    };
+    assert_eq!(a["up"], true, "{}", logs());
+    assert_eq!(b["up"], true, "{}", logs());
     assert_ne!(a["role"], b["role"], "one Alice, one Bob");
     assert_eq!(a["peer_epoch"], b["epoch"]);
     assert_eq!(b["peer_epoch"], a["epoch"]);
@@ -1288,6 +1295,8 @@ fn a_fault_change_one_interface_refuses_changes_none() {
     if !oae_tests::require_root("a_fault_change_one_interface_refuses_changes_none") {
         return;
     }
+    // Its oaed polls two queues: not beside another test's dataplanes.
+    let _turn = polling_turn();
     let pair = VethPair::create_with_macs("faultall", Some(MACS)).expect("veth pair");
     let far = ["02:0a:e0:00:00:03", "02:0a:e0:00:00:04"];
     ip_in(
