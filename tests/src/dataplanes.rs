@@ -99,12 +99,19 @@ pub const DPDK_HUGEPAGES: u64 = 256;
 /// round assumes polling cores of their own; `configs/veth-pair.toml`).
 pub const SHARED_CPU_MIN_ROUND_NS: u64 = 2_000_000;
 
+/// The tests' silent rounds before a peer is declared unreachable: 20, so
+/// 40 ms at the shortest round. On a loaded machine (a busy loop on the
+/// other CPU) a polling thread can wait longer than 8 such rounds (the
+/// link's default) for its CPU, and a live peer would look dead. Tests of
+/// how fast a dead peer is noticed set their own.
+pub const SHARED_CPU_UNREACHABLE_ROUNDS: u32 = 20;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
             slots: 32,
             credits: None,
-            unreachable_after_rounds: 8,
+            unreachable_after_rounds: SHARED_CPU_UNREACHABLE_ROUNDS,
             pin: false,
             min_round_ns: Some(SHARED_CPU_MIN_ROUND_NS),
             driver: TestDriver::AfXdp,

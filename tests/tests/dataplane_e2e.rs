@@ -646,8 +646,9 @@ fn sleeping_cores_keep_the_link_up_and_leave_the_cpu() {
     }
     // 10 ms rounds: a sleeping core wakes into CPUs that other tests'
     // spinning dataplanes (and anything else on a loaded machine) hold, and
-    // a peer must be silent for 8 rounds before it is declared unreachable;
-    // 2 ms rounds gave that only 16 ms, less than a loaded machine's wakeup.
+    // a peer must be silent for 8 rounds before it is declared unreachable
+    // (the link's default, which this test once ran with); 2 ms rounds gave
+    // that only 16 ms, less than a loaded machine's wakeup.
     let options = Options {
         poll: Some("idle = \"sleep\""),
         min_round_ns: Some(10_000_000),
