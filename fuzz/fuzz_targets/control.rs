@@ -12,6 +12,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
@@ -47,33 +48,45 @@ fn ignore_sigpipe() {
     });
 }
 
+/// The one thread that serves the connections, one input at a time: a
+/// thread made per input would cost more than the input, and the address
+/// sanitizer keeps something of every thread it has seen.
+fn server() -> &'static Mutex<(mpsc::Sender<UnixStream>, mpsc::Receiver<()>)> {
+    static SERVER: OnceLock<Mutex<(mpsc::Sender<UnixStream>, mpsc::Receiver<()>)>> =
+        OnceLock::new();
+    SERVER.get_or_init(|| {
+        let (connections, incoming) = mpsc::channel::<UnixStream>();
+        let (served, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in incoming {
+                serve_connection_without_queues(stream, memory(), Duration::from_millis(200), 512);
+                let _ = served.send(());
+            }
+        });
+        Mutex::new((connections, done))
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     ignore_sigpipe();
-    let (client, server) = UnixStream::pair().expect("a socket pair");
-    // The answers are read as they come, so a large one never blocks the
-    // server; the input is written whole, then the client's side closes.
-    let reader = {
-        let client = client.try_clone().expect("clone");
-        std::thread::spawn(move || {
-            let mut lines = 0usize;
-            for line in BufReader::new(client).lines() {
-                let Ok(line) = line else { break };
-                if let Err(e) = serde_json::from_str::<Response>(&line) {
-                    panic!("oaed answered a line that is no Response ({e}): {line}");
-                }
-                lines += 1;
-            }
-            lines
-        })
-    };
-    let server = std::thread::spawn(move || {
-        serve_connection_without_queues(server, memory(), Duration::from_millis(200), 512)
-    });
+    let (client, server_end) = UnixStream::pair().expect("a socket pair");
+    let server = server().lock().expect("the server thread lives");
+    server.0.send(server_end).expect("the server thread lives");
+    // The input is written whole (libFuzzer's inputs fit in the socket's
+    // buffer, so this does not wait for the server), then the client's side
+    // closes; the answers are read here as they come, so a large one never
+    // blocks the server.
     let _ = (&client).write_all(data);
     let _ = client.shutdown(std::net::Shutdown::Write);
-    server.join().expect("the connection ended");
-    let _ = client.shutdown(std::net::Shutdown::Both);
-    let answered = reader.join().expect("answers read");
+    let mut answered = 0usize;
+    for line in BufReader::new(&client).lines() {
+        let Ok(line) = line else { break };
+        if let Err(e) = serde_json::from_str::<Response>(&line) {
+            panic!("oaed answered a line that is no Response ({e}): {line}");
+        }
+        answered += 1;
+    }
+    server.1.recv().expect("the connection ended");
     let requests = data.split(|&b| b == b'\n').count();
     assert!(answered <= requests, "{answered} answers to {requests} lines");
 });
