@@ -5,7 +5,6 @@
 //! shut down, ends those that do not by their PIDs, and removes the
 //! directory, on success, failure and Ctrl-C alike.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,12 +35,7 @@ impl Running {
     /// Writes a new file `name` in the working directory (mode 0600: it
     /// may hold link keys) and returns its path.
     pub fn write_file(&self, name: &str, text: &str) -> Result<PathBuf, String> {
-        let path = self.dir.join(name);
-        self.dir
-            .create_file(name)?
-            .write_all(text.as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(path)
+        self.dir.write_file(name, text)
     }
 
     /// Starts `cmd` (oaed, in its namespace, with its configuration) as

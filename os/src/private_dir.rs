@@ -6,6 +6,7 @@
 //! predictable `/tmp/<name>-<pid>`.
 
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,16 @@ impl PrivateDir {
     /// symbolic link) is already at that name.
     pub fn create_file(&self, name: &str) -> Result<File, String> {
         create_new_private(&self.join(name))
+    }
+
+    /// Writes a new file `name` here (mode 0600: it may hold link keys),
+    /// refused like [`PrivateDir::create_file`], and returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> Result<PathBuf, String> {
+        let path = self.join(name);
+        self.create_file(name)?
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
     }
 }
 

@@ -111,6 +111,43 @@ impl VethPair {
         Ok(())
     }
 
+    /// Adds a second veth pair between the same two namespaces: interface
+    /// `ifname[i]` with MAC `mac[i]` in `ns[i]`, both up, unaddressed. It
+    /// goes when the namespaces do. Tests use it for a dataplane with two
+    /// queues, or for two interfaces that share a MAC as VLANs of one NIC
+    /// do (this kernel need not have 8021q).
+    pub fn add_link(
+        &self,
+        ifname: [&str; 2],
+        mac: [[u8; 6]; 2],
+        mtu: Option<u32>,
+    ) -> io::Result<()> {
+        ip_in(
+            &self.ns[0],
+            &[
+                "link",
+                "add",
+                ifname[0],
+                "type",
+                "veth",
+                "peer",
+                "name",
+                ifname[1],
+                "netns",
+                &self.ns[1],
+            ],
+        )?;
+        for i in 0..2 {
+            let (ns, ifname) = (&self.ns[i], ifname[i]);
+            ip_in(ns, &["link", "set", ifname, "address", &format_mac(mac[i])])?;
+            if let Some(mtu) = mtu {
+                ip_in(ns, &["link", "set", ifname, "mtu", &mtu.to_string()])?;
+            }
+            ip_in(ns, &["link", "set", ifname, "up"])?;
+        }
+        Ok(())
+    }
+
     /// Keeps the namespaces after drop (for debugging a failed run).
     pub fn keep(&mut self) {
         self.cleanup = false;

@@ -4,7 +4,6 @@
 //! under a running workload; the control socket's refusal of a user that
 //! is not root.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -15,7 +14,7 @@ use oae_dataplane::control::{
 };
 use oae_dataplane::stats::{DataplaneStats, LinkCounters};
 use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
-use oae_pmd::netns::{VethPair, format_mac, ip_in};
+use oae_pmd::netns::{VethPair, format_mac};
 use oae_proto::DownReason;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
@@ -522,30 +521,12 @@ fn authenticated_queues_sharing_a_mac_pair_are_refused_at_start() {
     // Were the queues not refused, its oaed would poll two of them.
     let _turn = polling_turn();
     let pair = VethPair::create_with_macs("samemac", Some(MACS)).expect("veth pair");
-    ip_in(
-        &pair.ns[0],
-        &[
-            "link",
-            "add",
-            "oae2",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "oae3",
-            "netns",
-            &pair.ns[1],
-        ],
-    )
-    .expect("second veth pair");
-    for (i, ifname) in ["oae2", "oae3"].into_iter().enumerate() {
-        ip_in(&pair.ns[i], &["link", "set", ifname, "address", &mac(i)]).expect("same MAC");
-        ip_in(&pair.ns[i], &["link", "set", ifname, "up"]).expect("up");
-    }
+    pair.add_link(["oae2", "oae3"], MACS, None)
+        .expect("second veth pair, same MACs");
     let dir = oae_os::private_dir::PrivateDir::create("oae-samemac").expect("test directory");
-    let queue = |iface: &str, core: usize| {
+    let queue = |iface: &str| {
         format!(
-            "[[queue]]\niface = \"{iface}\"\ncore = {core}\npeer_mac = \"{}\"\n\
+            "[[queue]]\niface = \"{iface}\"\npeer_mac = \"{}\"\n\
              [queue.link]\nmin_round_ns = {SHARED_CPU_MIN_ROUND_NS}\n\
              [queue.auth]\nkey = \"{KEY}\"\n",
             mac(1)
@@ -553,13 +534,10 @@ fn authenticated_queues_sharing_a_mac_pair_are_refused_at_start() {
     };
     let text = format!(
         "name = \"a\"\nnode_id = 1\n{}{}[[region]]\nid = 1\nkey = 7\nlen = 4096\nperms = \"rwa\"\n",
-        queue(&pair.ifname[0], 0),
-        queue("oae2", 1)
+        queue(&pair.ifname[0]),
+        queue("oae2")
     );
-    let config = dir.join("a.toml");
-    dir.create_file("a.toml")
-        .and_then(|mut f| f.write_all(text.as_bytes()).map_err(|e| e.to_string()))
-        .expect("config");
+    let config = dir.write_file("a.toml", &text).expect("config");
     let check = run(Command::new(binary("oaed"))
         .arg("--config")
         .arg(&config)

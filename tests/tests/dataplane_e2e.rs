@@ -2,7 +2,6 @@
 //! namespaces, AF_XDP sockets on a veth pair, the XDP program loaded by aya,
 //! driven through their control sockets. Needs root.
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -13,7 +12,7 @@ use oae_dataplane::control::{
 };
 use oae_dataplane::stats::DataplaneStats;
 use oae_dataplane::status::{DataplaneStatus, FabricStatus};
-use oae_pmd::netns::{VethPair, format_mac, ip_in};
+use oae_pmd::netns::{VethPair, format_mac, parse_mac};
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
     TestDriver, binary, polling_turn, shut_down, start_oaed,
@@ -1300,27 +1299,9 @@ fn a_fault_change_one_interface_refuses_changes_none() {
     let _turn = polling_turn();
     let pair = VethPair::create_with_macs("faultall", Some(MACS)).expect("veth pair");
     let far = ["02:0a:e0:00:00:03", "02:0a:e0:00:00:04"];
-    ip_in(
-        &pair.ns[0],
-        &[
-            "link",
-            "add",
-            "oae2",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "oae3",
-            "netns",
-            &pair.ns[1],
-        ],
-    )
-    .expect("second veth pair");
-    for (i, ifname) in ["oae2", "oae3"].into_iter().enumerate() {
-        ip_in(&pair.ns[i], &["link", "set", ifname, "address", far[i]]).expect("MAC");
-        ip_in(&pair.ns[i], &["link", "set", ifname, "mtu", "1100"]).expect("MTU");
-        ip_in(&pair.ns[i], &["link", "set", ifname, "up"]).expect("up");
-    }
+    let far_macs = far.map(|m| parse_mac(m).expect("MAC"));
+    pair.add_link(["oae2", "oae3"], far_macs, Some(1100))
+        .expect("second veth pair");
     let dir = oae_os::private_dir::PrivateDir::create("oae-faultall").expect("test directory");
     let queue = |iface: &str, peer: &str| {
         format!(
@@ -1333,13 +1314,11 @@ fn a_fault_change_one_interface_refuses_changes_none() {
         queue(&pair.ifname[0], &format_mac(MACS[1])),
         queue("oae2", far[1])
     );
-    dir.create_file("a.toml")
-        .and_then(|mut f| f.write_all(text.as_bytes()).map_err(|e| e.to_string()))
-        .expect("config");
+    let config = dir.write_file("a.toml", &text).expect("config");
     let (socket, log) = (dir.join("a.sock"), dir.join("a.log"));
     let mut cmd = pair.command(0, binary("oaed").to_str().expect("utf-8 path"));
     cmd.arg("--config")
-        .arg(dir.join("a.toml"))
+        .arg(&config)
         .arg("--socket")
         .arg(&socket)
         .arg("--state-dir")
