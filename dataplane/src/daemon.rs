@@ -681,9 +681,15 @@ const ANSWER_PIECE_BYTES: usize = 16 * 1024;
 /// Writes `response` as one line, all of it `within` a time: a client
 /// reading slowly cannot hold its connection (and its slot) longer.
 fn send(mut stream: &UnixStream, response: &Response, within: Duration) -> std::io::Result<()> {
-    let mut text = serde_json::to_string(response).unwrap_or_else(|e| {
-        format!(r#"{{"error":"the answer could not be written as JSON: {e}"}}"#)
-    });
+    // An error that is only a string always serialises; the empty line
+    // after it is unreachable, and still no panic.
+    let mut text = serde_json::to_string(response)
+        .or_else(|e| {
+            serde_json::to_string(&Response::Error(format!(
+                "the answer could not be written as JSON: {e}"
+            )))
+        })
+        .unwrap_or_default();
     text.push('\n');
     let deadline = Instant::now() + within;
     let mut rest = text.as_bytes();
