@@ -8,8 +8,9 @@
 //! and the polling core. Each submitted verb completes exactly once: with
 //! its result, or with an error saying it had no effect.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::mpsc;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -18,9 +19,11 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
 pub use crate::queue::build_memory;
-use crate::queue::build_queue;
+use crate::queue::{AuthenticatedLinks, BuiltQueue, build_queue};
 use crate::status::QueueStatus;
+use oae_pmd::xdp::Steering;
 use oae_proto::SharedMemory;
+use oae_proto::auth::LinkIdentity;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -36,7 +39,9 @@ impl EmbeddedQueue {
     /// Builds queue `index` of `config` with incarnation `epoch` on a new
     /// thread, inside network namespace `netns` if given, and starts its
     /// polling loop. Returns once the queue runs, or with the reason it
-    /// could not be built.
+    /// could not be built: among others, an authenticated link with the
+    /// MACs and channel of one another embedded queue of this process runs
+    /// (the two would share nonces).
     pub fn start(
         config: &Config,
         index: usize,
@@ -78,22 +83,13 @@ impl EmbeddedQueue {
                     return None;
                 }
                 let mut steering = Default::default();
-                // An embedded queue is started alone: its links are checked
-                // against each other, not against other embedded queues.
-                let mut authenticated = Default::default();
-                match build_queue(
-                    &config,
-                    index,
-                    epoch,
-                    &memory,
-                    &mut steering,
-                    &mut authenticated,
-                ) {
-                    Ok(built) => {
+                match build_claiming_links(&config, index, epoch, &memory, &mut steering) {
+                    Ok((built, claimed)) => {
                         let _ = ready_tx.send(Ok(Arc::clone(&built.shared)));
                         let report = built.run(DRAIN);
                         // Detaches the XDP program, after the socket is gone.
                         drop(steering);
+                        drop(claimed);
                         Some(report)
                     }
                     Err(e) => {
@@ -158,6 +154,44 @@ impl EmbeddedQueue {
         self.shared.request_stop();
         self.thread.take()?.join().ok().flatten()
     }
+}
+
+/// The authenticated links of the embedded queues running in this
+/// process: a queue whose link shares another's identity would share its
+/// nonces, so it is refused as `oaed` refuses it among its queues.
+static RUNNING_LINKS: LazyLock<Mutex<AuthenticatedLinks>> = LazyLock::new(Default::default);
+
+fn running_links() -> MutexGuard<'static, AuthenticatedLinks> {
+    // The set is whole between statements: a panic elsewhere spoils nothing.
+    RUNNING_LINKS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A running queue's claim on its links' identities, given up when the
+/// queue's thread ends, however it ends.
+struct ClaimedLinks(Vec<LinkIdentity>);
+
+impl Drop for ClaimedLinks {
+    fn drop(&mut self) {
+        running_links().release(&self.0);
+    }
+}
+
+/// Builds queue `index`, its authenticated links checked against those of
+/// the embedded queues already running (held while it builds, so two
+/// queues starting at once are checked against each other too).
+fn build_claiming_links(
+    config: &Config,
+    index: usize,
+    epoch: u32,
+    memory: &SharedMemory,
+    steering: &mut BTreeMap<String, Steering>,
+) -> Result<(BuiltQueue, ClaimedLinks), String> {
+    let mut running = running_links();
+    let mut with_ours = running.clone();
+    let built = build_queue(config, index, epoch, memory, steering, &mut with_ours)?;
+    let claimed = ClaimedLinks(with_ours.claimed_since(&running));
+    *running = with_ours;
+    Ok((built, claimed))
 }
 
 impl Drop for EmbeddedQueue {

@@ -41,24 +41,37 @@ impl BuiltQueue {
     }
 }
 
-/// The identities of the authenticated links one start-up builds (`oaed`:
-/// all its queues; an [`crate::embed::EmbeddedQueue`]: its own links only).
-/// Two links sharing an identity would derive one key and count packet
-/// numbers alike, so they would share nonces: start-up refuses the second
-/// (queues on VLAN subinterfaces of one NIC share its MAC, for one). It is
-/// refused whatever their keys, since a key can be rolled to another's
-/// while the links run.
-#[derive(Debug, Default)]
+/// The identities of the authenticated links a process runs (`oaed`: all
+/// its queues; embedded queues: those running in the application, see
+/// [`crate::embed`]). Two links sharing an identity would derive one key
+/// and count packet numbers alike, so they would share nonces: start-up
+/// refuses the second (queues on VLAN subinterfaces of one NIC share its
+/// MAC, for one). It is refused whatever their keys, since a key can be
+/// rolled to another's while the links run.
+#[derive(Clone, Debug, Default)]
 pub struct AuthenticatedLinks(HashSet<LinkIdentity>);
 
 impl AuthenticatedLinks {
+    /// The identities claimed here that `earlier` (a copy taken before a
+    /// queue was built) lacks: the new queue's.
+    pub fn claimed_since(&self, earlier: &AuthenticatedLinks) -> Vec<LinkIdentity> {
+        self.0.difference(&earlier.0).copied().collect()
+    }
+
+    /// Gives up the identities of a queue that stopped.
+    pub fn release(&mut self, identities: &[LinkIdentity]) {
+        for identity in identities {
+            self.0.remove(identity);
+        }
+    }
+
     fn claim(&mut self, index: usize, identity: LinkIdentity) -> Result<(), String> {
         if self.0.insert(identity) {
             return Ok(());
         }
         Err(format!(
             "queue {index}: its link from {} to {} on channel {} is authenticated, and another \
-             queue of this dataplane already links those MACs on that channel: they could \
+             queue of this process already links those MACs on that channel: they could \
              share nonces (a key can be rolled to the other's). Give the interfaces distinct \
              MACs",
             format_mac(identity.local_mac),

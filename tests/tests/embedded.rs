@@ -10,7 +10,10 @@ use oae_dataplane::embed::EmbeddedQueue;
 use oae_dataplane::pipeline::{AppError, Completion, Submission};
 use oae_pmd::netns::VethPair;
 use oae_proto::verb::{Output, Refusal, RegionRef, Verb, VerbError};
-use oae_tests::dataplanes::{MACS, Options, TARGET_KEY, TARGET_REGION, configs};
+use oae_tests::dataplanes::{MACS, Options, TARGET_KEY, TARGET_REGION, configs, polling_turn};
+
+/// A link key for the tests that authenticate (64 hex digits).
+const KEY: &str = "0e3bedded0000000c0ffee00d15ea5e0123456789abcdef0fedcba9876543210";
 
 const TARGET: RegionRef = RegionRef {
     id: TARGET_REGION,
@@ -55,6 +58,7 @@ fn verbs_submitted_in_process_complete_exactly_once() {
     if !oae_tests::require_root("verbs_submitted_in_process_complete_exactly_once") {
         return;
     }
+    let _turn = polling_turn();
     let (_pair, a, b) = start_pair("emb");
     // Fetch-adds over 64 words, eight per word, all submitted at once.
     const WORDS: u64 = 64;
@@ -148,4 +152,41 @@ fn verbs_submitted_in_process_complete_exactly_once() {
     let report = a.stop().expect("a's final report");
     assert_eq!(report.pipeline.app_submitted, N + 3);
     assert_eq!(report.pipeline.app_completions_lost, 0);
+}
+
+/// Two embedded queues of one process on interfaces that share a MAC pair
+/// (VLANs of one NIC; here a second veth pair given the first's MACs),
+/// both authenticated: their links would derive one key and share nonces.
+/// The second is refused while the first runs, and starts once it stopped.
+#[test]
+fn an_embedded_queue_sharing_a_running_ones_authenticated_link_is_refused() {
+    if !oae_tests::require_root(
+        "an_embedded_queue_sharing_a_running_ones_authenticated_link_is_refused",
+    ) {
+        return;
+    }
+    let _turn = polling_turn();
+    let pair = VethPair::create_with_macs("embmac", Some(MACS)).expect("veth pair");
+    pair.add_link(["oae2", "oae3"], MACS, None)
+        .expect("second veth pair, same MACs");
+    let options = Options {
+        auth_key: Some(KEY),
+        ..Options::default()
+    };
+    let [first, _] = configs(&pair, &options);
+    let mut second = first.clone();
+    second.queues[0].iface = "oae2".into();
+    let ns = Some(pair.ns[0].as_str());
+
+    let running = EmbeddedQueue::start(&first, 0, 1, ns).expect("the first queue");
+    let Err(refusal) = EmbeddedQueue::start(&second, 0, 1, ns) else {
+        panic!("a second queue on the first's MACs and channel was started");
+    };
+    assert!(
+        refusal.contains("is authenticated, and another queue of this process already links"),
+        "{refusal}"
+    );
+    running.stop().expect("the first queue's final report");
+    let after = EmbeddedQueue::start(&second, 0, 1, ns).expect("once the first stopped");
+    after.stop().expect("the second queue's final report");
 }
