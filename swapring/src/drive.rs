@@ -65,6 +65,9 @@ struct Idle<'a> {
     polls: u64,
 }
 
+/// Quiet polls between looks at whether the peer's process still exists.
+const PROCESS_CHECK_POLLS: u64 = 4096;
+
 enum Stop {
     PeerGone,
     Deadline,
@@ -93,8 +96,18 @@ impl<'a> Idle<'a> {
         if self.polls.is_multiple_of(4096) && Instant::now() > self.deadline {
             return Some(Stop::Deadline);
         }
-        if self.watch.observe(self.peer.interactions()) == Peer::Gone {
-            return Some(Stop::PeerGone);
+        match self.watch.observe(self.peer.interactions()) {
+            Peer::Gone => return Some(Stop::PeerGone),
+            // A peer process that has ended is gone whatever the count: on
+            // a loaded machine each of our polls can give the CPU away for
+            // a time slice, and the count would take minutes.
+            Peer::Quiet(polls)
+                if polls.is_multiple_of(PROCESS_CHECK_POLLS)
+                    && !crate::owner::process_alive(self.peer.pid()) =>
+            {
+                return Some(Stop::PeerGone);
+            }
+            _ => {}
         }
         // Two sides share few CPUs: give the peer the core.
         std::thread::yield_now();

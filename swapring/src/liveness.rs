@@ -4,7 +4,10 @@
 //! The other side notices a dead peer when it has itself polled `limit`
 //! times in a row without seeing that counter move. No wall-clock timeout is
 //! involved, so a slow-but-alive peer is only declared gone if it made no
-//! move at all while the survivor made `limit` of its own.
+//! move at all while the survivor made `limit` of its own. (The reference
+//! drivers in `drive` also take a quiet peer whose process has ended as
+//! gone: on a loaded machine `limit` polls that each yield the CPU can
+//! take minutes.)
 
 use crate::sync::{AtomicU64, Ordering};
 
