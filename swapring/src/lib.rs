@@ -22,6 +22,8 @@
 pub mod bilateral;
 pub mod cost;
 #[cfg(not(loom))]
+pub mod cut;
+#[cfg(not(loom))]
 pub mod drive;
 pub mod fito;
 pub mod layout;

@@ -7,7 +7,7 @@
 //! or geometry is wrong, saying what it found and what it expected.
 //!
 //! This is the one module that touches raw memory (`mmap`/`munmap` and the
-//! view of the mapping as atomics).
+//! view of the mapping as atomics); [`crate::cut`] guards the mapping.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bilateral::{MAX_SLOT_BATCH, SlotView, slot_words};
 use crate::cost::{CostModel, MAX_COST_NS};
+use crate::cut::{Guard, GuardError};
 use crate::fito::{Mitigations, Wakeup};
 use crate::layout::*;
 use crate::liveness::SideBlock;
@@ -123,6 +124,8 @@ pub enum RegionError {
          interaction"
     )]
     CostOutOfBounds { path: PathBuf, cost: CostModel },
+    #[error("{path}: {source}")]
+    Guard { path: PathBuf, source: GuardError },
 }
 
 /// A mapped region. Unmapped on drop; the creator's drop also removes the
@@ -148,10 +151,14 @@ struct Shape {
     config: RegionConfig,
 }
 
-/// A shared mapping of a file, viewed as words. Unmapped on drop.
+/// A shared mapping of a file, viewed as words, guarded against the file
+/// being cut short under it ([`crate::cut`]). Unmapped on drop.
 struct Mapping {
     base: *mut libc::c_void,
     len: usize,
+    /// Freed before the mapping is unmapped, so the handler never acts on
+    /// an address range that may already be someone else's.
+    guard: Option<Guard>,
 }
 
 #[allow(unsafe_code)]
@@ -192,7 +199,21 @@ impl Mapping {
                 source: io::Error::last_os_error(),
             });
         }
-        Ok(Mapping { base, len })
+        let mut mapping = Mapping {
+            base,
+            len,
+            guard: None,
+        };
+        // On failure `mapping` drops here and unmaps.
+        mapping.guard = Some(Guard::new(base, len).map_err(|source| RegionError::Guard {
+            path: path.to_path_buf(),
+            source,
+        })?);
+        Ok(mapping)
+    }
+
+    fn cut(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::cut)
     }
 
     fn words(&self) -> &[AtomicU64] {
@@ -210,6 +231,7 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        drop(self.guard.take());
         #[allow(unsafe_code)]
         // SAFETY: `base`/`len` are exactly the mapping made in `new`, and no
         // view outlives `self` (they borrow it).
@@ -349,6 +371,13 @@ impl Region {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// True once the file was found cut short under the mapping (another
+    /// process truncated it): the region now reads zeros and nothing
+    /// written to it reaches the other side. Stop serving it.
+    pub fn cut(&self) -> bool {
+        self.mapping.cut()
     }
 
     /// Leaves the file in place when this (creator's) handle drops.

@@ -7,6 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use oae_dataplane::control::{OutputView, VerbAnswer, VerbSpec};
 use oae_dataplane::host::load::LoadReport;
 use oae_dataplane::host::{AttachError, HostQueue, MAX_READ, MAX_WRITE, RegionError};
 use oae_dataplane::pipeline::{AppError, Completion, NotSubmitted, Submission};
@@ -631,4 +632,59 @@ fn a_cost_scribbled_into_the_header_stalls_no_one() {
     scribble(0);
     let report = load_report(&oae_tests::run(&mut host_verbs(&d, 10, 1)));
     assert_eq!((report.ok, report.unexpected), (10, 0), "{report:?}");
+}
+
+/// A process truncates the ring file under the running dataplane (anyone
+/// with the ring owner's rights can): the polling core's next access used
+/// to end oaed with SIGBUS. Now the ring is served no more and stats say
+/// so, while the dataplane lives on and runs verbs over its link.
+#[test]
+fn a_ring_file_cut_short_ends_the_ring_not_the_dataplane() {
+    if !oae_tests::require_root("a_ring_file_cut_short_ends_the_ring_not_the_dataplane") {
+        return;
+    }
+    let (mut d, mut host) = start("hostcut", "zero", FITO);
+    let add = Verb::FetchAdd {
+        target: T,
+        offset: 0,
+        add: 1,
+    };
+    assert!(matches!(
+        run(&mut host, 1, add).result,
+        Ok(Output::FetchAdd { .. })
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(host_ring_path(&d.pair))
+        .expect("the ring's file")
+        .set_len(0)
+        .expect("truncate");
+    let ring_cut =
+        |d: &Dataplanes| d.stats(0)["queues"][0]["host"]["counters"]["ring_cut"].as_u64();
+    d.wait_for(Duration::from_secs(30), "the ring found cut", |d| {
+        ring_cut(d) == Some(1)
+    });
+    // The host's own mapping is cut too: it reads zeros, and no answer.
+    drop(host);
+    let cas = VerbSpec::Cas {
+        region: TARGET_REGION,
+        key: TARGET_KEY,
+        offset: 8,
+        expected: 0,
+        new: 1,
+    };
+    let answer = d.verb(0, cas).expect("the dataplane still runs verbs");
+    assert_eq!(
+        serde_json::from_value::<VerbAnswer>(answer.clone())
+            .ok()
+            .map(|a| a.result),
+        Some(OutputView::Cas {
+            old: 0,
+            swapped: true
+        }),
+        "{answer}"
+    );
+    assert_eq!(ring_cut(&d), Some(1));
+    let status = d.stop(0);
+    assert!(status.success(), "{status}:\n{}", d.log(0));
 }

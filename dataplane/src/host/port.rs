@@ -67,6 +67,12 @@ pub struct HostPortCounters {
     /// nothing was taken.
     #[serde(default)]
     pub bad_tails: u64,
+    /// 1 once the ring file was found cut short under the mapping (a
+    /// process truncated it): the port serves the ring no more, and the
+    /// completions it still held are counted orphaned. A new ring needs a
+    /// restart.
+    #[serde(default)]
+    pub ring_cut: u64,
 }
 
 /// Per host process on a bilateral ring.
@@ -179,6 +185,10 @@ impl HostPort {
         max: usize,
         mut submit: impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
     ) {
+        if self.abandoned_if_cut() {
+            return;
+        }
+        let published_before = self.counters.completions;
         let Self {
             region,
             cost,
@@ -213,12 +223,17 @@ impl HostPort {
                 *next = (*next + 1) % n.max(1);
             }
         }
+        self.recount_if_cut(published_before);
     }
 
     /// Queues a completion for the host process that submitted the verb;
     /// published by [`HostPort::flush`] (FITO) or the process's next
     /// exchange (bilateral).
     pub fn complete(&mut self, origin: HostOrigin, c: Completion) {
+        if self.abandoned_if_cut() {
+            self.counters.completions_orphaned += 1;
+            return;
+        }
         let current = match &mut self.serve {
             Serve::Fito { waiting } => {
                 let owner = ring_generation(&self.region);
@@ -244,12 +259,16 @@ impl HostPort {
     /// the response ring takes, with one posted write. (A bilateral ring
     /// hands them over in exchanges, in [`HostPort::take`].)
     pub fn flush(&mut self) {
+        if self.abandoned_if_cut() {
+            return;
+        }
         let Serve::Fito { waiting } = &mut self.serve else {
             return;
         };
         if waiting.is_empty() {
             return;
         }
+        let published_before = self.counters.completions;
         let mut device = ipu_end(&self.region, self.cost);
         while let Some(first) = waiting.front() {
             let n = message_records(first).unwrap_or(1).min(waiting.len());
@@ -263,10 +282,47 @@ impl HostPort {
             self.counters.completions += 1;
         }
         device.flush();
+        self.recount_if_cut(published_before);
     }
 }
 
-/// The generation of the FITO ring's current claim (low 16 bits).
+impl HostPort {
+    /// Completions published by a call during which the ring file was found
+    /// cut went nowhere: they count as orphaned, not completed.
+    fn recount_if_cut(&mut self, published_before: u64) {
+        if self.region.cut() {
+            let lost = self.counters.completions - published_before;
+            self.counters.completions = published_before;
+            self.counters.completions_orphaned += lost;
+            self.abandoned_if_cut();
+        }
+    }
+
+    /// True once the ring file was cut short under the mapping, which then
+    /// reads zeros ([`Region::cut`]): nothing there is a host's any more.
+    /// The first time, what waited for the host is counted orphaned.
+    fn abandoned_if_cut(&mut self) -> bool {
+        if !self.region.cut() {
+            return false;
+        }
+        if self.counters.ring_cut == 0 {
+            self.counters.ring_cut = 1;
+            let orphan = |waiting: &mut VecDeque<VerbRecord>| {
+                let n = messages(waiting);
+                waiting.clear();
+                n
+            };
+            self.counters.completions_orphaned += match &mut self.serve {
+                Serve::Fito { waiting } => orphan(waiting),
+                Serve::Bilateral { slots, .. } => {
+                    slots.iter_mut().map(|s| orphan(&mut s.waiting)).sum()
+                }
+            };
+        }
+        true
+    }
+}
+
 /// Removes the ring a dataplane that is gone left at `path`. Refuses,
 /// saying so, to take the ring of a dataplane still running (its host
 /// programs would lose it without a word) or anything that is not a host
@@ -311,6 +367,7 @@ fn remove_stale_ring(path: &Path) -> Result<(), String> {
     })
 }
 
+/// The generation of the FITO ring's current claim (low 16 bits).
 fn ring_generation(region: &Region) -> u16 {
     let word = region
         .ring_owner_word()
@@ -640,6 +697,53 @@ mod tests {
         assert!(!from_gone_holder(4, &mut owner, || unreachable!(
             "read once"
         )));
+    }
+
+    /// Another process truncates the ring file under the mapping: the
+    /// port's next access used to end oaed with SIGBUS. Now it stops
+    /// serving the ring, says so, and counts what it held as orphaned.
+    #[test]
+    fn a_ring_cut_short_is_served_no_more_and_what_it_held_is_counted() {
+        let r = ring(HostMode::Fito);
+        let mut port = HostPort::create(&r).unwrap();
+        let mut host = HostQueue::attach(&r.path, 1).unwrap();
+        for id in [1, 2] {
+            host.submit(faa(id)).unwrap();
+        }
+        assert_eq!(taken(&mut port).len(), 2);
+        let origin = HostOrigin {
+            slot: 0,
+            generation: ring_generation(&port.region),
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&r.path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let done = |id| Completion {
+            id,
+            result: Ok(oae_proto::verb::Output::FetchAdd { old: 0 }),
+            latency_ns: 1,
+        };
+        // The first is queued before the cut is found, and published into
+        // it; the second comes after.
+        port.complete(origin, done(1));
+        port.flush();
+        port.complete(origin, done(2));
+        assert!(taken(&mut port).is_empty());
+        let c = port.counters();
+        assert_eq!(
+            (
+                c.ring_cut,
+                c.completions,
+                c.completions_orphaned,
+                c.completions_waiting
+            ),
+            (1, 0, 2, 0),
+            "{c:?}"
+        );
+        drop(host);
     }
 
     #[test]
