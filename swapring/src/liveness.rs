@@ -26,6 +26,8 @@ pub const STAT_ABORTED: usize = 4;
 pub const STAT_SWAPS: usize = 5;
 pub const STAT_WITHDRAWN: usize = 6;
 pub const STAT_LOST_RACES: usize = 7;
+/// Non-posted reads this side was charged (emulated PCIe reads it waited on).
+pub const STAT_NONPOSTED_READS: usize = 8;
 
 /// One side's block of the header: written only by that side.
 #[derive(Clone, Copy)]

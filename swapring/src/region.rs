@@ -562,8 +562,8 @@ impl Region {
     pub fn report(&self) -> serde_json::Value {
         use crate::bilateral::{Phase, SlotReport};
         use crate::liveness::{
-            STAT_ABORTED, STAT_COMMITTED, STAT_LOST_RACES, STAT_RECEIVED, STAT_REFUSED_FULL,
-            STAT_SENT, STAT_SWAPS, STAT_WITHDRAWN,
+            STAT_ABORTED, STAT_COMMITTED, STAT_LOST_RACES, STAT_NONPOSTED_READS, STAT_RECEIVED,
+            STAT_REFUSED_FULL, STAT_SENT, STAT_SWAPS, STAT_WITHDRAWN,
         };
         let config = self.config();
         let claim = |word: &AtomicU64| {
@@ -584,6 +584,7 @@ impl Region {
                 "swaps": b.stat(STAT_SWAPS),
                 "withdrawn": b.stat(STAT_WITHDRAWN),
                 "lost_races": b.stat(STAT_LOST_RACES),
+                "nonposted_reads": b.stat(STAT_NONPOSTED_READS),
             })
         };
         let rings: Vec<serde_json::Value> =
