@@ -189,9 +189,11 @@ fn build_claiming_links(
     let mut running = running_links();
     let mut with_ours = running.clone();
     let built = build_queue(config, index, epoch, memory, steering, &mut with_ours)?;
-    let claimed = ClaimedLinks(with_ours.claimed_since(&running));
+    let ours = with_ours.claimed_since(&running);
     *running = with_ours;
-    Ok((built, claimed))
+    // Made once the lock is let go: its drop takes the lock.
+    drop(running);
+    Ok((built, ClaimedLinks(ours)))
 }
 
 impl Drop for EmbeddedQueue {

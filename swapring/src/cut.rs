@@ -63,7 +63,15 @@ pub enum GuardError {
 impl Guard {
     /// Guards `len` bytes mapped at `base`: a SIGBUS within them is survived
     /// as this module says.
-    pub fn new(base: *mut libc::c_void, len: usize) -> Result<Guard, GuardError> {
+    ///
+    /// # Safety
+    ///
+    /// `base..base + len` must be a shared mapping the caller made and owns,
+    /// and the guard must be dropped before it is unmapped: the handler
+    /// maps over that range.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn new(base: *mut libc::c_void, len: usize) -> Result<Guard, GuardError> {
+        assert!(!base.is_null() && len > 0, "a mapping to guard");
         install()?;
         let index = GUARDED
             .iter()
@@ -129,42 +137,59 @@ extern "C" fn on_sigbus(
 ) {
     #[allow(unsafe_code)]
     // SAFETY: the kernel hands a SA_SIGINFO handler a valid siginfo.
-    let address = unsafe { (*info).si_addr() } as usize;
-    for entry in &GUARDED {
-        let (base, len) = (
-            entry.base.load(Ordering::Acquire),
-            entry.len.load(Ordering::Acquire),
-        );
-        if base == 0 || address < base || address - base >= len {
-            continue;
-        }
-        #[allow(unsafe_code)]
-        // SAFETY: `base..base + len` is a live mapping of this process: a
-        // guard is dropped only after every view of its mapping is gone
-        // and before it is unmapped, and this fault came from a view. It
-        // is replaced whole by private memory of the same size and
-        // protection; views keep their addresses and now read zeros.
-        let replaced = unsafe {
-            libc::mmap(
-                base as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                -1,
-                0,
-            )
-        };
-        if replaced != libc::MAP_FAILED {
-            entry.cut.store(true, Ordering::Release);
-            return;
-        }
+    let (code, address) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // Only an access past the end of the file is a cut: a hardware memory
+    // error, an alignment fault or a signal sent by a process is not.
+    if code == libc::BUS_ADRERR && GUARDED.iter().any(|e| replaced_if_inside(e, address)) {
+        return;
     }
     forward(signal, info, context);
 }
 
+/// Puts private zeros in place of `entry`'s mapping if `address` is inside
+/// it and it was not replaced before (a fault in a replaced mapping is not
+/// a cut, and is forwarded). True if it did.
+fn replaced_if_inside(entry: &Entry, address: usize) -> bool {
+    let base = entry.base.load(Ordering::Acquire);
+    let len = entry.len.load(Ordering::Acquire);
+    // A slot freed and taken again between the two loads would pair one
+    // mapping's base with another's length: read the base once more.
+    if base == 0 || entry.base.load(Ordering::Acquire) != base {
+        return false;
+    }
+    if address < base || address - base >= len || entry.cut.load(Ordering::Acquire) {
+        return false;
+    }
+    // errno belongs to the code the signal interrupted.
+    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    #[allow(unsafe_code)]
+    // SAFETY: `base..base + len` is a live mapping of this process: a guard
+    // is dropped only after every view of its mapping is gone and before it
+    // is unmapped, and this fault came from a view. It is replaced whole by
+    // private memory of the same size and protection; views keep their
+    // addresses and now read zeros. errno is then put back as it was.
+    let replaced = unsafe {
+        let replaced = libc::mmap(
+            base as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        *libc::__errno_location() = errno;
+        replaced != libc::MAP_FAILED
+    };
+    if replaced {
+        entry.cut.store(true, Ordering::Release);
+    }
+    replaced
+}
+
 /// Hands a SIGBUS that is not ours to the action there before: calls its
-/// handler, or puts a default or ignoring action back and returns, so the
-/// fault recurs and ends the process as it would have without us.
+/// handler, or puts a default or ignoring action back and raises the
+/// signal again (it is blocked until the handler returns), so it ends the
+/// process as it would have without us, a signal a process sent included.
 fn forward(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     let Some(Ok(previous)) = PREVIOUS.get() else {
         return;
@@ -177,6 +202,7 @@ fn forward(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::
     unsafe {
         if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
             libc::sigaction(libc::SIGBUS, previous, std::ptr::null_mut());
+            libc::raise(libc::SIGBUS);
         } else if previous.sa_flags & libc::SA_SIGINFO != 0 {
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
                 std::mem::transmute(handler);
@@ -194,14 +220,25 @@ mod tests {
 
     #[test]
     fn entries_are_taken_and_given_back() {
+        // Addresses in the first pages, which nothing maps, so no fault can
+        // fall there. Other tests take and free entries meanwhile.
+        let fake = |i: usize| (i * 4096) as *mut libc::c_void;
         let guards: Vec<Guard> = (1..=4)
-            .map(|i| Guard::new((i * 4096) as *mut libc::c_void, 4096).unwrap())
+            .map(|i| {
+                #[allow(unsafe_code)]
+                // SAFETY: nothing is mapped there, so the handler never
+                // maps over them.
+                unsafe { Guard::new(fake(i), 4096) }.unwrap()
+            })
             .collect();
-        let taken: Vec<usize> = guards.iter().map(|g| g.index).collect();
+        let taken: Vec<(usize, usize)> = (1..)
+            .zip(&guards)
+            .map(|(i, g)| (g.index, fake(i) as usize))
+            .collect();
         assert!(guards.iter().all(|g| !g.cut()));
         drop(guards);
-        for index in taken {
-            assert_eq!(GUARDED[index].base.load(Ordering::Relaxed), 0);
+        for (index, address) in taken {
+            assert_ne!(GUARDED[index].base.load(Ordering::Relaxed), address);
         }
     }
 }

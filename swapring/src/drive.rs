@@ -103,6 +103,7 @@ impl<'a> Idle<'a> {
             // a time slice, and the count would take minutes.
             Peer::Quiet(polls)
                 if polls.is_multiple_of(PROCESS_CHECK_POLLS)
+                    && self.peer.pid() != 0
                     && !crate::owner::process_alive(self.peer.pid()) =>
             {
                 return Some(Stop::PeerGone);

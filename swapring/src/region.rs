@@ -177,6 +177,16 @@ impl Mapping {
                 path: path.to_path_buf(),
                 source,
             })?;
+            // Pages reserved now: a full /dev/shm is an error here, not a
+            // SIGBUS at the first touch of a page it had no room for.
+            let reserved = i64::try_from(len)
+                .map_err(|_| libc::EFBIG)
+                .and_then(|len| nix::fcntl::posix_fallocate(file, 0, len).map_err(|e| e as i32));
+            reserved.map_err(|errno| RegionError::Io {
+                op: "reserve",
+                path: path.to_path_buf(),
+                source: io::Error::from_raw_os_error(errno),
+            })?;
         }
         let len = usize::try_from(len).expect("region fits the address space");
         #[allow(unsafe_code)]
@@ -204,8 +214,12 @@ impl Mapping {
             len,
             guard: None,
         };
-        // On failure `mapping` drops here and unmaps.
-        mapping.guard = Some(Guard::new(base, len).map_err(|source| RegionError::Guard {
+        #[allow(unsafe_code)]
+        // SAFETY: `base..base + len` was just mapped shared here, and `Drop`
+        // frees the guard before it unmaps. On failure `mapping` drops
+        // here and unmaps.
+        let guard = unsafe { Guard::new(base, len) };
+        mapping.guard = Some(guard.map_err(|source| RegionError::Guard {
             path: path.to_path_buf(),
             source,
         })?);

@@ -5,7 +5,8 @@
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
-use std::process::Command;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 use std::sync::atomic::Ordering;
 
 use oae_swapring::layout::MAGIC;
@@ -63,7 +64,11 @@ fn a_sigbus_outside_every_region_still_ends_the_process() {
     // The child dies by the signal: its region's file is removed here.
     let guarded = unique_shm_path("oae-swapring-cut");
     let me = std::env::current_exe().unwrap();
-    let out = Command::new(&me)
+    // No core file for the death this child is for; bounded, in case the
+    // fault were swallowed and recurred without end.
+    let child = Command::new("sh")
+        .args(["-c", r#"ulimit -c 0 && exec "$0" "$@""#])
+        .arg(&me)
         .args([
             "--exact",
             "a_sigbus_outside_every_region_still_ends_the_process",
@@ -71,8 +76,11 @@ fn a_sigbus_outside_every_region_still_ends_the_process() {
             "--test-threads=1",
         ])
         .env(OUTSIDE_CHILD, &guarded)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let out = wait_at_most(child, Duration::from_secs(120));
     let _ = std::fs::remove_file(&guarded);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
@@ -120,4 +128,18 @@ fn touch_an_unguarded_mapping_of_a_cut_file(guarded: &std::path::Path) {
     // SIGBUS, which is what this child is for.
     let byte = unsafe { std::ptr::read_volatile(page.cast::<u8>()) };
     println!("survived, read {byte}");
+}
+
+/// The child's output once it ends; killed (by its pid) if it overstays.
+fn wait_at_most(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("the child overstayed {limit:?}: {out:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
 }

@@ -185,7 +185,7 @@ fn kill_peer_midway(
     );
     assert!(
         !report.deadline_hit,
-        "noticed by counting, not the deadline: {}",
+        "noticed by its process ending or by counting, not by the deadline: {}",
         report.line()
     );
     assert_eq!(report.violation, None, "{}", report.line());

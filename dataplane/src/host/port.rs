@@ -715,21 +715,27 @@ mod tests {
             slot: 0,
             generation: ring_generation(&port.region),
         };
+        let done = |id| Completion {
+            id,
+            result: Ok(oae_proto::verb::Output::FetchAdd { old: 0 }),
+            latency_ns: 1,
+        };
+        // The first is queued before the cut, and published into it; the
+        // second comes after the cut was found.
+        port.complete(origin, done(1));
+        assert_eq!(port.counters().completions_waiting, 1);
         std::fs::OpenOptions::new()
             .write(true)
             .open(&r.path)
             .unwrap()
             .set_len(0)
             .unwrap();
-        let done = |id| Completion {
-            id,
-            result: Ok(oae_proto::verb::Output::FetchAdd { old: 0 }),
-            latency_ns: 1,
-        };
-        // The first is queued before the cut is found, and published into
-        // it; the second comes after.
-        port.complete(origin, done(1));
         port.flush();
+        assert_eq!(
+            port.counters().completions_orphaned,
+            1,
+            "published into the cut"
+        );
         port.complete(origin, done(2));
         assert!(taken(&mut port).is_empty());
         let c = port.counters();
