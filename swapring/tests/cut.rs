@@ -6,8 +6,8 @@
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use oae_swapring::layout::MAGIC;
 use oae_swapring::region::{Region, RegionConfig, unique_shm_path};
