@@ -111,13 +111,18 @@ fn a_ring_relays_and_survives_a_cut_a_partition_and_a_restart() {
         return;
     }
     let mut f = Fabric::start_graph("ring", Shape::Ring, NODES);
-    let view = f.fabric(0).expect("a fabric");
+    // Every view holds every member before every route is in: on a loaded
+    // machine an advert can still be on its way.
+    let route_to_3 = |f: &Fabric| {
+        let view = f.fabric(0)?;
+        let route = view.routes.iter().find(|r| r.node == 3)?.clone();
+        Some((route, view))
+    };
+    f.wait_for(Duration::from_secs(60), "node 0's route to node 3", |f| {
+        route_to_3(f).is_some()
+    });
     // Node 0 reaches node 2 (opposite in the ring) over two hops.
-    let route = view
-        .routes
-        .iter()
-        .find(|r| r.node == 3)
-        .expect("a route to node 3");
+    let (route, view) = route_to_3(&f).expect("a route to node 3");
     assert_eq!(route.hops, 2, "{view:?}");
 
     start_workloads(&f);
