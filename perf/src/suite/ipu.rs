@@ -52,6 +52,7 @@ pub(super) fn offload(
         window: 16,
         seed: 0x5eed + rep as u64,
         pin: true,
+        take_back: true,
         epoch: Instant::now(),
     });
     if r.completed == 0 {
