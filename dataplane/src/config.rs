@@ -3,7 +3,7 @@
 //!
 //! A file holds either one dataplane (its settings at top level, as in
 //! `configs/host-nic.toml`) or several under `[dataplane.<name>]`, with the
-//! network and the demo's workload beside them (`crate::deployment`, as in
+//! network and the demo's workload beside them (the `deployment` module, as in
 //! `configs/veth-pair.toml`): `oaed --name` reads its own table.
 
 use std::fmt;
@@ -72,7 +72,7 @@ pub struct MetricsSettings {
     pub listen: std::net::SocketAddr,
 }
 
-/// The host ring (`crate::host`): the dataplane creates it, the polling
+/// The host ring (the `host` module): the dataplane creates it, the polling
 /// core of `queue` serves it, host programs attach to it.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -731,7 +731,7 @@ impl Config {
     pub fn from_text(text: &str, path: &Path, name: Option<&str>) -> Result<Config, ConfigError> {
         let table: toml::Table = text.parse().map_err(|e| toml_error(path, e))?;
         if let Some(dataplanes) = table.get("dataplane").and_then(toml::Value::as_table) {
-            // A deployment (`crate::deployment`): this process reads its own
+            // A deployment (the `deployment` module): this process reads its own
             // table; the network and the demo are oaectl's business.
             let names: Vec<String> = dataplanes.keys().cloned().collect();
             let name = name.ok_or_else(|| {

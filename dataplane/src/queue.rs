@@ -43,7 +43,7 @@ impl BuiltQueue {
 
 /// The identities of the authenticated links a process runs (`oaed`: all
 /// its queues; embedded queues: those running in the application, see
-/// [`crate::embed`]). Two links sharing an identity would derive one key
+/// the `embed` module). Two links sharing an identity would derive one key
 /// and count packet numbers alike, so they would share nonces: start-up
 /// refuses the second (queues on VLAN subinterfaces of one NIC share its
 /// MAC, for one). It is refused whatever their keys, since a key can be

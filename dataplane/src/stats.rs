@@ -8,10 +8,7 @@ use hdrhistogram::Histogram;
 use oae_os::cpu::CpuTime;
 use serde::{Deserialize, Serialize};
 
-use crate::host::HostPortCounters;
 use crate::outcome::{OUTCOME_CODES, Outcome, VERB_KINDS};
-use crate::pipeline::PipelineCounters;
-use crate::pipeline::idle::IdleCounters;
 use crate::status::QueueInfo;
 
 /// Monotonic counters by name (the producer's field names): they only
@@ -249,6 +246,76 @@ impl VerbOutcomes {
         }
         out
     }
+}
+
+/// Counters of the loop itself.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct PipelineCounters {
+    pub bursts: u64,
+    pub rx_frames: u64,
+    /// Frames of another EtherType (the XDP program passes those to the kernel).
+    pub rx_not_oae: u64,
+    /// OAE frames from a MAC that is none of this queue's peers.
+    pub rx_foreign: u64,
+    pub tx_frames: u64,
+    /// Iterations whose transmit burst found the ring full.
+    pub tx_ring_full: u64,
+    pub app_submitted: u64,
+    pub app_refused: u64,
+    /// Control requests answered (or, for verbs, submitted).
+    pub control_requests: u64,
+    /// Completions dropped because the application's queue was full.
+    pub app_completions_lost: u64,
+}
+
+/// What the idle policy did, for reports.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct IdleCounters {
+    /// Loop iterations that found nothing to do.
+    pub idle_iterations: u64,
+    pub yields: u64,
+    pub sleeps: u64,
+    /// Time spent asleep, nanoseconds.
+    pub slept_ns: u64,
+    /// Sleeps ended by a frame, a submission or a control request (the
+    /// rest ended at their timeout).
+    pub woken: u64,
+}
+
+/// Counters of a dataplane's host port.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct HostPortCounters {
+    pub requests: u64,
+    pub undecodable: u64,
+    pub completions: u64,
+    /// Completions still waiting for room (FITO) or an exchange (bilateral).
+    pub completions_waiting: u64,
+    /// Completions dropped because even the waiting list was full
+    /// (the host stopped taking them).
+    pub completions_lost: u64,
+    /// Completions for a host process that is gone (another claimed its
+    /// ring or slot since); nobody is left to take them.
+    pub completions_orphaned: u64,
+    /// Verbs a FITO ring's earlier holder published and the dataplane read
+    /// only after it was gone: not run, as a bilateral slot withdraws what
+    /// a dead holder left offered.
+    pub requests_orphaned: u64,
+    /// Bilateral exchanges committed, and lost to the host's withdrawal.
+    pub swaps: u64,
+    pub lost_swaps: u64,
+    /// Offers whose header claims more records than a slot holds.
+    pub bad_offers: u64,
+    /// Polls of a FITO ring whose request tail stood behind the head or
+    /// more than a ring ahead of it (a host that scribbled its index):
+    /// nothing was taken.
+    #[serde(default)]
+    pub bad_tails: u64,
+    /// 1 once the ring file was found cut short under the mapping (a
+    /// process truncated it): the port serves the ring no more, and the
+    /// completions it still held are counted orphaned. A new ring needs a
+    /// restart.
+    #[serde(default)]
+    pub ring_cut: u64,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! The dataplane creates the region, as a device exposes its BAR, and its
 //! polling core serves it between bursts ([`HostPort`]); a program on the
 //! host attaches with [`HostQueue`] and uses the same verbs API as an
-//! in-process application ([`crate::embed::EmbeddedQueue`]): `submit` a
+//! in-process application (`embed::EmbeddedQueue`): `submit` a
 //! [`crate::api::Submission`], `poll_completion` for its one
 //! [`crate::api::Completion`].
 //!
@@ -25,9 +25,10 @@ pub mod load;
 mod port;
 mod queue;
 
+pub use crate::stats::HostPortCounters;
 pub use codec::{MAX_READ, MAX_VERB_RECORDS, MAX_WRITE};
 pub use oae_swapring::region::RegionError;
-pub use port::{HostOrigin, HostPort, HostPortCounters};
+pub use port::{HostOrigin, HostPort};
 pub use queue::{AttachError, HostQueue, HostQueueCounters};
 
 /// How host programs and the dataplane exchange verbs and completions.

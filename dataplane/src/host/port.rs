@@ -30,6 +30,7 @@ use super::codec::{
 };
 use super::{HostMode, HostRing};
 use crate::api::{AppError, Completion, NotSubmitted, Submission};
+use crate::stats::HostPortCounters;
 
 /// Which host process a verb came from: its slot (0 on a FITO ring) and the
 /// generation of that process's claim.
@@ -37,42 +38,6 @@ use crate::api::{AppError, Completion, NotSubmitted, Submission};
 pub struct HostOrigin {
     pub slot: u16,
     pub generation: u16,
-}
-
-/// Counters of a dataplane's host port.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
-pub struct HostPortCounters {
-    pub requests: u64,
-    pub undecodable: u64,
-    pub completions: u64,
-    /// Completions still waiting for room (FITO) or an exchange (bilateral).
-    pub completions_waiting: u64,
-    /// Completions dropped because even the waiting list was full
-    /// (the host stopped taking them).
-    pub completions_lost: u64,
-    /// Completions for a host process that is gone (another claimed its
-    /// ring or slot since); nobody is left to take them.
-    pub completions_orphaned: u64,
-    /// Verbs a FITO ring's earlier holder published and the dataplane read
-    /// only after it was gone: not run, as a bilateral slot withdraws what
-    /// a dead holder left offered.
-    pub requests_orphaned: u64,
-    /// Bilateral exchanges committed, and lost to the host's withdrawal.
-    pub swaps: u64,
-    pub lost_swaps: u64,
-    /// Offers whose header claims more records than a slot holds.
-    pub bad_offers: u64,
-    /// Polls of a FITO ring whose request tail stood behind the head or
-    /// more than a ring ahead of it (a host that scribbled its index):
-    /// nothing was taken.
-    #[serde(default)]
-    pub bad_tails: u64,
-    /// 1 once the ring file was found cut short under the mapping (a
-    /// process truncated it): the port serves the ring no more, and the
-    /// completions it still held are counted orphaned. A new ring needs a
-    /// restart.
-    #[serde(default)]
-    pub ring_cut: u64,
 }
 
 /// Per host process on a bilateral ring.

@@ -1,5 +1,5 @@
 //! A host program's handle on a dataplane's host ring: the verbs API of
-//! [`crate::embed::EmbeddedQueue`] across the (emulated) PCIe boundary, the
+//! `embed::EmbeddedQueue` across the (emulated) PCIe boundary, the
 //! same over both ring modes.
 //!
 //! Attaching claims the ring (FITO: one process per ring) or a free swap

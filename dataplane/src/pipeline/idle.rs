@@ -18,9 +18,9 @@ use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeSpec;
 use oae_proto::Nanos;
-use serde::{Deserialize, Serialize};
 
 use crate::config::{IdlePolicy, PollSettings};
+use crate::stats::IdleCounters;
 
 /// Longest sleep: control requests that arrive meanwhile wake the core, but
 /// a bound keeps anything unforeseen from stalling it for long.
@@ -67,20 +67,6 @@ impl Waker {
     fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
-}
-
-/// What the idle policy did, for reports.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-pub struct IdleCounters {
-    /// Loop iterations that found nothing to do.
-    pub idle_iterations: u64,
-    pub yields: u64,
-    pub sleeps: u64,
-    /// Time spent asleep, nanoseconds.
-    pub slept_ns: u64,
-    /// Sleeps ended by a frame, a submission or a control request (the
-    /// rest ended at their timeout).
-    pub woken: u64,
 }
 
 /// The idle policy of one core and how long it has been idle.

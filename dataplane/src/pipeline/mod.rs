@@ -13,8 +13,8 @@ mod tap;
 
 pub use tap::{CaptureBuffer, FinishedCapture};
 
+pub use crate::stats::IdleCounters;
 pub use commands::{Command, CommandKind, QueueShared};
-pub use idle::IdleCounters;
 pub use port::Port;
 
 use std::os::fd::BorrowedFd;
@@ -28,7 +28,7 @@ use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{Nanos, VerbId};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
@@ -36,7 +36,7 @@ use crate::config::PollSettings;
 use crate::control::{OutputView, VerbAnswer, to_json};
 use crate::host::{HostOrigin, HostPort};
 use crate::outcome::{Outcome, verb_kind};
-use crate::stats::{Counters, LinkCounters, VerbOutcomes, named_counters};
+use crate::stats::{Counters, LinkCounters, PipelineCounters, VerbOutcomes, named_counters};
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
@@ -71,26 +71,6 @@ struct InFlight {
     submitted: Nanos,
     /// Index into [`VERB_KINDS`], for the counts of outcomes.
     kind: u8,
-}
-
-/// Counters of the loop itself.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-pub struct PipelineCounters {
-    pub bursts: u64,
-    pub rx_frames: u64,
-    /// Frames of another EtherType (the XDP program passes those to the kernel).
-    pub rx_not_oae: u64,
-    /// OAE frames from a MAC that is none of this queue's peers.
-    pub rx_foreign: u64,
-    pub tx_frames: u64,
-    /// Iterations whose transmit burst found the ring full.
-    pub tx_ring_full: u64,
-    pub app_submitted: u64,
-    pub app_refused: u64,
-    /// Control requests answered (or, for verbs, submitted).
-    pub control_requests: u64,
-    /// Completions dropped because the application's queue was full.
-    pub app_completions_lost: u64,
 }
 
 pub struct Pipeline<D: Driver, T: Transport> {

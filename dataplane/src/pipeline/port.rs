@@ -8,9 +8,9 @@ use oae_proto::LinkId;
 use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
 use oae_proto::{Nanos, TransmitBuffers};
 
-use super::PipelineCounters;
 use super::tap::Tap;
 use crate::config::KickPolicy;
+use crate::stats::PipelineCounters;
 use crate::transport::Transport;
 
 /// Adaptive kicks: frames held at most before a kick…
