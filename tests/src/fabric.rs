@@ -17,7 +17,7 @@ use oae_pmd::netns::{Graph, Segment, format_mac};
 use oae_sim::Shape;
 use serde_json::Value;
 
-use crate::dataplanes::{
+use crate::oaed::{
     ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, binary, regions_toml, shut_down, start_oaed,
 };
 

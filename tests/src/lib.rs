@@ -6,6 +6,7 @@ use std::process::{Command, ExitStatus};
 
 pub mod dataplanes;
 pub mod fabric;
+pub mod oaed;
 
 /// Debian's interpreter, the one `python3-scapy` is installed for: a pyenv
 /// or virtualenv `python3` earlier on PATH would not find scapy.

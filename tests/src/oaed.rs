@@ -1,0 +1,120 @@
+//! One `oaed` process of a test: where its binary is, starting it until it
+//! answers, shutting it down by its PID, the regions every test dataplane
+//! registers, and the turn that keeps two sets of polling dataplanes from
+//! sharing this machine's two vCPUs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use oae_dataplane::control::{Request, call};
+use oae_os::child::Supervised;
+
+/// The region every test dataplane offers its peer, and its key.
+pub const TARGET_REGION: u16 = 1;
+pub const TARGET_KEY: u32 = 0x0ae1;
+/// The region a test dataplane's own verbs read into and write from.
+pub const LOCAL_REGION: u16 = 2;
+
+/// Path of a workspace binary built beside the test executable
+/// (`target/<profile>/<name>`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first (cargo build --workspace --bins), \
+         as `cargo xtask test` does",
+        path.display()
+    );
+    path
+}
+
+/// The tests' shortest round: 2 ms. Tests of one binary run two at a time,
+/// so four busy-polling dataplanes share this machine's two vCPUs, and a
+/// peer descheduled for a time slice must not look dead (the default 20 µs
+/// round assumes polling cores of their own; `configs/veth-pair.toml`).
+pub const SHARED_CPU_MIN_ROUND_NS: u64 = 2_000_000;
+
+/// The tests' silent rounds before a peer is declared unreachable: 20, so
+/// 40 ms at the shortest round. On a loaded machine (a busy loop on the
+/// other CPU) a polling thread can wait longer than 8 such rounds (the
+/// link's default) for its CPU, and a live peer would look dead. Tests of
+/// how fast a dead peer is noticed set their own.
+pub const SHARED_CPU_UNREACHABLE_ROUNDS: u32 = 20;
+
+/// Held by every `Dataplanes` and `fabric::Fabric` for its life:
+/// the tests of one binary run in parallel, and two sets of busy-polling
+/// dataplanes on this machine's two vCPUs starve each other long enough to
+/// look dead (a peer silent for 8 rounds is declared unreachable). One set
+/// at a time.
+pub(crate) static ONE_SET_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The turn of a test that starts busy-polling dataplanes of its own,
+/// outside `Dataplanes` and `fabric::Fabric`: hold it while they
+/// run (see [`ONE_SET_AT_A_TIME`]).
+pub fn polling_turn() -> MutexGuard<'static, ()> {
+    // A test that failed while holding the turn poisons the lock; the turn
+    // is still free.
+    ONE_SET_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts `oaed` as `cmd` says and waits (bounded) until it answers on
+/// `socket`; panics with its log (`log`) if it exits or stays silent.
+/// Dropping the result ends it by its PID.
+pub fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
+    // A shutdown request is answered within the drain (2 s).
+    let mut oaed = Supervised::spawn(&mut cmd, "oaed", Duration::from_secs(5)).expect("start oaed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log_text = || std::fs::read_to_string(log).unwrap_or_default();
+    while call(socket, &Request::Status, Duration::from_secs(1)).is_err() {
+        if let Some(status) = oaed.exited() {
+            panic!(
+                "oaed ({}) exited with {status}:\n{}",
+                socket.display(),
+                log_text()
+            );
+        }
+        if Instant::now() > deadline {
+            oaed.kill9();
+            panic!("oaed ({}) did not start:\n{}", socket.display(), log_text());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    oaed
+}
+
+/// Asks `oaed` on `socket` to shut down and waits for it, killing it by its
+/// PID if it does not exit in its grace period; true if it exited by itself.
+pub fn shut_down(oaed: &mut Supervised, socket: &Path) -> bool {
+    let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
+    matches!(oaed.stop(true), Some((_, false)))
+}
+
+/// The tests' two regions, as `[[<prefix>region]]` tables: the peers'
+/// target (every permission) and the local block bilateral swaps trade.
+pub(crate) fn regions_toml(prefix: &str) -> String {
+    format!(
+        r#"
+[[{prefix}region]]
+id = {TARGET_REGION}
+key = {TARGET_KEY}
+len = 65536
+perms = "rwa"
+
+[[{prefix}region]]
+id = {LOCAL_REGION}
+key = 2
+len = 65536
+perms = "rw"
+"#
+    )
+}
