@@ -15,8 +15,10 @@ use oae_swapring::fito::Wakeup;
 use oae_swapring::wave::{self, RunConfig, Until, Variant, Workload};
 use serde_json::Value;
 
-use super::report::{find, fmt_fig, ratio};
-use super::trial::{Outcome, SAME_CORE_MIN_ROUND_US, run_bounded, tail};
+use super::child::{run_bounded, tail};
+use super::choice::SAME_CORE_MIN_ROUND_US;
+use super::figures::{find, fmt_fig, ratio};
+use super::outcome::Outcome;
 use super::{Experiment, GRACE, Measurement, Options, Results, Target};
 
 /// Verbs a host program keeps in flight through the host ring.

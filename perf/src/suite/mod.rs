@@ -14,10 +14,20 @@
 //! repetition runs every subject a few seconds apart and ratios compare
 //! like with like on a machine whose speed drifts.
 
+pub mod child;
+pub mod choice;
+pub mod demo;
+pub mod fabric;
+pub mod figures;
 pub mod ipu;
+pub mod outcome;
 pub mod plan;
+pub mod raw_xdp;
+pub mod redis;
 pub mod report;
+pub mod sockperf;
 pub mod svg;
+pub mod testpmd;
 pub mod trial;
 
 use std::collections::BTreeMap;
@@ -217,7 +227,7 @@ impl Measurement {
         self.metrics.get(metric).and_then(|f| f.median)
     }
 
-    fn record(&mut self, outcome: trial::Outcome) {
+    fn record(&mut self, outcome: outcome::Outcome) {
         for (k, v) in outcome.metrics {
             self.metrics.entry(k).or_default().push(v);
         }

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use oae_dataplane::host::HostMode;
 use oae_swapring::wave::{Variant, Workload};
 
+use super::choice::{DriverChoice, Placement, PollChoice};
+use super::demo::DemoTrial;
+use super::fabric::FabricTrial;
 use super::ipu::{HOST_RING_WINDOWS, host_ring_subject};
-use super::trial::{
-    DemoTrial, DriverChoice, FabricTrial, Placement, PollChoice, RedisTrial, Trial,
-};
+use super::redis::RedisTrial;
+use super::trial::Trial;
 use super::{Experiment, Options};
 
 /// One subject under one setting, run once per repetition.

@@ -2,9 +2,11 @@
 
 use std::fmt::Write as _;
 
+use super::choice::PollChoice;
+use super::figures::{find, fmt_fig, ratio};
 use super::plan::{CONDITIONS, LINE_RATE_POLLING, driver_slots};
-use super::trial::PollChoice;
-use super::{Experiment, Figure, Measurement, Options, Results, Target};
+use super::redis::REDIS_PORT;
+use super::{Experiment, Measurement, Options, Results, Target};
 
 /// RoCE's local ACK timeout at the deployed exponent: 4.096 us x 2^14.
 const RC_ACK_TIMEOUT_US: f64 = 4.096 * 16_384.0;
@@ -14,19 +16,6 @@ const TCP_RTO_MIN_US: f64 = 200_000.0;
 
 /// The TCP baseline's target: OAE's p99.9 at most this share of Redis's.
 const TCP_TAIL_SHARE: f64 = 1.0 / 50.0;
-
-pub(super) fn find<'a>(
-    ms: &'a [Measurement],
-    e: Experiment,
-    subject: &str,
-    params: &[(&str, &str)],
-) -> Option<&'a Measurement> {
-    ms.iter().find(|m| {
-        m.experiment == e
-            && m.subject == subject
-            && params.iter().all(|(k, v)| m.param(k) == Some(*v))
-    })
-}
 
 /// A subject's `metric` (median) in a failure condition, while the fault
 /// was on.
@@ -346,13 +335,6 @@ fn per_core_cost(oae: Option<f64>, reference: Option<f64>, fpv: Option<f64>, nam
     }
 }
 
-pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
-}
-
 /// The targets the suite reports against, from what was measured.
 pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
     let mut out = Vec::new();
@@ -478,7 +460,7 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
                 "OAE p99.9 while 1 % loss is on / Redis INCR p99.9 over kernel TCP under the \
                  same 1 % loss (XDP scope port:{}), same lanes, one request in flight per \
                  connection, same cores",
-                super::trial::REDIS_PORT
+                REDIS_PORT
             ),
             ratio: r,
             wanted: "<= 0.02 (1/50)".into(),
@@ -529,26 +511,6 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
         super::ipu::targets(ms, &mut out);
     }
     out
-}
-
-pub(super) fn fmt_fig(f: Option<&Figure>, scale: f64, digits: usize) -> String {
-    match f {
-        Some(Figure {
-            median: Some(m),
-            min: Some(lo),
-            max: Some(hi),
-            values,
-        }) if values.len() > 1 => format!(
-            "{:.digits$} [{:.digits$}–{:.digits$}]",
-            m / scale,
-            lo / scale,
-            hi / scale
-        ),
-        Some(Figure {
-            median: Some(m), ..
-        }) => format!("{:.digits$}", m / scale),
-        _ => "–".into(),
-    }
 }
 
 /// The report: method, targets, one table per experiment, plots.
@@ -793,8 +755,8 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
              | transport | condition | lanes | verbs or requests/s (k) | p50 | p99 | p99.9 | max | failed | recovery: reversals / retransmissions (ACK timeouts) / TCP retransmitted segments (checksum drops) | exactly once |\n\
              |---|---|---|---|---|---|---|---|---|---|---|",
             r.options.failure_lanes,
-            super::trial::REDIS_PORT,
-            super::trial::REDIS_PORT,
+            REDIS_PORT,
+            REDIS_PORT,
             r.options.failure_secs / 3.0,
         );
         for (cond, _, _, _, lanes) in CONDITIONS {

@@ -1,0 +1,363 @@
+//! `oaectl demo` as a subject: line rate, latency, scale and failure trials.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::child::{run_bounded, tail};
+use super::choice::*;
+use super::outcome::{Outcome, percentiles};
+use super::{GRACE, Options};
+
+/// One `oaectl demo` run.
+#[derive(Clone, Debug)]
+pub struct DemoTrial {
+    driver: DriverChoice,
+    transport: &'static str,
+    verbs: &'static str,
+    slots: Option<u16>,
+    /// `None`: as many lanes as slots.
+    lanes: Option<u32>,
+    failure: bool,
+    placement: Placement,
+    /// Loss ppm, corruption ppm, flaps.
+    faults: [u32; 3],
+    /// Queues per dataplane, each with its own workload of `lanes` lanes.
+    queues: u32,
+    /// How long each flap keeps the link down (the demo's default if none).
+    flap_ms: Option<u32>,
+    /// The trial runs at least this long, whatever `--failure-secs` says.
+    min_secs: f64,
+    poll: PollChoice,
+}
+
+impl DemoTrial {
+    /// Line rate: one lane per slot, so every slot has a verb in flight.
+    pub fn line(driver: DriverChoice, verb: &'static str, slots: u16) -> DemoTrial {
+        DemoTrial {
+            driver,
+            transport: "oae",
+            verbs: verb,
+            slots: Some(slots),
+            lanes: None,
+            failure: false,
+            placement: Placement::CrossCore,
+            faults: [0; 3],
+            queues: 1,
+            flap_ms: None,
+            min_secs: 0.0,
+            poll: PollChoice::default(),
+        }
+    }
+
+    /// The same trial with the dataplanes polling as `poll` says.
+    pub fn polling(self, poll: PollChoice) -> DemoTrial {
+        DemoTrial { poll, ..self }
+    }
+
+    /// Scale: CAS over `queues` queues per dataplane (a link each), one
+    /// lane per slot on each. Both queues of a dataplane share its core
+    /// here: the machine has two.
+    pub fn scale(driver: DriverChoice, queues: u32, slots: u16) -> DemoTrial {
+        DemoTrial {
+            queues,
+            ..DemoTrial::line(driver, "cas", slots)
+        }
+    }
+
+    /// Latency: one lane, one verb in flight.
+    pub fn latency(verb: &'static str, placement: Placement) -> DemoTrial {
+        DemoTrial {
+            driver: DriverChoice::AfXdp,
+            transport: "oae",
+            verbs: verb,
+            slots: None,
+            lanes: Some(1),
+            failure: false,
+            placement,
+            faults: [0; 3],
+            queues: 1,
+            flap_ms: None,
+            min_secs: 0.0,
+            poll: PollChoice::default(),
+        }
+    }
+
+    /// Failure injection: the verbs both transports run, faults in the
+    /// middle third.
+    /// The link down once in the middle third for 1 s: longer than the
+    /// RC model's retries last (8 ACK timeouts of about 67 ms), so its
+    /// queue pair fails; 6 s at least, so the outage fits the middle third.
+    pub fn outage(transport: &'static str, lanes: u32) -> DemoTrial {
+        DemoTrial {
+            flap_ms: Some(1000),
+            min_secs: 6.0,
+            ..DemoTrial::failure(transport, lanes, [0, 0, 1])
+        }
+    }
+
+    pub fn failure(transport: &'static str, lanes: u32, faults: [u32; 3]) -> DemoTrial {
+        DemoTrial {
+            driver: DriverChoice::AfXdp,
+            transport,
+            verbs: "cas,faa,write",
+            slots: None,
+            lanes: Some(lanes),
+            failure: true,
+            placement: Placement::CrossCore,
+            faults,
+            queues: 1,
+            flap_ms: None,
+            min_secs: 0.0,
+            poll: PollChoice::default(),
+        }
+    }
+}
+
+pub(super) fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome, String> {
+    if d.driver == DriverChoice::DpdkAfXdp {
+        oae_pmd::dpdk::reserve_hugepages(HUGEPAGES)?;
+    }
+    let (file, text) = d.driver.config();
+    let config = opts.out.join("configs").join(file);
+    if !config.exists() {
+        std::fs::create_dir_all(opts.out.join("configs")).map_err(|e| e.to_string())?;
+        std::fs::write(&config, text).map_err(|e| e.to_string())?;
+    }
+    let report = log.with_extension("json");
+    let _ = std::fs::remove_file(&report);
+    let secs = if d.failure {
+        opts.failure_secs.max(d.min_secs)
+    } else {
+        opts.secs
+    };
+    let cores = d.placement.cores(opts.cores);
+    let lanes = d.lanes.unwrap_or_else(|| u32::from(d.slots.unwrap_or(64)));
+    let mut cmd = Command::new(&opts.oaectl);
+    cmd.arg("demo")
+        .arg("--config")
+        .arg(&config)
+        .args(["--transport", d.transport])
+        .args(["--verbs", d.verbs])
+        .args(["--seconds", &secs.to_string()])
+        .args(["--lanes", &lanes.to_string()])
+        .args(["--cores", &format!("{},{}", cores[0], cores[1])])
+        .args(["--loss-ppm", &d.faults[0].to_string()])
+        .args(["--corrupt-ppm", &d.faults[1].to_string()])
+        .args(["--flaps", &d.faults[2].to_string()])
+        .arg("--report")
+        .arg(&report);
+    if let Some(slots) = d.slots {
+        cmd.args(["--slots", &slots.to_string()]);
+    }
+    if d.queues > 1 {
+        cmd.args(["--queues", &d.queues.to_string()]);
+    }
+    if let Some(ms) = d.flap_ms {
+        cmd.args(["--flap-ms", &ms.to_string()]);
+    }
+    d.poll.args(&mut cmd);
+    match (d.failure, d.placement) {
+        (true, _) => {}
+        (false, Placement::CrossCore) => {
+            cmd.args(["--min-round-us", &SHARED_CPU_MIN_ROUND_US.to_string()]);
+        }
+        (false, Placement::SameCore) => {
+            cmd.args(["--min-round-us", &SAME_CORE_MIN_ROUND_US.to_string()]);
+        }
+    }
+    let status = run_bounded(
+        cmd,
+        log,
+        Duration::from_secs_f64(secs) + GRACE,
+        "oaectl demo",
+    )?;
+    let text = std::fs::read_to_string(&report).map_err(|_| {
+        let tail = tail(log);
+        format!(
+            "oaectl demo exited ({status}) without a report: {}\n{tail}",
+            tail.lines().last().unwrap_or_default().trim()
+        )
+    })?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
+    Ok(demo_outcome(&v, d.transport == "rc-model"))
+}
+
+/// Figures from `oaectl demo --report`.
+pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
+    let w = &v["workload"];
+    let num = |x: &Value| x.as_f64().unwrap_or(0.0);
+    let mut o = Outcome::default();
+    let completed = num(&w["completed"]);
+    let elapsed = num(&w["elapsed_s"]).max(1e-9);
+    let verbs_per_s = completed / elapsed;
+    o.set("verbs_per_s", verbs_per_s);
+    // CPU time over the wall time it was measured across (the workload and
+    // the control requests around it).
+    let cpu_wall = num(&v["cpu_wall_s"]).max(1e-9);
+    let cores: Vec<f64> = v["cpu"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| (num(&c["user_s"]) + num(&c["system_s"])) / cpu_wall)
+        .collect();
+    if let [a, b] = cores[..] {
+        // Per CPU-second: the verbs completed over the CPU both sides used
+        // across the whole window CPU was measured over (the workload and
+        // the requests around it), so a policy that idles cheaply around
+        // the workload gains nothing it did not earn while it ran.
+        o.set_cpu([a, b], Some(completed / cpu_wall));
+    }
+    percentiles(&mut o, "", &w["latency"]);
+    let phases = w["phases"].as_array().cloned().unwrap_or_default();
+    let during = phases.iter().position(|p| p["name"] == "during");
+    let cdf_source = match during {
+        Some(i) => {
+            let p = &phases[i];
+            percentiles(&mut o, "during_", &p["latency"]);
+            let start = num(&p["started_s"]);
+            let end = phases
+                .get(i + 1)
+                .map_or(num(&w["elapsed_s"]), |n| num(&n["started_s"]));
+            o.set(
+                "during_verbs_per_s",
+                num(&p["completed"]) / (end - start).max(1e-9),
+            );
+            o.set("during_failed", num(&p["failed"]));
+            &p["cdf"]
+        }
+        None => &w["cdf"],
+    };
+    o.cdf = cdf_source
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|pt| Some((pt[0].as_f64()?, pt[1].as_f64()? / 1e3)))
+        .collect();
+    o.tail_us = o
+        .metrics
+        .get("during_p999_us")
+        .copied()
+        .unwrap_or_else(|| o.metrics.get("p999_us").copied().unwrap_or(0.0));
+    o.set("failed", num(&w["failed"]));
+    o.set("mismatches", num(&w["mismatches"]));
+    let exactly_once = v["exactly_once"] == true && num(&w["mismatches"]) == 0.0;
+    o.set("exactly_once_pass", if exactly_once { 1.0 } else { 0.0 });
+    let sum = |section: &str, key: &str, inner: &str| -> f64 {
+        v["stats"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s[section].as_array().into_iter().flatten())
+            .map(|q| match &q[inner] {
+                // A queue's links, each with its counters.
+                Value::Array(links) => links.iter().map(|l| num(&l[key])).sum(),
+                one => num(&one[key]),
+            })
+            .sum()
+    };
+    if rc {
+        o.set("retransmissions", sum("queues", "retransmissions", "links"));
+        o.set("ack_timeouts", sum("queues", "timeouts", "links"));
+    } else {
+        o.set("reversals", sum("queues", "reversals", "links"));
+    }
+    o.set(
+        "frames_dropped_by_fault",
+        sum("xdp", "dropped_by_fault", "counters"),
+    );
+    o.set(
+        "frames_corrupted_by_fault",
+        sum("xdp", "corrupted_by_fault", "counters"),
+    );
+    o.set(
+        "frames_per_verb",
+        sum("queues", "tx_frames", "links") / completed.max(1.0),
+    );
+    // Frames per transmit system call, per side (drivers that count kicks).
+    for (side, stats) in ["a", "b"]
+        .iter()
+        .zip(v["stats"].as_array().into_iter().flatten())
+    {
+        let (mut frames, mut kicks) = (0.0, 0.0);
+        for q in stats["queues"].as_array().into_iter().flatten() {
+            frames += num(&q["pipeline"]["tx_frames"]);
+            kicks += num(&q["driver"]["tx_kicks"]);
+        }
+        if kicks > 0.0 {
+            o.set(&format!("frames_per_kick_{side}"), frames / kicks);
+        }
+    }
+    o.headline = format!(
+        "{:.0} verbs/s, p50 {:.1} us, p99.9 {:.1} us{}",
+        verbs_per_s,
+        o.metrics["p50_us"],
+        o.tail_us,
+        if exactly_once {
+            ", exactly-once PASS"
+        } else {
+            ", exactly-once FAIL"
+        }
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_reports_become_figures() {
+        let v = serde_json::json!({
+            "exactly_once": true,
+            "workload": {
+                "completed": 1000, "elapsed_s": 2.0, "failed": 3, "mismatches": 0,
+                "latency": {"p50": 5000, "p90": 6000, "p99": 9000, "p999": 20000, "max": 90000},
+                "cdf": [[0.5, 5000]],
+                "phases": [
+                    {"name": "before", "started_s": 0.0, "completed": 400, "failed": 0,
+                     "latency": {"p50": 5000, "p999": 8000}},
+                    {"name": "during", "started_s": 0.5, "completed": 300, "failed": 3,
+                     "latency": {"p50": 6000, "p999": 40000}, "cdf": [[0.5, 6000], [1.0, 40000]]},
+                    {"name": "after", "started_s": 1.5, "completed": 300, "failed": 0,
+                     "latency": {"p50": 5000, "p999": 9000}}
+                ]
+            },
+            "stats": [
+                {"queues": [{"links": [{"reversals": 7, "tx_frames": 1100}],
+                             "pipeline": {"tx_frames": 1100}, "driver": {"tx_kicks": 100}}],
+                 "xdp": [{"counters": {"dropped_by_fault": 9}}]},
+                {"queues": [{"links": [{"reversals": 2, "tx_frames": 1000}]}], "xdp": []}
+            ],
+            "cpu": [{"user_s": 1.5, "system_s": 0.5}, {"user_s": 0.5, "system_s": 0.5}],
+            "cpu_wall_s": 2.0
+        });
+        let o = demo_outcome(&v, false);
+        assert_eq!(o.metrics["verbs_per_s"], 500.0);
+        assert_eq!(o.metrics["during_verbs_per_s"], 300.0);
+        assert_eq!(o.metrics["during_p999_us"], 40.0);
+        assert_eq!(o.metrics["reversals"], 9.0);
+        assert_eq!(o.metrics["frames_dropped_by_fault"], 9.0);
+        assert_eq!(o.metrics["frames_per_verb"], 2.1);
+        assert_eq!(o.metrics["frames_per_kick_a"], 11.0);
+        assert!(
+            !o.metrics.contains_key("frames_per_kick_b"),
+            "no kicks counted"
+        );
+        // 2 s of CPU on side a and 1 s on side b over a 2 s workload.
+        assert_eq!(o.metrics["cpu_a_cores"], 1.0);
+        assert_eq!(o.metrics["cpu_b_cores"], 0.5);
+        assert_eq!(o.metrics["per_cpu_s"], 1000.0 / 3.0);
+        assert_eq!(o.metrics["exactly_once_pass"], 1.0);
+        assert_eq!(o.cdf, vec![(0.5, 6.0), (1.0, 40.0)]);
+        assert_eq!(o.tail_us, 40.0);
+        let mut failed = v.clone();
+        failed["exactly_once"] = false.into();
+        assert_eq!(
+            demo_outcome(&failed, false).metrics["exactly_once_pass"],
+            0.0
+        );
+    }
+}
