@@ -1,5 +1,5 @@
 /* liboae: Open Atomic Ethernet verbs from C. Generated from liboae/src by
- * `cargo xtask c-header`: do not edit. See examples/c/ and the README. */
+ * `cargo xtask c-header`: do not edit. See examples/c/ and docs/RUNNING.md. */
 
 #ifndef OAE_H
 #define OAE_H

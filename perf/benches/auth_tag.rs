@@ -5,7 +5,7 @@
 //! carries. RustCrypto's AES and GHASH pick AES-NI and CLMUL at run time.
 //!
 //! `cargo bench -p oae-perf --bench auth_tag` (`-- --quick` for a short
-//! run). The README quotes one run.
+//! run). docs/BENCHMARKS.md quotes one run.
 
 use std::hint::black_box;
 use std::time::Instant;
