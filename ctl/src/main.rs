@@ -1025,3 +1025,22 @@ fn print_flat(prefix: &str, v: &Value) {
         other => outln!("{prefix} {other}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use oae_dataplane::proto::Opcode;
+
+    use super::*;
+
+    /// `oaectl verb` has one subcommand per kind of verb, named as the
+    /// core names it.
+    #[test]
+    fn the_verb_subcommands_are_the_cores_kinds() {
+        let cli = Cli::command();
+        let verb = cli
+            .find_subcommand("verb")
+            .expect("oaectl has a verb subcommand");
+        let names: Vec<&str> = verb.get_subcommands().map(|c| c.get_name()).collect();
+        assert_eq!(names, Opcode::NAMES);
+    }
+}

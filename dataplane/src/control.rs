@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use oae_common::FaultConfig;
 use oae_pmd::xdp::FaultScope;
+use oae_proto::Opcode;
 use oae_proto::auth::{Authenticator, KEY_NUMBERS, LinkKey};
 use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 use serde::{Deserialize, Serialize};
@@ -427,6 +428,19 @@ pub enum VerbSpec {
 }
 
 impl VerbSpec {
+    /// The kind of verb; its serde tag (`"op"`) is the kind's name.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            VerbSpec::Read { .. } => Opcode::Read,
+            VerbSpec::Write { .. } => Opcode::Write,
+            VerbSpec::Cas { .. } => Opcode::CompareAndSwap,
+            VerbSpec::Faa { .. } => Opcode::FetchAdd,
+            VerbSpec::Swap { .. } => Opcode::Swap,
+            VerbSpec::Mcas { .. } => Opcode::MultiWordCommit,
+            VerbSpec::Bswap { .. } => Opcode::BilateralSwap,
+        }
+    }
+
     pub fn to_verb(&self) -> Result<Verb, String> {
         let target = |region: u16, key: u32| RegionRef { id: region, key };
         Ok(match self {
@@ -946,6 +960,70 @@ pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One verb of each kind, as the control protocol carries it.
+    fn sample(kind: Opcode) -> VerbSpec {
+        let (region, key, offset) = (1, 2, 8);
+        match kind {
+            Opcode::Read => VerbSpec::Read {
+                region,
+                key,
+                offset,
+                len: 8,
+            },
+            Opcode::Write => VerbSpec::Write {
+                region,
+                key,
+                offset,
+                data: "ab".into(),
+            },
+            Opcode::CompareAndSwap => VerbSpec::Cas {
+                region,
+                key,
+                offset,
+                expected: 1,
+                new: 2,
+            },
+            Opcode::FetchAdd => VerbSpec::Faa {
+                region,
+                key,
+                offset,
+                add: 1,
+            },
+            Opcode::Swap => VerbSpec::Swap {
+                region,
+                key,
+                offset,
+                new: 3,
+            },
+            Opcode::MultiWordCommit => VerbSpec::Mcas {
+                region,
+                key,
+                words: vec![(offset, 1, 2)],
+            },
+            Opcode::BilateralSwap => VerbSpec::Bswap {
+                region,
+                key,
+                offset,
+                local_region: 2,
+                local_offset: 0,
+                len: 8,
+            },
+        }
+    }
+
+    /// Every kind has a form in the control protocol, tagged with the
+    /// kind's name, that becomes a verb of that kind.
+    #[test]
+    fn every_kind_of_verb_has_its_spec_tagged_with_its_name() {
+        for kind in Opcode::ALL {
+            let spec = sample(kind);
+            assert_eq!(spec.opcode(), kind);
+            let json = serde_json::to_value(&spec).unwrap();
+            assert_eq!(json["op"], kind.name(), "{json}");
+            assert_eq!(spec.to_verb().unwrap().opcode(), kind);
+        }
+    }
 
     #[test]
     fn hex_round_trips_and_refuses_junk() {

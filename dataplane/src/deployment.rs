@@ -159,11 +159,11 @@ impl DemoSettings {
         if let Some(v) = self
             .verbs
             .iter()
-            .find(|v| crate::workload::Kind::parse(v).is_none())
+            .find(|v| v.parse::<oae_proto::Opcode>().is_err())
         {
             return Err((
                 "verbs",
-                format!("has '{v}': use read, write, cas, faa, swap, mcas, bswap"),
+                format!("has '{v}': use {}", oae_proto::Opcode::NAMES.join(", ")),
             ));
         }
         Ok(())

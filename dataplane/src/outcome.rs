@@ -1,7 +1,7 @@
 //! How a verb ended, as one stable number: what the metrics endpoint labels
 //! verbs with and what the C library hands back in a completion's status.
 
-use oae_proto::verb::{Output, Refusal, ReverseReason, Verb, VerbError};
+use oae_proto::verb::{Refusal, ReverseReason, VerbError};
 
 use crate::api::{AppError, NotSubmitted};
 
@@ -172,35 +172,6 @@ impl Outcome {
                     .summary()
             }
         }
-    }
-}
-
-/// The seven verbs, as the metrics endpoint labels them.
-pub const VERB_KINDS: [&str; 7] = ["read", "write", "cas", "faa", "swap", "mcas", "bswap"];
-
-/// A verb's index into [`VERB_KINDS`].
-pub fn verb_kind(v: &Verb) -> usize {
-    match v {
-        Verb::Read { .. } => 0,
-        Verb::Write { .. } => 1,
-        Verb::CompareAndSwap { .. } => 2,
-        Verb::FetchAdd { .. } => 3,
-        Verb::Swap { .. } => 4,
-        Verb::MultiWordCommit { .. } => 5,
-        Verb::BilateralSwap { .. } => 6,
-    }
-}
-
-/// The same index from a verb's result.
-pub fn output_kind(o: &Output) -> usize {
-    match o {
-        Output::Read(_) => 0,
-        Output::Write => 1,
-        Output::CompareAndSwap { .. } => 2,
-        Output::FetchAdd { .. } => 3,
-        Output::Swap { .. } => 4,
-        Output::MultiWordCommit { .. } => 5,
-        Output::BilateralSwap(_) => 6,
     }
 }
 

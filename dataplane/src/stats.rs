@@ -8,7 +8,6 @@ use hdrhistogram::Histogram;
 use oae_os::cpu::CpuTime;
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::{OUTCOME_CODES, Outcome, VERB_KINDS};
 use crate::status::QueueInfo;
 
 /// Monotonic counters by name (the producer's field names): they only
@@ -207,47 +206,6 @@ impl LatencyBuckets {
     }
 }
 
-/// Verbs ended by kind and outcome, kept on the polling core in a table
-/// made once (no allocation when a verb ends).
-#[derive(Debug, Clone)]
-pub struct VerbOutcomes {
-    table: Box<[[u64; OUTCOME_CODES]; VERB_KINDS.len()]>,
-}
-
-impl Default for VerbOutcomes {
-    fn default() -> VerbOutcomes {
-        VerbOutcomes {
-            table: Box::new([[0; OUTCOME_CODES]; VERB_KINDS.len()]),
-        }
-    }
-}
-
-impl VerbOutcomes {
-    pub fn count(&mut self, kind: usize, outcome: Outcome) {
-        if let Some(row) = self.table.get_mut(kind) {
-            row[usize::from(outcome.code())] += 1;
-        }
-    }
-
-    /// The pairs that happened.
-    pub fn report(&self) -> Vec<VerbCount> {
-        let mut out = Vec::new();
-        for (verb, row) in VERB_KINDS.iter().zip(self.table.iter()) {
-            for outcome in Outcome::ALL {
-                let count = row[usize::from(outcome.code())];
-                if count > 0 {
-                    out.push(VerbCount {
-                        verb: (*verb).into(),
-                        outcome: outcome.name().into(),
-                        count,
-                    });
-                }
-            }
-        }
-        out
-    }
-}
-
 /// Counters of the loop itself.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct PipelineCounters {
@@ -343,24 +301,5 @@ mod tests {
             b.sum_ns
         );
         assert!(b.buckets.windows(2).all(|w| w[0].1 <= w[1].1));
-    }
-
-    #[test]
-    fn outcomes_report_only_what_happened() {
-        let mut o = VerbOutcomes::default();
-        o.count(2, Outcome::Ok);
-        o.count(2, Outcome::Ok);
-        o.count(6, Outcome::RefusedLocked);
-        o.count(99, Outcome::Ok);
-        let r = o.report();
-        assert_eq!(r.len(), 2, "{r:?}");
-        assert_eq!(
-            (r[0].verb.as_str(), r[0].outcome.as_str(), r[0].count),
-            ("cas", "ok", 2)
-        );
-        assert_eq!(
-            (r[1].verb.as_str(), r[1].outcome.as_str()),
-            ("bswap", "refused_locked")
-        );
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use oae_proto::Opcode;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{
     DownReason, Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store,
@@ -42,8 +43,8 @@ pub enum TransportEvent {
 pub trait Transport: Send + 'static {
     /// `"oae"` or `"rc-model"`.
     fn name(&self) -> &'static str;
-    /// The workload verbs it runs (by `workload::Kind` name).
-    fn verb_kinds(&self) -> &'static [&'static str];
+    /// Whether it runs verbs of this kind.
+    fn runs(&self, kind: Opcode) -> bool;
     /// Links, numbered from 0 in the order of the queue's peers.
     fn links(&self) -> usize;
     fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos);
@@ -165,8 +166,8 @@ impl Transport for Oae {
         "oae"
     }
 
-    fn verb_kinds(&self) -> &'static [&'static str] {
-        &["read", "write", "cas", "faa", "swap", "mcas", "bswap"]
+    fn runs(&self, _: Opcode) -> bool {
+        true
     }
 
     fn links(&self) -> usize {
@@ -378,8 +379,8 @@ impl Transport for RcModel {
         "rc-model"
     }
 
-    fn verb_kinds(&self) -> &'static [&'static str] {
-        &["read", "write", "cas", "faa"]
+    fn runs(&self, kind: Opcode) -> bool {
+        oae_rc_model::runs(kind)
     }
 
     fn links(&self) -> usize {

@@ -88,5 +88,8 @@ fuzz_target!(|data: &[u8]| {
     }
     server.1.recv().expect("the connection ended");
     let requests = data.split(|&b| b == b'\n').count();
-    assert!(answered <= requests, "{answered} answers to {requests} lines");
+    assert!(
+        answered <= requests,
+        "{answered} answers to {requests} lines"
+    );
 });

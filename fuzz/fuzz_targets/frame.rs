@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use oae_proto::verb::{self, MAX_BLOCK, MAX_MCAS_WORDS, Request};
 use oae_proto::wire::{self, Context, Frame, SLICE, TRAILER_LEN};
-use oae_proto::{Block, Verb};
+use oae_proto::{Block, Opcode, Verb};
 
 #[path = "../../tests/tests/wire_props/harness.rs"]
 #[allow(dead_code)]
@@ -160,7 +160,7 @@ fn as_verb<'a>(req: &Request<'a>) -> (Verb, &'a [u8]) {
 
 /// A verb of every kind whose lengths, counts and expected words come from
 /// `bytes` itself, so the fuzzer can make results that match them.
-fn every_kind(bytes: &[u8]) -> [Verb; 7] {
+fn every_kind(bytes: &[u8]) -> [Verb; Opcode::COUNT] {
     let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
     let len = u16::from_be_bytes([at(0), at(1)]);
     let len = if usize::from(len) <= MAX_BLOCK {

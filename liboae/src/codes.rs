@@ -5,6 +5,7 @@ use std::ffi::{CStr, CString, c_int};
 use std::sync::OnceLock;
 
 use oae_dataplane::outcome::Outcome;
+use oae_dataplane::proto::Opcode;
 
 /// Most bytes a READ, WRITE or BILATERAL SWAP carries through the host
 /// ring (`oae_wc.data`).
@@ -30,6 +31,20 @@ pub const OAE_OP_MCAS: u32 = 5;
 pub const OAE_OP_BSWAP: u32 = 6;
 /// A completion for an id this queue did not post (never expected).
 pub const OAE_OP_UNKNOWN: u32 = 255;
+
+/// A verb kind's `OAE_OP_*` number (the header needs literals, so the
+/// numbers are spelt out above; a new kind fails to compile here).
+pub(crate) const fn op_number(kind: Opcode) -> u32 {
+    match kind {
+        Opcode::Read => OAE_OP_READ,
+        Opcode::Write => OAE_OP_WRITE,
+        Opcode::CompareAndSwap => OAE_OP_CAS,
+        Opcode::FetchAdd => OAE_OP_FAA,
+        Opcode::Swap => OAE_OP_SWAP,
+        Opcode::MultiWordCommit => OAE_OP_MCAS,
+        Opcode::BilateralSwap => OAE_OP_BSWAP,
+    }
+}
 
 // A completion's `status`: the verb took effect (SUCCESS), or had none.
 pub const OAE_WC_SUCCESS: u32 = 0;
@@ -134,6 +149,16 @@ mod tests {
             assert_eq!(code, u32::from(outcome.code()), "{outcome:?}");
         }
         assert_eq!(OAE_MAX_DATA, MAX_READ.min(MAX_WRITE));
+    }
+
+    /// `OAE_OP_*` count the kinds from 0 in the core's order, one number
+    /// each, below `OAE_OP_UNKNOWN`.
+    #[test]
+    fn opcodes_are_the_cores_kinds() {
+        for kind in Opcode::ALL {
+            assert_eq!(op_number(kind) as usize, kind.index(), "{kind}");
+        }
+        assert!(OAE_OP_UNKNOWN as usize >= Opcode::COUNT);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use oae_dataplane::control::{Request, call};
 use oae_dataplane::host::HostQueue;
 use oae_dataplane::outcome::Outcome;
 use oae_dataplane::proto::verb::{MAX_MCAS_WORDS, Output};
-use oae_dataplane::proto::{Block, McasWord, RegionRef, Verb};
+use oae_dataplane::proto::{Block, McasWord, Opcode, RegionRef, Verb};
 
 mod codes;
 pub use codes::*;
@@ -35,8 +35,8 @@ pub use codes::*;
 pub struct oae_queue {
     queue: HostQueue,
     /// Posted verbs by the id the ring carries: the caller's `wr_id` and
-    /// the verb's opcode, so a failed completion still names both.
-    posted: Vec<Option<(u64, u32)>>,
+    /// the verb's kind, so a failed completion still names both.
+    posted: Vec<Option<(u64, Opcode)>>,
     free: Vec<u32>,
 }
 
@@ -206,7 +206,7 @@ unsafe fn queue_mut<'a>(queue: *mut oae_queue) -> Result<&'a mut oae_queue, c_in
 }
 
 impl oae_queue {
-    fn post(&mut self, wr_id: u64, opcode: u32, verb: Verb) -> c_int {
+    fn post(&mut self, wr_id: u64, verb: Verb) -> c_int {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -214,13 +214,14 @@ impl oae_queue {
                 (self.posted.len() - 1) as u32
             }
         };
+        let kind = verb.opcode();
         let submission = Submission {
             id: u64::from(slot),
             verb,
         };
         match self.queue.submit(submission) {
             Ok(()) => {
-                self.posted[slot as usize] = Some((wr_id, opcode));
+                self.posted[slot as usize] = Some((wr_id, kind));
                 0
             }
             Err(_) => {
@@ -237,7 +238,9 @@ impl oae_queue {
         let (wr_id, opcode) = usize::try_from(c.id)
             .ok()
             .and_then(|i| self.posted.get_mut(i)?.take())
-            .unwrap_or((c.id, OAE_OP_UNKNOWN));
+            .map_or((c.id, OAE_OP_UNKNOWN), |(wr_id, kind)| {
+                (wr_id, op_number(kind))
+            });
         if let Ok(slot) = u32::try_from(c.id)
             && (slot as usize) < self.posted.len()
         {
@@ -284,10 +287,10 @@ fn fill_result(output: &Output, wc: &mut oae_wc) {
 /// Posts `verb` on `queue`: 0, or `OAE_ERR_AGAIN` when the ring is full.
 ///
 /// SAFETY (callers): `queue` is NULL or an open queue used by one thread.
-unsafe fn post(queue: *mut oae_queue, wr_id: u64, opcode: u32, verb: Verb) -> c_int {
+unsafe fn post(queue: *mut oae_queue, wr_id: u64, verb: Verb) -> c_int {
     // SAFETY: the callers' contract.
     match unsafe { queue_mut(queue) } {
-        Ok(q) => q.post(wr_id, opcode, verb),
+        Ok(q) => q.post(wr_id, verb),
         Err(code) => code,
     }
 }
@@ -322,7 +325,7 @@ pub unsafe extern "C" fn oae_post_read(
         len,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_READ, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Writes `len` bytes from `data` at `offset` of the peer's region.
@@ -361,7 +364,7 @@ pub unsafe extern "C" fn oae_post_write(
         data: block,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_WRITE, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Compare-and-swap of the 8-byte word at `offset`: writes `desired` if it
@@ -387,7 +390,7 @@ pub unsafe extern "C" fn oae_post_cas(
         new: desired,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_CAS, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Adds `add` to the 8-byte word at `offset`; `old` is the word before.
@@ -409,7 +412,7 @@ pub unsafe extern "C" fn oae_post_faa(
         add,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_FAA, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Writes `value` into the 8-byte word at `offset`; `old` is the word
@@ -432,7 +435,7 @@ pub unsafe extern "C" fn oae_post_swap(
         new: value,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_SWAP, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Multi-word commit: `count` (1 to 8) words, all written if all match.
@@ -471,7 +474,7 @@ pub unsafe extern "C" fn oae_post_mcas(
         words: all,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_MCAS, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Bilateral swap: the peer's `len` bytes at `offset` and this dataplane's
@@ -505,7 +508,7 @@ pub unsafe extern "C" fn oae_post_bswap(
         len,
     };
     // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, OAE_OP_BSWAP, verb) }
+    unsafe { post(queue, wr_id, verb) }
 }
 
 /// Takes up to `max` completions into `wc`; returns how many (0 if none

@@ -28,7 +28,9 @@ pub use fabric::routes::{Member, Route, View};
 pub use fabric::{FabricConfig, FabricStats, PATH_BASE};
 pub use link::{HELLO_BACKOFF_LIMIT, LinkStats, LinkStatus};
 pub use memory::{Memory, Permissions, RegionSpec, RegisterError, SharedMemory, Store};
-pub use verb::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
+pub use verb::{
+    Block, McasWord, Opcode, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError,
+};
 
 use fabric::Fabric;
 use link::{Link, Received, Shared};
@@ -562,6 +564,11 @@ fn check_verb(verb: &Verb, memory: &impl Store) -> Result<(), SubmitError> {
                 .check_local(local_region, local_offset, len)
                 .map_err(|_| SubmitError::Invalid("local block is not inside a local region"))
         }
-        _ => Ok(()),
+        Verb::Read { .. }
+        | Verb::Write { .. }
+        | Verb::CompareAndSwap { .. }
+        | Verb::FetchAdd { .. }
+        | Verb::Swap { .. }
+        | Verb::MultiWordCommit { .. } => Ok(()),
     }
 }

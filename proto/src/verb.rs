@@ -119,30 +119,127 @@ pub enum Verb {
     },
 }
 
-/// Operation codes on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Opcode {
-    Read = 1,
-    Write = 2,
-    CompareAndSwap = 3,
-    FetchAdd = 4,
-    Swap = 5,
-    MultiWordCommit = 6,
-    BilateralSwap = 7,
+/// Declares the one list of verb kinds: each kind's code on the wire, its
+/// short name (JSON's `"op"`, `oaectl verb`, metrics' `verb` label, the
+/// workload's `verbs`) and its name in docs/PROTOCOL.md. Everything else
+/// that lists kinds derives from [`Opcode::ALL`] or matches on `Opcode`
+/// exhaustively, so a new kind is added here and the compiler names every
+/// place that must handle it.
+macro_rules! opcodes {
+    ($($kind:ident = $code:literal, $name:literal, $spec:literal;)+) => {
+        /// Operation codes on the wire (docs/PROTOCOL.md, "Verbs").
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Opcode {
+            $($kind = $code,)+
+        }
+
+        impl Opcode {
+            /// Every kind, in code order.
+            pub const ALL: [Opcode; [$($code),+].len()] = [$(Opcode::$kind),+];
+
+            /// The stable short name.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Opcode::$kind => $name,)+
+                }
+            }
+
+            /// The name docs/PROTOCOL.md's table gives it.
+            pub const fn spec_name(self) -> &'static str {
+                match self {
+                    $(Opcode::$kind => $spec,)+
+                }
+            }
+
+            /// The kind with this code on the wire, if any.
+            pub const fn from_code(code: u8) -> Option<Opcode> {
+                match code {
+                    $($code => Some(Opcode::$kind),)+
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
+opcodes! {
+    Read = 1, "read", "READ";
+    Write = 2, "write", "WRITE";
+    CompareAndSwap = 3, "cas", "CAS";
+    FetchAdd = 4, "faa", "FETCH_ADD";
+    Swap = 5, "swap", "SWAP";
+    MultiWordCommit = 6, "mcas", "MULTI-WORD COMMIT";
+    BilateralSwap = 7, "bswap", "BILATERAL SWAP";
+}
+
+// Codes run from 1 with no gap, so `index` is dense and matches the C
+// library's `OAE_OP_*` numbers; a retired code would need `index` spelt out.
+const _: () = {
+    let mut i = 0;
+    while i < Opcode::COUNT {
+        assert!(Opcode::ALL[i] as usize == i + 1);
+        i += 1;
+    }
+};
+
 impl Opcode {
-    fn from_u8(b: u8) -> Option<Opcode> {
-        Some(match b {
-            1 => Opcode::Read,
-            2 => Opcode::Write,
-            3 => Opcode::CompareAndSwap,
-            4 => Opcode::FetchAdd,
-            5 => Opcode::Swap,
-            6 => Opcode::MultiWordCommit,
-            7 => Opcode::BilateralSwap,
-            _ => return None,
-        })
+    /// How many kinds there are: the length of per-kind tables.
+    pub const COUNT: usize = Opcode::ALL.len();
+
+    /// Every kind's short name, in code order.
+    pub const NAMES: [&'static str; Opcode::COUNT] = {
+        let mut names = [""; Opcode::COUNT];
+        let mut i = 0;
+        while i < Opcode::COUNT {
+            names[i] = Opcode::ALL[i].name();
+            i += 1;
+        }
+        names
+    };
+
+    /// The code on the wire (and in the host ring's records).
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// A dense index from 0, for per-kind tables.
+    pub const fn index(self) -> usize {
+        self as usize - 1
+    }
+}
+
+impl std::fmt::Display for Opcode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A verb name that is none of [`Opcode::NAMES`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownVerb(pub String);
+
+impl std::fmt::Display for UnknownVerb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown verb '{}': use {}",
+            self.0,
+            Opcode::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownVerb {}
+
+impl std::str::FromStr for Opcode {
+    type Err = UnknownVerb;
+
+    fn from_str(name: &str) -> Result<Opcode, UnknownVerb> {
+        Opcode::ALL
+            .into_iter()
+            .find(|op| op.name() == name)
+            .ok_or_else(|| UnknownVerb(name.to_string()))
     }
 }
 
@@ -347,6 +444,21 @@ pub enum Request<'a> {
     },
 }
 
+impl Request<'_> {
+    /// The kind of verb requested.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Request::Read { .. } => Opcode::Read,
+            Request::Write { .. } => Opcode::Write,
+            Request::CompareAndSwap { .. } => Opcode::CompareAndSwap,
+            Request::FetchAdd { .. } => Opcode::FetchAdd,
+            Request::Swap { .. } => Opcode::Swap,
+            Request::MultiWordCommit { .. } => Opcode::MultiWordCommit,
+            Request::BilateralSwap { .. } => Opcode::BilateralSwap,
+        }
+    }
+}
+
 struct Writer<'a> {
     buf: &'a mut [u8],
     at: usize,
@@ -406,7 +518,7 @@ pub fn encode_request(verb: &Verb, local_block: &[u8], payload: &mut [u8]) {
         Verb::MultiWordCommit { count, .. } => *count,
         _ => 0,
     };
-    w.put(&[verb.opcode() as u8, count]);
+    w.put(&[verb.opcode().code(), count]);
     w.put(&target.id.to_be_bytes());
     w.put(&target.key.to_be_bytes());
     match verb {
@@ -454,7 +566,7 @@ pub fn decode_request(payload: &[u8]) -> Option<Request<'_>> {
         buf: payload,
         at: 0,
     };
-    let op = Opcode::from_u8(r.u8()?)?;
+    let op = Opcode::from_code(r.u8()?)?;
     let count = r.u8()?;
     let target = RegionRef {
         id: r.u16()?,
@@ -573,6 +685,21 @@ pub enum Output {
     },
     /// The target's block, now in the initiator's local region.
     BilateralSwap(Block),
+}
+
+impl Output {
+    /// The kind of verb that gave this output.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Output::Read(_) => Opcode::Read,
+            Output::Write => Opcode::Write,
+            Output::CompareAndSwap { .. } => Opcode::CompareAndSwap,
+            Output::FetchAdd { .. } => Opcode::FetchAdd,
+            Output::Swap { .. } => Opcode::Swap,
+            Output::MultiWordCommit { .. } => Opcode::MultiWordCommit,
+            Output::BilateralSwap(_) => Opcode::BilateralSwap,
+        }
+    }
 }
 
 /// Writes a result into an echo payload area (after the reflected slice).
@@ -936,5 +1063,72 @@ mod tests {
         );
         buf[20] = 1;
         assert_eq!(decode_output(&v, &buf), None);
+    }
+
+    #[test]
+    fn every_kind_has_one_code_one_name_and_is_parsed_back_from_it() {
+        let mut names = Opcode::NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Opcode::COUNT, "{:?}", Opcode::NAMES);
+        for (i, op) in Opcode::ALL.into_iter().enumerate() {
+            assert_eq!(op.index(), i);
+            assert_eq!(Opcode::from_code(op.code()), Some(op));
+            assert_eq!(op.name().parse::<Opcode>(), Ok(op));
+        }
+        let unknown = (0..=u8::MAX).filter(|&b| Opcode::from_code(b).is_none());
+        assert_eq!(unknown.count(), 256 - Opcode::COUNT);
+        let err = "frob".parse::<Opcode>().unwrap_err().to_string();
+        assert!(
+            err.contains("read, write, cas, faa, swap, mcas, bswap"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_request_with_an_unknown_opcode_is_no_verb() {
+        let verb = Verb::FetchAdd {
+            target: R,
+            offset: 8,
+            add: 1,
+        };
+        let mut buf = [0u8; 64];
+        encode_request(&verb, &[], &mut buf);
+        for code in 0..=u8::MAX {
+            buf[0] = code;
+            let decoded = decode_request(&buf);
+            match Opcode::from_code(code) {
+                Some(Opcode::FetchAdd) => {
+                    assert_eq!(decoded.map(|r| r.opcode()), Some(Opcode::FetchAdd))
+                }
+                Some(_) => {}
+                None => assert!(decoded.is_none(), "opcode {code} decoded"),
+            }
+        }
+    }
+
+    /// The verbs table of docs/PROTOCOL.md and this list agree on every
+    /// code and name.
+    #[test]
+    fn the_specification_lists_the_same_kinds() {
+        let spec = include_str!("../../docs/PROTOCOL.md");
+        let verbs = spec
+            .split("## Verbs")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("PROTOCOL.md has a Verbs section");
+        let rows: Vec<(u8, String)> = verbs
+            .lines()
+            .filter_map(|line| {
+                let mut cells = line.split('|').map(str::trim).skip(1);
+                let code = cells.next()?.parse().ok()?;
+                Some((code, cells.next()?.to_string()))
+            })
+            .collect();
+        let ours: Vec<(u8, String)> = Opcode::ALL
+            .iter()
+            .map(|op| (op.code(), op.spec_name().to_string()))
+            .collect();
+        assert_eq!(rows, ours);
     }
 }

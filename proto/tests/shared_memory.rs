@@ -5,7 +5,7 @@
 //! BILATERAL SWAP over lossy links keep an exact ledger.
 
 use oae_proto::memory::{LockOwner, Undo};
-use oae_proto::verb::{MAX_MCAS_WORDS, Request};
+use oae_proto::verb::{MAX_MCAS_WORDS, Opcode, Request};
 use oae_proto::{
     Event, LinkConfig, McasWord, Memory, NoObserver, Node, Output, Permissions, RegionRef,
     RegionSpec, SharedMemory, Store, Verb, VerbId,
@@ -29,7 +29,7 @@ fn spec(id: u16, len: u32) -> RegionSpec {
 #[derive(Clone, Debug)]
 enum Step {
     Apply {
-        op: u8,
+        op: Opcode,
         word: u32,
         len: u16,
         value: u64,
@@ -41,21 +41,26 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        (0u8..6, 0u32..64, 1u16..24, any::<u64>(), 0u16..4).prop_map(
-            |(op, word, len, value, slot)| Step::Apply {
+        (
+            prop::sample::select(Opcode::ALL.to_vec()),
+            0u32..64,
+            1u16..24,
+            any::<u64>(),
+            0u16..4
+        )
+            .prop_map(|(op, word, len, value, slot)| Step::Apply {
                 op,
                 word,
                 len,
                 value: value % 4,
                 slot
-            }
-        ),
+            }),
         (0u16..4).prop_map(Step::Commit),
         (0u16..4).prop_map(Step::Reverse),
     ]
 }
 
-fn request(op: u8, at: u32, len: u16, value: u64, data: &[u8]) -> Request<'_> {
+fn request(op: Opcode, at: u32, len: u16, value: u64, data: &[u8]) -> Request<'_> {
     let mut words = [McasWord::default(); MAX_MCAS_WORDS];
     words[0] = McasWord {
         offset: at & !7,
@@ -68,33 +73,38 @@ fn request(op: u8, at: u32, len: u16, value: u64, data: &[u8]) -> Request<'_> {
         new: value + 2,
     };
     match op {
-        0 => Request::Read {
+        Opcode::Read => Request::Read {
             target: SHARED,
             offset: at,
             len,
         },
-        1 => Request::Write {
+        Opcode::Write => Request::Write {
             target: SHARED,
             offset: at,
             data: &data[..usize::from(len)],
         },
-        2 => Request::CompareAndSwap {
+        Opcode::CompareAndSwap => Request::CompareAndSwap {
             target: SHARED,
             offset: at,
             expected: value,
             new: value + 1,
         },
-        3 => Request::FetchAdd {
+        Opcode::FetchAdd => Request::FetchAdd {
             target: SHARED,
             offset: at,
             add: value,
         },
-        4 => Request::MultiWordCommit {
+        Opcode::Swap => Request::Swap {
+            target: SHARED,
+            offset: at,
+            new: value + 3,
+        },
+        Opcode::MultiWordCommit => Request::MultiWordCommit {
             target: SHARED,
             count: 2,
             words,
         },
-        _ => Request::BilateralSwap {
+        Opcode::BilateralSwap => Request::BilateralSwap {
             target: SHARED,
             offset: at,
             data: &data[..usize::from(len)],

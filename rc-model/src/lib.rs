@@ -37,7 +37,7 @@ use std::collections::VecDeque;
 
 use oae_proto::memory::{LockOwner, Undo};
 use oae_proto::verb::{Output, Refusal, Request, Verb, VerbError, decode_request, encode_request};
-use oae_proto::{Memory, Nanos, Store, VerbId};
+use oae_proto::{Memory, Nanos, Opcode, Store, VerbId};
 
 /// First payload byte of every model frame: no OAE frame starts with it
 /// (OAE's first byte is its version, 1, in the high nibble).
@@ -63,6 +63,15 @@ const OP_NAK_ACCESS: u8 = 6;
 
 /// Set on a request to ask for an immediate acknowledgement.
 const FLAG_ACK_REQ: u8 = 1;
+
+/// Whether RC runs verbs of this kind: RDMA READ, WRITE and its two
+/// atomics (compare-and-swap, fetch-and-add); the rest are OAE's own.
+pub const fn runs(kind: Opcode) -> bool {
+    match kind {
+        Opcode::Read | Opcode::Write | Opcode::CompareAndSwap | Opcode::FetchAdd => true,
+        Opcode::Swap | Opcode::MultiWordCommit | Opcode::BilateralSwap => false,
+    }
+}
 
 /// Settings of one queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,13 +328,7 @@ impl<M: Store> RcEndpoint<M> {
         if self.failed.is_some() {
             return Err(SubmitError::QpError);
         }
-        if !matches!(
-            verb,
-            Verb::Read { .. }
-                | Verb::Write { .. }
-                | Verb::CompareAndSwap { .. }
-                | Verb::FetchAdd { .. }
-        ) {
+        if !runs(verb.opcode()) {
             return Err(SubmitError::NotAnRcVerb);
         }
         if self.queue.len() >= self.cfg.submit_queue {

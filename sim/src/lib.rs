@@ -1265,3 +1265,21 @@ fn random_verb(rng: &mut Rng, region_len: u32) -> Verb {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use oae_proto::Opcode;
+
+    use super::*;
+
+    /// The simulator's mix reaches every kind of verb the core has.
+    #[test]
+    fn the_random_mix_draws_every_kind_of_verb() {
+        let mut rng = Rng::new(1);
+        let mut drawn = [0u32; Opcode::COUNT];
+        for _ in 0..10_000 {
+            drawn[random_verb(&mut rng, 128).opcode().index()] += 1;
+        }
+        assert!(drawn.iter().all(|&n| n > 0), "draws by kind: {drawn:?}");
+    }
+}

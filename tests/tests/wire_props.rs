@@ -266,7 +266,7 @@ fn verb_and_output() -> impl Strategy<Value = (Verb, Output)> {
 
 /// One verb of every kind, with lengths and words taken from `seed`, for
 /// throwing arbitrary bytes at `decode_output`.
-fn every_kind(seed: u64) -> [Verb; 7] {
+fn every_kind(seed: u64) -> [Verb; Opcode::COUNT] {
     let len = (seed % (MAX_BLOCK as u64 + 1)) as u16;
     let count = 1 + (seed >> 16) as usize % MAX_MCAS_WORDS;
     harness::every_kind(len, count, [seed >> 8; MAX_MCAS_WORDS])

@@ -11,7 +11,9 @@
 //! the claim's generation (its low 16 bits).
 
 use oae_proto::verb::MAX_MCAS_WORDS;
-use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError};
+use oae_proto::{
+    Block, McasWord, Opcode, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError,
+};
 use oae_swapring::verbs::{VERB_PAYLOAD_BYTES, VerbRecord};
 
 use crate::api::{AppError, Completion, NotSubmitted, Submission};
@@ -28,19 +30,17 @@ pub const MAX_WRITE: usize = MAX_MESSAGE - HEAD;
 /// Largest READ or BILATERAL SWAP whose result the host ring carries.
 pub const MAX_READ: usize = MAX_MESSAGE - RESULT_HEAD;
 
-// Kinds of a first record: the verb, or the outcome of a completion.
-const READ: u8 = 1;
-const WRITE: u8 = 2;
-const CAS: u8 = 3;
-const FAA: u8 = 4;
-const SWAP: u8 = 5;
-const MCAS: u8 = 6;
-const BSWAP: u8 = 7;
+// Kinds of a first record: the verb (its code on the wire, `Opcode::code`),
+// or the outcome of a completion. A completion's result names its verb by
+// the same code.
 const DONE: u8 = 16;
 const NOT_SUBMITTED: u8 = 17;
 const FAILED: u8 = 18;
 /// Every record of a message after its first.
 const CONTINUED: u8 = 0xff;
+
+// The verbs' codes stay below the outcomes'.
+const _: () = assert!(Opcode::ALL[Opcode::COUNT - 1].code() < DONE);
 
 /// A message's records, without allocating.
 #[derive(Clone, Copy, Debug)]
@@ -172,7 +172,7 @@ impl<'b> Reader<'b> {
 /// The records of a verb, or why the host ring cannot carry it.
 pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'static str> {
     let mut w = Writer::new();
-    let kind = match &s.verb {
+    match &s.verb {
         Verb::Read {
             target,
             offset,
@@ -183,7 +183,6 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
             }
             w.head(target, *offset);
             w.put(&len.to_le_bytes());
-            READ
         }
         Verb::Write {
             target,
@@ -195,7 +194,6 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
             }
             w.head(target, *offset);
             w.put(data.as_slice());
-            WRITE
         }
         Verb::CompareAndSwap {
             target,
@@ -206,7 +204,6 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
             w.head(target, *offset);
             w.put(&expected.to_le_bytes());
             w.put(&new.to_le_bytes());
-            CAS
         }
         Verb::FetchAdd {
             target,
@@ -220,11 +217,6 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
         } => {
             w.head(target, *offset);
             w.put(&operand.to_le_bytes());
-            if matches!(s.verb, Verb::FetchAdd { .. }) {
-                FAA
-            } else {
-                SWAP
-            }
         }
         Verb::MultiWordCommit {
             target,
@@ -238,7 +230,6 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
                 w.put(&word.expected.to_le_bytes());
                 w.put(&word.new.to_le_bytes());
             }
-            MCAS
         }
         Verb::BilateralSwap {
             target,
@@ -254,10 +245,9 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
             w.put(&local_region.to_le_bytes());
             w.put(&local_offset.to_le_bytes());
             w.put(&len.to_le_bytes());
-            BSWAP
         }
-    };
-    Ok(cut(s.id, kind, generation, w.bytes()))
+    }
+    Ok(cut(s.id, s.verb.opcode().code(), generation, w.bytes()))
 }
 
 /// A result length the completion can carry whole; a longer one is not a
@@ -278,34 +268,34 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
         key: r.u32()?,
     };
     let offset = r.u32()?;
-    let verb = match kind(&records[0]) {
-        READ => Verb::Read {
+    let verb = match Opcode::from_code(kind(&records[0]))? {
+        Opcode::Read => Verb::Read {
             target,
             offset,
             len: result_len(r.u16()?)?,
         },
-        WRITE => Verb::Write {
+        Opcode::Write => Verb::Write {
             target,
             offset,
             data: Block::new(r.rest())?,
         },
-        CAS => Verb::CompareAndSwap {
+        Opcode::CompareAndSwap => Verb::CompareAndSwap {
             target,
             offset,
             expected: r.u64()?,
             new: r.u64()?,
         },
-        FAA => Verb::FetchAdd {
+        Opcode::FetchAdd => Verb::FetchAdd {
             target,
             offset,
             add: r.u64()?,
         },
-        SWAP => Verb::Swap {
+        Opcode::Swap => Verb::Swap {
             target,
             offset,
             new: r.u64()?,
         },
-        MCAS => {
+        Opcode::MultiWordCommit => {
             let count = usize::from(r.u8()?);
             if count == 0 || count > MAX_MCAS_WORDS {
                 return None;
@@ -320,14 +310,13 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
             }
             Verb::multi_word_commit(target, &words[..count])?
         }
-        BSWAP => Verb::BilateralSwap {
+        Opcode::BilateralSwap => Verb::BilateralSwap {
             target,
             offset,
             local_region: r.u16()?,
             local_offset: r.u32()?,
             len: result_len(r.u16()?)?,
         },
-        _ => return None,
     };
     r.done().then_some(Submission {
         id: records[0].id,
@@ -370,25 +359,17 @@ pub fn encode_completion(c: &Completion, generation: u32) -> Records {
                 Output::Read(block) | Output::BilateralSwap(block) => {
                     // The host refused anything longer before submitting it.
                     let n = block.len().min(MAX_READ);
-                    w.put(&[if matches!(output, Output::Read(_)) {
-                        READ
-                    } else {
-                        BSWAP
-                    }]);
+                    w.put(&[output.opcode().code()]);
                     w.put(&block.as_slice()[..n]);
                 }
-                Output::Write => w.put(&[WRITE]),
+                Output::Write => w.put(&[output.opcode().code()]),
                 Output::CompareAndSwap { old, swapped } => {
-                    w.put(&[CAS]);
+                    w.put(&[output.opcode().code()]);
                     w.put(&old.to_le_bytes());
                     w.put(&[u8::from(*swapped)]);
                 }
                 Output::FetchAdd { old } | Output::Swap { old } => {
-                    w.put(&[if matches!(output, Output::FetchAdd { .. }) {
-                        FAA
-                    } else {
-                        SWAP
-                    }]);
+                    w.put(&[output.opcode().code()]);
                     w.put(&old.to_le_bytes());
                 }
                 Output::MultiWordCommit {
@@ -396,7 +377,7 @@ pub fn encode_completion(c: &Completion, generation: u32) -> Records {
                     count,
                     old,
                 } => {
-                    w.put(&[MCAS, u8::from(*committed), *count]);
+                    w.put(&[output.opcode().code(), u8::from(*committed), *count]);
                     for o in old.iter().take(usize::from(*count)) {
                         w.put(&o.to_le_bytes());
                     }
@@ -425,17 +406,17 @@ pub fn decode_completion(records: &[VerbRecord]) -> Option<Completion> {
     let mut r = Reader { b, at: 0 };
     let latency_ns = r.u64()?;
     let result = match kind(&records[0]) {
-        DONE => Ok(match r.u8()? {
-            READ => Output::Read(Block::new(r.rest())?),
-            BSWAP => Output::BilateralSwap(Block::new(r.rest())?),
-            WRITE => Output::Write,
-            CAS => Output::CompareAndSwap {
+        DONE => Ok(match Opcode::from_code(r.u8()?)? {
+            Opcode::Read => Output::Read(Block::new(r.rest())?),
+            Opcode::BilateralSwap => Output::BilateralSwap(Block::new(r.rest())?),
+            Opcode::Write => Output::Write,
+            Opcode::CompareAndSwap => Output::CompareAndSwap {
                 old: r.u64()?,
                 swapped: r.u8()? != 0,
             },
-            FAA => Output::FetchAdd { old: r.u64()? },
-            SWAP => Output::Swap { old: r.u64()? },
-            MCAS => {
+            Opcode::FetchAdd => Output::FetchAdd { old: r.u64()? },
+            Opcode::Swap => Output::Swap { old: r.u64()? },
+            Opcode::MultiWordCommit => {
                 let committed = r.u8()? != 0;
                 let count = r.u8()?;
                 if usize::from(count) > MAX_MCAS_WORDS {
@@ -451,7 +432,6 @@ pub fn decode_completion(records: &[VerbRecord]) -> Option<Completion> {
                     old,
                 }
             }
-            _ => return None,
         }),
         NOT_SUBMITTED => Err(AppError::NotSubmitted(NotSubmitted::from_code(r.u8()?))),
         FAILED => Err(AppError::Verb(verb_error(r.u8()?, r.u8()?)?)),
@@ -527,6 +507,13 @@ mod tests {
     }
 
     #[test]
+    fn the_round_trips_cover_every_kind_of_verb() {
+        let mut kinds: Vec<Opcode> = verbs().iter().map(Verb::opcode).collect();
+        kinds.dedup();
+        assert_eq!(kinds, Opcode::ALL);
+    }
+
+    #[test]
     fn every_verb_round_trips_in_as_few_records_as_it_needs() {
         for (i, verb) in verbs().into_iter().enumerate() {
             let s = Submission { id: i as u64, verb };
@@ -560,7 +547,12 @@ mod tests {
         );
         let garbage = VerbRecord::new(3, 99 | (1 << 8), &[1, 2, 3]).unwrap();
         assert!(decode_submission(&[garbage]).is_none());
-        let short = VerbRecord::new(3, u32::from(CAS) | (1 << 8), &[0; 20]).unwrap();
+        let short = VerbRecord::new(
+            3,
+            u32::from(Opcode::CompareAndSwap.code()) | (1 << 8),
+            &[0; 20],
+        )
+        .unwrap();
         assert!(decode_submission(&[short]).is_none());
         let big = encode_submission(
             &Submission {
@@ -584,7 +576,7 @@ mod tests {
             payload[..2].copy_from_slice(&T.id.to_le_bytes());
             payload[2..6].copy_from_slice(&T.key.to_le_bytes());
             payload[HEAD..].copy_from_slice(&(len as u16).to_le_bytes());
-            VerbRecord::new(6, u32::from(READ) | (1 << 8), &payload).unwrap()
+            VerbRecord::new(6, u32::from(Opcode::Read.code()) | (1 << 8), &payload).unwrap()
         };
         assert!(decode_submission(&[read(MAX_READ)]).is_some());
         assert!(decode_submission(&[read(MAX_READ + 1)]).is_none());

@@ -230,12 +230,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         _ => Aim::Link(spec.link),
                     };
                     self.workloads
-                        .start(
-                            aim,
-                            spec,
-                            self.transport.memory(),
-                            self.transport.verb_kinds(),
-                        )
+                        .start(aim, spec, self.transport.memory(), |kind| {
+                            self.transport.runs(kind)
+                        })
                         .map(|()| json!({"started": true}))
                 }
                 CommandKind::WorkloadPhase(aim, name) => self

@@ -8,6 +8,7 @@
 
 mod commands;
 pub mod idle;
+mod outcomes;
 mod port;
 mod tap;
 
@@ -35,12 +36,14 @@ pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::config::PollSettings;
 use crate::control::{OutputView, VerbAnswer, to_json};
 use crate::host::{HostOrigin, HostPort};
-use crate::outcome::{Outcome, verb_kind};
-use crate::stats::{Counters, LinkCounters, PipelineCounters, VerbOutcomes, named_counters};
+use crate::outcome::Outcome;
+use crate::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
 pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
 use oae_os::cpu::CpuTime;
+use oae_proto::Opcode;
+use outcomes::VerbOutcomes;
 
 /// Where a verb goes: a link of this queue, or a node that a link or the
 /// fabric's paths reach.
@@ -69,8 +72,8 @@ enum Origin {
 struct InFlight {
     origin: Origin,
     submitted: Nanos,
-    /// Index into [`VERB_KINDS`], for the counts of outcomes.
-    kind: u8,
+    /// For the counts of outcomes.
+    kind: Opcode,
 }
 
 pub struct Pipeline<D: Driver, T: Transport> {
@@ -302,7 +305,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let latency = now.saturating_sub(entry.submitted);
         let _ = self.latency.record(latency.max(1));
         let outcome = Outcome::of(&result.map_err(AppError::Verb));
-        self.outcomes.count(usize::from(entry.kind), outcome);
+        self.outcomes.count(entry.kind, outcome);
         match entry.origin {
             Origin::App(app_id) => {
                 let completion = Completion {
@@ -344,7 +347,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let verb = match &to {
             Target::Link(_, verb) | Target::Node(_, verb) => verb,
         };
-        let kind = verb_kind(verb);
+        let kind = verb.opcode();
         if verb.names_a_word_twice() {
             return Err(self.not_submitted(kind, NotSubmitted::Invalid(MCAS_WORD_TWICE)));
         }
@@ -361,7 +364,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 self.inflight[index as usize] = Some(InFlight {
                     origin,
                     submitted: now,
-                    kind: kind as u8,
+                    kind,
                 });
                 Ok(())
             }
@@ -373,7 +376,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     /// Counts a verb refused before it reached a link, and hands back why.
-    fn not_submitted(&mut self, kind: usize, why: NotSubmitted) -> NotSubmitted {
+    fn not_submitted(&mut self, kind: Opcode, why: NotSubmitted) -> NotSubmitted {
         let outcome = Outcome::of::<()>(&Err(AppError::NotSubmitted(why)));
         self.outcomes.count(kind, outcome);
         why

@@ -6,13 +6,17 @@
 //! summed over every workload on the words, the counts must equal the
 //! memory (exactly once, across cores and links).
 
+use oae_proto::Opcode;
 use oae_proto::verb::{MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 
-use super::Kind;
 use crate::control::ContendedCounts;
 
 /// The verbs contended mode runs.
-pub const KINDS: [Kind; 3] = [Kind::Faa, Kind::Cas, Kind::Mcas];
+pub const KINDS: [Opcode; 3] = [
+    Opcode::FetchAdd,
+    Opcode::CompareAndSwap,
+    Opcode::MultiWordCommit,
+];
 
 pub struct Contention {
     target: RegionRef,
@@ -36,16 +40,16 @@ impl Contention {
         }
     }
 
-    pub fn make(&self, kind: Kind) -> Verb {
+    pub fn make(&self, kind: Opcode) -> Verb {
         let (target, base) = (self.target, self.base);
         match kind {
-            Kind::Cas => Verb::CompareAndSwap {
+            Opcode::CompareAndSwap => Verb::CompareAndSwap {
                 target,
                 offset: base + 8,
                 expected: self.cas_guess,
                 new: self.cas_guess + 1,
             },
-            Kind::Mcas => {
+            Opcode::MultiWordCommit => {
                 let [w2, w3] = self.mcas_guess;
                 let mut words = [McasWord::default(); MAX_MCAS_WORDS];
                 words[0] = McasWord {
@@ -64,11 +68,14 @@ impl Contention {
                     words,
                 }
             }
-            _ => Verb::FetchAdd {
+            Opcode::FetchAdd => Verb::FetchAdd {
                 target,
                 offset: base,
                 add: 1,
             },
+            Opcode::Read | Opcode::Write | Opcode::Swap | Opcode::BilateralSwap => {
+                unreachable!("contended mode runs {KINDS:?} only, never {kind}")
+            }
         }
     }
 

@@ -12,8 +12,9 @@
 
 use hdrhistogram::Histogram;
 use oae_common::rng::Rng;
+use oae_proto::verb::UnknownVerb;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
-use oae_proto::{LinkId, Nanos, Store};
+use oae_proto::{LinkId, Nanos, Opcode, Store};
 use serde_json::Value;
 
 mod contend;
@@ -28,44 +29,14 @@ use crate::control::{
 pub const LANE_BYTES: usize = 64;
 const WORDS: usize = 4;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Read,
-    Write,
-    Cas,
-    Faa,
-    Swap,
-    Mcas,
-    Bswap,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 7] = [
-        Kind::Read,
-        Kind::Write,
-        Kind::Cas,
-        Kind::Faa,
-        Kind::Swap,
-        Kind::Mcas,
-        Kind::Bswap,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Read => "read",
-            Kind::Write => "write",
-            Kind::Cas => "cas",
-            Kind::Faa => "faa",
-            Kind::Swap => "swap",
-            Kind::Mcas => "mcas",
-            Kind::Bswap => "bswap",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == s)
-    }
-}
+/// The verbs a workload runs when its spec names none.
+const DEFAULT_MIX: [Opcode; 5] = [
+    Opcode::CompareAndSwap,
+    Opcode::FetchAdd,
+    Opcode::Write,
+    Opcode::MultiWordCommit,
+    Opcode::BilateralSwap,
+];
 
 // Lanes are allocated once, when the workload starts; boxing the verb would
 // allocate once per verb instead.
@@ -77,7 +48,7 @@ enum LaneState {
     Idle,
     /// `learning`: this read sets the model rather than checking it.
     Busy {
-        kind: Kind,
+        kind: Opcode,
         verb: Verb,
         learning: bool,
     },
@@ -110,7 +81,7 @@ pub struct Workload {
     spec: WorkloadSpec,
     /// Contended mode: verbs on shared words, counted rather than modelled.
     contention: Option<Contention>,
-    kinds: Vec<Kind>,
+    kinds: Vec<Opcode>,
     lanes: Vec<Lane>,
     /// Lanes with no verb in flight, next to issue last: a loop iteration
     /// visits only the lanes that completed, not all of them.
@@ -122,7 +93,7 @@ pub struct Workload {
     /// Named phases, the last one current: when each began, and the
     /// latency, completions and failures of the verbs completed in it.
     phases: Vec<Phase>,
-    completed: [u64; 7],
+    completed: [u64; Opcode::COUNT],
     errors: Vec<(String, u64)>,
     failed: u64,
     mismatches: u64,
@@ -131,11 +102,11 @@ pub struct Workload {
 
 impl Workload {
     /// Checks the spec against this node's memory and the verbs its
-    /// transport runs (`supported`, by name), and prepares the lanes.
+    /// transport runs (`runs`), and prepares the lanes.
     pub fn new(
         spec: WorkloadSpec,
         memory: &impl Store,
-        supported: &[&str],
+        runs: impl Fn(Opcode) -> bool,
     ) -> Result<Workload, String> {
         if spec.lanes == 0 || spec.lanes > 4096 {
             return Err(format!("lanes = {} must be 1 to 4096", spec.lanes));
@@ -143,25 +114,25 @@ impl Workload {
         if !(spec.seconds > 0.0 && spec.seconds <= 3600.0) {
             return Err(format!("seconds = {} must be in (0, 3600]", spec.seconds));
         }
-        let kinds: Vec<Kind> = if spec.verbs.is_empty() {
+        let kinds: Vec<Opcode> = if spec.verbs.is_empty() {
             // The default mix, less what the transport does not run.
-            [Kind::Cas, Kind::Faa, Kind::Write, Kind::Mcas, Kind::Bswap]
-                .into_iter()
-                .filter(|k| supported.contains(&k.name()))
-                .collect()
+            DEFAULT_MIX.into_iter().filter(|&k| runs(k)).collect()
         } else {
             spec.verbs
                 .iter()
                 .map(|v| {
-                    let kind = Kind::parse(v).ok_or_else(|| {
-                        format!("unknown verb '{v}': use read, write, cas, faa, swap, mcas, bswap")
-                    })?;
-                    if supported.contains(&v.as_str()) {
+                    let kind: Opcode = v.parse().map_err(|e: UnknownVerb| e.to_string())?;
+                    if runs(kind) {
                         Ok(kind)
                     } else {
+                        let names: Vec<&str> = Opcode::ALL
+                            .into_iter()
+                            .filter(|&k| runs(k))
+                            .map(Opcode::name)
+                            .collect();
                         Err(format!(
                             "this transport has no '{v}': it runs {}",
-                            supported.join(", ")
+                            names.join(", ")
                         ))
                     }
                 })
@@ -171,7 +142,7 @@ impl Workload {
             return Err("no verb of the mix runs on this transport".into());
         }
         let kinds = if spec.contend {
-            let wanted: Vec<Kind> = if spec.verbs.is_empty() {
+            let wanted: Vec<Opcode> = if spec.verbs.is_empty() {
                 contend::KINDS.to_vec()
             } else {
                 kinds
@@ -237,7 +208,7 @@ impl Workload {
             deadline: 0,
             latency: new_histogram(),
             phases: Vec::new(),
-            completed: [0; 7],
+            completed: [0; Opcode::COUNT],
             errors: Vec::new(),
             failed: 0,
             mismatches: 0,
@@ -313,7 +284,7 @@ impl Workload {
             let i = lane as usize;
             let (kind, verb, learning) = match self.lanes[i].state {
                 LaneState::Busy { .. } => continue,
-                LaneState::Unknown => (Kind::Read, self.read_lane(i), true),
+                LaneState::Unknown => (Opcode::Read, self.read_lane(i), true),
                 LaneState::Idle => {
                     let pick = self.next() as usize % self.kinds.len();
                     let kind = self.kinds[pick];
@@ -370,7 +341,7 @@ impl Workload {
         u64::from_le_bytes(lane[w * 8..w * 8 + 8].try_into().expect("eight bytes"))
     }
 
-    fn make(&mut self, i: usize, kind: Kind) -> Verb {
+    fn make(&mut self, i: usize, kind: Opcode) -> Verb {
         let target = self.target();
         let base = self.base(i);
         let w = self.next() as usize % WORDS;
@@ -380,8 +351,8 @@ impl Workload {
         // exercised (and must change nothing).
         let stale = self.next().is_multiple_of(10);
         match kind {
-            Kind::Read => self.read_lane(i),
-            Kind::Write => {
+            Opcode::Read => self.read_lane(i),
+            Opcode::Write => {
                 let len = 8 * (1 + self.next() as usize % 4);
                 let at = 8 * (self.next() as usize % (WORDS + 1 - len / 8));
                 let mut bytes = [0u8; 32];
@@ -394,23 +365,23 @@ impl Workload {
                     data: Block::new(&bytes[..len]).expect("32 bytes fit"),
                 }
             }
-            Kind::Cas => Verb::CompareAndSwap {
+            Opcode::CompareAndSwap => Verb::CompareAndSwap {
                 target,
                 offset,
                 expected: current.wrapping_add(u64::from(stale)),
                 new: self.next(),
             },
-            Kind::Faa => Verb::FetchAdd {
+            Opcode::FetchAdd => Verb::FetchAdd {
                 target,
                 offset,
                 add: self.next() % 1000 + 1,
             },
-            Kind::Swap => Verb::Swap {
+            Opcode::Swap => Verb::Swap {
                 target,
                 offset,
                 new: self.next(),
             },
-            Kind::Mcas => {
+            Opcode::MultiWordCommit => {
                 let count = 2 + self.next() as usize % (WORDS - 1);
                 let first = self.next() as usize % (WORDS + 1 - count);
                 let mut words = [McasWord::default(); MAX_MCAS_WORDS];
@@ -433,7 +404,7 @@ impl Workload {
                     words,
                 }
             }
-            Kind::Bswap => Verb::BilateralSwap {
+            Opcode::BilateralSwap => Verb::BilateralSwap {
                 target,
                 offset: base + 32,
                 local_region: self.spec.local_region,
@@ -462,7 +433,7 @@ impl Workload {
             if let Ok(output) = result {
                 // Not checked, but followed: a bilateral swap's local half
                 // is this side's memory and landed whatever the target was.
-                self.completed[kind as usize] += 1;
+                self.completed[kind.index()] += 1;
                 let _ = self.apply(i, &verb, output, learning);
                 self.lanes[i].state = LaneState::Unknown;
                 return;
@@ -471,7 +442,7 @@ impl Workload {
         }
         match result {
             Ok(output) => {
-                self.completed[kind as usize] += 1;
+                self.completed[kind.index()] += 1;
                 let _ = self.latency.record(latency.max(1));
                 if let Some(p) = self.phases.last_mut() {
                     let _ = p.latency.record(latency.max(1));
@@ -623,9 +594,9 @@ impl Workload {
             completed: self.completed.iter().sum(),
             failed: self.failed,
             mismatches: self.mismatches,
-            per_verb: Kind::ALL
+            per_verb: Opcode::ALL
                 .iter()
-                .map(|k| (k.name().to_string(), self.completed[*k as usize]))
+                .map(|k| (k.name().to_string(), self.completed[k.index()]))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
             errors: self.errors.clone(),
@@ -713,7 +684,7 @@ impl LinkWorkloads {
         aim: Aim,
         spec: WorkloadSpec,
         memory: &impl Store,
-        supported: &[&str],
+        runs: impl Fn(Opcode) -> bool,
     ) -> Result<(), String> {
         let slot = match (self.slot(aim), aim) {
             (Some(s), _) => s,
@@ -736,7 +707,7 @@ impl LinkWorkloads {
         if self.running[slot].is_some() {
             return Err(format!("a workload is already running on {aim}"));
         }
-        self.running[slot] = Some(Workload::new(spec, memory, supported)?);
+        self.running[slot] = Some(Workload::new(spec, memory, runs)?);
         self.finished[slot] = None;
         Ok(())
     }
@@ -834,7 +805,7 @@ mod tests {
             seconds: 1.0,
             ..WorkloadSpec::default()
         };
-        let mut w = Workload::new(spec, &memory, &["cas"]).unwrap();
+        let mut w = Workload::new(spec, &memory, |k| k == Opcode::CompareAndSwap).unwrap();
         let long = "x".repeat(MAX_PHASE_NAME_BYTES + 1);
         let err = w.begin_phase(long, 0).unwrap_err();
         assert!(err.contains(&MAX_PHASE_NAME_BYTES.to_string()), "{err}");

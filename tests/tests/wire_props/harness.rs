@@ -46,7 +46,11 @@ pub fn rebuild(f: &Frame<'_>) -> Vec<u8> {
 /// One verb of every kind for throwing bytes at `decode_output`: READ and
 /// BILATERAL SWAP of `len` bytes, a MULTI-WORD COMMIT of `count` words
 /// expecting `expected`. Shared with the fuzz target `frame`.
-pub fn every_kind(len: u16, count: usize, expected: [u64; verb::MAX_MCAS_WORDS]) -> [Verb; 7] {
+pub fn every_kind(
+    len: u16,
+    count: usize,
+    expected: [u64; verb::MAX_MCAS_WORDS],
+) -> [Verb; Opcode::COUNT] {
     let t = RegionRef { id: 1, key: 2 };
     let mut words = [McasWord::default(); verb::MAX_MCAS_WORDS];
     for (w, e) in words.iter_mut().zip(expected) {
@@ -56,42 +60,42 @@ pub fn every_kind(len: u16, count: usize, expected: [u64; verb::MAX_MCAS_WORDS])
             new: 1,
         };
     }
-    [
-        Verb::Read {
+    Opcode::ALL.map(|kind| match kind {
+        Opcode::Read => Verb::Read {
             target: t,
             offset: 0,
             len,
         },
-        Verb::Write {
+        Opcode::Write => Verb::Write {
             target: t,
             offset: 0,
             data: Block::new(&[1; 3]).unwrap(),
         },
-        Verb::CompareAndSwap {
+        Opcode::CompareAndSwap => Verb::CompareAndSwap {
             target: t,
             offset: 0,
             expected: expected[0],
             new: 0,
         },
-        Verb::FetchAdd {
+        Opcode::FetchAdd => Verb::FetchAdd {
             target: t,
             offset: 0,
             add: 1,
         },
-        Verb::Swap {
+        Opcode::Swap => Verb::Swap {
             target: t,
             offset: 0,
             new: 1,
         },
-        Verb::multi_word_commit(t, &words[..count]).unwrap(),
-        Verb::BilateralSwap {
+        Opcode::MultiWordCommit => Verb::multi_word_commit(t, &words[..count]).unwrap(),
+        Opcode::BilateralSwap => Verb::BilateralSwap {
             target: t,
             offset: 0,
             local_region: 1,
             local_offset: 0,
             len,
         },
-    ]
+    })
 }
 
 /// Two nodes as in `proto/tests/pair.rs`: epoch 1, ids 0xA and 0xB, one
