@@ -388,6 +388,7 @@ pub struct Frame<'a> {
 
 impl<'a> Frame<'a> {
     /// Parses one OAE frame (without Ethernet header). Never panics.
+    // R1: a frame that does not parse is malformed, and why
     pub fn parse(bytes: &'a [u8]) -> Result<Frame<'a>, Malformed> {
         if bytes.len() < MIN_FRAME {
             return Err(Malformed::Truncated);
