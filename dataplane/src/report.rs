@@ -56,6 +56,7 @@ pub fn stats_report<O: Observer, M: Store>(
             ("auth_verified", a.verified),
             ("auth_dropped_total", a.dropped.iter().sum()),
             ("auth_key_switches", a.key_switches),
+            ("auth_unsealed", a.unsealed),
         ]));
     }
     counters

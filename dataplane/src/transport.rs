@@ -200,9 +200,9 @@ impl Transport for Oae {
 
     fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
         let len = self.node.poll_transmit(link, now, buf)?;
-        // No room for the trailer (never, with frames of class 4 or less in
-        // MAX_FRAME buffers) or packet numbers spent: the frame is lost,
-        // which the link survives as any loss.
+        // No room for the trailer or packet numbers spent: the frame is
+        // counted (`auth_unsealed`) and lost, which the link survives as
+        // any loss.
         self.seal(link, buf, len)
     }
 
@@ -528,6 +528,129 @@ mod tests {
             }
         }
         notices
+    }
+
+    /// Buffers as a port lends them: room for the largest frame on the
+    /// wire, Ethernet header aside.
+    struct Lent {
+        room: usize,
+        lent: Vec<u8>,
+        /// The frames written, in order.
+        frames: Vec<Vec<u8>>,
+    }
+
+    impl Lent {
+        fn new(room: usize) -> Lent {
+            Lent {
+                room,
+                lent: Vec::new(),
+                frames: Vec::new(),
+            }
+        }
+    }
+
+    impl TransmitBuffers for Lent {
+        fn next_buffer(&mut self) -> Option<&mut [u8]> {
+            self.lent = vec![0; self.room];
+            Some(&mut self.lent)
+        }
+
+        fn filled(&mut self, len: usize) {
+            let mut frame = std::mem::take(&mut self.lent);
+            frame.truncate(len);
+            self.frames.push(frame);
+        }
+    }
+
+    /// Runs both ends in bursts through buffers of `room` bytes until `end
+    /// 0`'s verb `id` completes (or 500 steps); its result.
+    fn burst_until_done(
+        ends: &mut [Oae; 2],
+        room: usize,
+        id: VerbId,
+    ) -> Option<Result<Output, VerbError>> {
+        for step in 0..500 {
+            let now = step * 100_000;
+            for from in 0..2 {
+                let mut out = Lent::new(room);
+                ends[from].poll_transmit_burst(0, now, 64, &mut out);
+                for frame in &out.frames {
+                    ends[1 - from].handle_frame(0, frame, now);
+                }
+            }
+            for end in ends.iter_mut() {
+                end.handle_timeout(now);
+            }
+            while let Some(event) = ends[0].poll_event() {
+                if let TransportEvent::Completed { id: done, result } = event
+                    && done == id
+                {
+                    return Some(result);
+                }
+            }
+        }
+        None
+    }
+
+    /// An authenticated link carries the largest frames in the buffers the
+    /// port lends: a 960-byte WRITE (a 1024-byte frame, 1048 with its
+    /// trailer) completes, and nothing is left unsealed.
+    #[test]
+    fn an_authenticated_link_carries_its_largest_frames() {
+        let mut ends = [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 7)))];
+        for e in &mut ends {
+            e.node
+                .register(oae_proto::RegionSpec {
+                    id: 1,
+                    key: 9,
+                    len: 4096,
+                    permissions: oae_proto::Permissions::ALL,
+                })
+                .unwrap();
+        }
+        run(&mut ends);
+        let write = Verb::Write {
+            target: oae_proto::RegionRef { id: 1, key: 9 },
+            offset: 0,
+            data: oae_proto::Block::new(&[0x5a; 960]).unwrap(),
+        };
+        ends[0].submit(0, VerbId(7), write).unwrap();
+        let room = oae_common::MAX_OAE_FRAME_ON_WIRE as usize - oae_proto::wire::ETH_HEADER_LEN;
+        let done = burst_until_done(&mut ends, room, VerbId(7));
+        assert_eq!(done, Some(Ok(Output::Write)));
+        for (i, e) in ends.iter().enumerate() {
+            let a = e.auth[0].as_ref().unwrap().stats();
+            assert_eq!(a.unsealed, 0, "end {i}: {a:?}");
+            assert!(a.sealed > 0 && a.verified > 0, "end {i}: {a:?}");
+        }
+    }
+
+    /// A buffer with no room for the trailer: the frame is not sent, and
+    /// that is counted, never silent.
+    #[test]
+    fn a_frame_with_no_room_for_its_trailer_is_counted_unsealed() {
+        let mut ends = [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 7)))];
+        for e in &mut ends {
+            e.node
+                .register(oae_proto::RegionSpec {
+                    id: 1,
+                    key: 9,
+                    len: 4096,
+                    permissions: oae_proto::Permissions::ALL,
+                })
+                .unwrap();
+        }
+        run(&mut ends);
+        let write = Verb::Write {
+            target: oae_proto::RegionRef { id: 1, key: 9 },
+            offset: 0,
+            data: oae_proto::Block::new(&[0x5a; 960]).unwrap(),
+        };
+        ends[0].submit(0, VerbId(7), write).unwrap();
+        let mut out = Lent::new(oae_proto::wire::MAX_FRAME);
+        ends[0].poll_transmit_burst(0, 50_000_000, 64, &mut out);
+        let a = ends[0].auth[0].as_ref().unwrap().stats();
+        assert_eq!(a.unsealed, 1, "{a:?}");
     }
 
     fn oae_status(t: &Oae) -> (bool, OaeLinkStatus) {

@@ -95,6 +95,10 @@ pub struct AuthStats {
     pub dropped: [u64; 5],
     /// Switches of the key frames are sent under.
     pub key_switches: u64,
+    /// Frames that could not be sealed (no room for the trailer in the
+    /// buffer lent, or packet numbers spent) and so were not sent: the
+    /// link finds them lost, as any loss.
+    pub unsealed: u64,
 }
 
 /// The two ciphers of one key number: this end's sending direction and
@@ -329,6 +333,14 @@ impl Authenticator {
     /// and returns the authenticated frame's length; `None` if `buf` has no
     /// room or the packet numbers are spent (the link must not send).
     pub fn seal(&mut self, buf: &mut [u8], len: usize) -> Option<usize> {
+        let sealed = self.seal_in_place(buf, len);
+        if sealed.is_none() {
+            self.stats.unsealed += 1;
+        }
+        sealed
+    }
+
+    fn seal_in_place(&mut self, buf: &mut [u8], len: usize) -> Option<usize> {
         if buf.len() < len + AUTH_TRAILER_LEN || len < 12 || self.next_pn > MAX_PACKET_NUMBER {
             return None;
         }

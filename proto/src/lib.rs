@@ -515,7 +515,8 @@ impl<O: Observer, M: Store> Node<O, M> {
 /// driver's transmit frames, written in place.
 pub trait TransmitBuffers {
     /// The next buffer to write a frame into, at least
-    /// [`wire::MAX_FRAME`] bytes; `None` when the burst is full.
+    /// [`wire::MAX_FRAME`] bytes (and [`auth::AUTH_TRAILER_LEN`] more for a
+    /// link whose frames are sealed after); `None` when the burst is full.
     fn next_buffer(&mut self) -> Option<&mut [u8]>;
     /// The buffer last lent now holds a frame of `len` bytes. A buffer
     /// lent and not filled stays the caller's, unused.

@@ -3,9 +3,10 @@
 //! interface its links run over (one on a pair; one per neighbour in a
 //! fabric of veth pairs).
 
+use oae_common::MAX_OAE_FRAME_ON_WIRE;
 use oae_pmd::{Burst, Driver, MAX_BURST};
 use oae_proto::LinkId;
-use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME, eth};
+use oae_proto::wire::{ETH_HEADER_LEN, eth};
 use oae_proto::{Nanos, TransmitBuffers};
 
 use super::tap::Tap;
@@ -239,7 +240,9 @@ impl<D: Driver> TransmitBuffers for Buffers<'_, D> {
             return None;
         }
         let buf = self.spare.last_mut()?;
-        let frame = self.driver.frame_mut(buf, ETH_HEADER_LEN + MAX_FRAME);
+        // Room for the largest frame and, on an authenticated link, its
+        // trailer.
+        let frame = self.driver.frame_mut(buf, MAX_OAE_FRAME_ON_WIRE as usize);
         Some(&mut frame[ETH_HEADER_LEN..])
     }
 

@@ -8,13 +8,13 @@
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use oae_common::MAX_OAE_FRAME_ON_WIRE;
 use oae_proto::Nanos;
-use oae_proto::wire::{ETH_HEADER_LEN, MAX_FRAME};
 
 use crate::control::{CaptureReport, CapturedFrame, to_hex};
 
 /// The longest frame a port carries, Ethernet header included.
-const FRAME_ROOM: usize = ETH_HEADER_LEN + MAX_FRAME;
+const FRAME_ROOM: usize = MAX_OAE_FRAME_ON_WIRE as usize;
 
 struct Seen {
     at: usize,
