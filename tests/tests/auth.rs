@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use oae_dataplane::control::{
-    CaptureReport, FaultChange, KeyChange, KeyState, Request, VerbSpec, WorkloadReport,
-    WorkloadSpec, from_hex,
+    CaptureReport, FaultChange, KeyChange, KeyState, OutputView, Request, VerbAnswer, VerbSpec,
+    WorkloadReport, WorkloadSpec, from_hex,
 };
 use oae_dataplane::stats::{DataplaneStats, LinkCounters};
 use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
@@ -86,6 +86,39 @@ fn cas(d: &Dataplanes, offset: u32, expected: u64) -> Result<serde_json::Value, 
             new: expected + 1,
         },
     )
+}
+
+/// A 960-byte WRITE and its READ back: the largest frames (1024 bytes,
+/// 1048 with the trailer) cross the authenticated link whole, and none
+/// is left unsealed.
+fn largest_frames_cross(d: &Dataplanes) {
+    let data = "a5".repeat(960);
+    let answer = |v: Result<serde_json::Value, String>| -> VerbAnswer {
+        serde_json::from_value(v.expect("the verb completes")).expect("a verb's answer")
+    };
+    let written = answer(d.verb(
+        0,
+        VerbSpec::Write {
+            region: TARGET_REGION,
+            key: TARGET_KEY,
+            offset: 1024,
+            data: data.clone(),
+        },
+    ));
+    assert_eq!(written.result, OutputView::Write);
+    let read = answer(d.verb(
+        0,
+        VerbSpec::Read {
+            region: TARGET_REGION,
+            key: TARGET_KEY,
+            offset: 1024,
+            len: 960,
+        },
+    ));
+    assert_eq!(read.result, OutputView::Read { data });
+    for i in 0..2 {
+        assert_eq!(link(d, i).get("auth_unsealed"), 0, "dataplane {i}");
+    }
 }
 
 fn key_change(d: &Dataplanes, i: usize, change: KeyChange) -> KeyState {
@@ -256,6 +289,7 @@ fn with_a_key_forgeries_and_replays_are_dropped_by_reason() {
             && l.auth_dropped.get("bad_tag") == Some(&1)
     });
     assert_eq!(link(&d, 0).get("peer_restarts"), 0);
+    largest_frames_cross(&d);
 
     // b drops a fifth of what it receives, so a's frames include
     // REVERSEs; a records what it sends while a CAS chain runs.
