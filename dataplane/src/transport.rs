@@ -592,11 +592,9 @@ mod tests {
         None
     }
 
-    /// An authenticated link carries the largest frames in the buffers the
-    /// port lends: a 960-byte WRITE (a 1024-byte frame, 1048 with its
-    /// trailer) completes, and nothing is left unsealed.
-    #[test]
-    fn an_authenticated_link_carries_its_largest_frames() {
+    /// Two authenticated ends, up, with a region each; end 0 has submitted
+    /// a 960-byte WRITE (a 1024-byte frame) as verb `id`.
+    fn largest_write_submitted(id: VerbId) -> [Oae; 2] {
         let mut ends = [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 7)))];
         for e in &mut ends {
             e.node
@@ -614,7 +612,16 @@ mod tests {
             offset: 0,
             data: oae_proto::Block::new(&[0x5a; 960]).unwrap(),
         };
-        ends[0].submit(0, VerbId(7), write).unwrap();
+        ends[0].submit(0, id, write).unwrap();
+        ends
+    }
+
+    /// An authenticated link carries the largest frames in the buffers the
+    /// port lends: a 960-byte WRITE (a 1024-byte frame, 1048 with its
+    /// trailer) completes, and nothing is left unsealed.
+    #[test]
+    fn an_authenticated_link_carries_its_largest_frames() {
+        let mut ends = largest_write_submitted(VerbId(7));
         let room = oae_common::MAX_OAE_FRAME_ON_WIRE as usize - oae_proto::wire::ETH_HEADER_LEN;
         let done = burst_until_done(&mut ends, room, VerbId(7));
         assert_eq!(done, Some(Ok(Output::Write)));
@@ -629,24 +636,7 @@ mod tests {
     /// that is counted, never silent.
     #[test]
     fn a_frame_with_no_room_for_its_trailer_is_counted_unsealed() {
-        let mut ends = [end(0, 1, Some((0, 7))), end(1, 2, Some((0, 7)))];
-        for e in &mut ends {
-            e.node
-                .register(oae_proto::RegionSpec {
-                    id: 1,
-                    key: 9,
-                    len: 4096,
-                    permissions: oae_proto::Permissions::ALL,
-                })
-                .unwrap();
-        }
-        run(&mut ends);
-        let write = Verb::Write {
-            target: oae_proto::RegionRef { id: 1, key: 9 },
-            offset: 0,
-            data: oae_proto::Block::new(&[0x5a; 960]).unwrap(),
-        };
-        ends[0].submit(0, VerbId(7), write).unwrap();
+        let mut ends = largest_write_submitted(VerbId(7));
         let mut out = Lent::new(oae_proto::wire::MAX_FRAME);
         ends[0].poll_transmit_burst(0, 50_000_000, 64, &mut out);
         let a = ends[0].auth[0].as_ref().unwrap().stats();
