@@ -144,5 +144,6 @@ pub mod afxdp;
 #[cfg(feature = "dpdk")]
 #[allow(unsafe_code)]
 pub mod dpdk;
+pub mod mem;
 pub mod netns;
 pub mod xdp;
