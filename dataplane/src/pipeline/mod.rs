@@ -11,6 +11,8 @@ pub mod idle;
 mod outcomes;
 mod port;
 mod tap;
+#[cfg(test)]
+mod tests;
 
 pub use tap::{CaptureBuffer, FinishedCapture};
 
