@@ -1194,6 +1194,29 @@ fn ctl_drives_a_running_dataplane() {
         out.success() && out.stdout.contains("cas: old 0, swapped"),
         "{out}"
     );
+    // Text that is not hex, as a WRITE's data or in a key file, is refused
+    // saying so: neither oaectl nor the polling core panics (both once
+    // did), and the core goes on serving the steps below.
+    let key = format!("{TARGET_KEY:#x}");
+    let out = ctl(&[
+        "verb", "write", "--region", "1", "--key", &key, "--offset", "32", "--data", "a\u{e9}a",
+    ]);
+    assert!(
+        !out.success()
+            && out.stderr.contains("not a hex digit")
+            && !out.stderr.contains("panicked"),
+        "{out}"
+    );
+    let junk_key = d.dir.join("junk.key");
+    std::fs::write(&junk_key, "a\u{e9}a\n").expect("write a key file");
+    let junk_key = junk_key.to_str().expect("a UTF-8 path");
+    let out = ctl(&["key", "add", "1", "--key-file", junk_key]);
+    assert!(
+        !out.success()
+            && out.stderr.contains("not a hex digit")
+            && !out.stderr.contains("panicked"),
+        "{out}"
+    );
     let out = ctl(&["region", "list"]);
     assert!(out.success() && out.stdout.contains("rwa"), "{out}");
     let out = ctl(&["region", "add", "--id", "5", "--key", "1", "--len", "64"]);
