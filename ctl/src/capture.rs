@@ -9,7 +9,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use oae_dataplane::control::{
+use oae_client::control::{
     CaptureReport, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, call, from_hex,
 };
 use pcap_file::DataLink;

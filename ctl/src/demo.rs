@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use oae_client::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_client::host::HostMode;
+use oae_client::status::DataplaneStatus;
 use oae_dataplane::config::{IdlePolicy, KickPolicy};
-use oae_dataplane::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
 use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
-use oae_dataplane::host::HostMode;
-use oae_dataplane::status::DataplaneStatus;
 use oae_os::cpu::CpuTime;
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;

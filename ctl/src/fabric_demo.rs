@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use oae_common::topology::Shape;
-use oae_dataplane::control::{
+use oae_client::control::{
     FabricDemoReport, PairReport, Request, WorkloadReport, WorkloadSpec, call,
 };
+use oae_client::status::{DataplaneStatus, FabricStatus};
+use oae_common::topology::Shape;
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
-use oae_dataplane::status::{DataplaneStatus, FabricStatus};
 use oae_pmd::netns::Graph;
 
 use crate::running::Running;

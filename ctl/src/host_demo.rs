@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use oae_client::control::{Request, call};
+use oae_client::host::HostMode;
+use oae_client::host::load::{CheckedLoad, LoadReport};
 use oae_dataplane::config::HostSettings;
-use oae_dataplane::control::{Request, call};
 use oae_dataplane::deployment::Deployment;
-use oae_dataplane::host::HostMode;
-use oae_dataplane::host::load::{CheckedLoad, LoadReport};
 use oae_os::child::Supervised;
 use oae_os::private_dir::PrivateDir;
 

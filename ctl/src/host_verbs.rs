@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use oae_dataplane::host::HostQueue;
-use oae_dataplane::host::load::{self, Load};
-use oae_dataplane::proto::RegionRef;
+use oae_client::host::HostQueue;
+use oae_client::host::load::{self, Load};
+use oae_client::proto::RegionRef;
 
 #[derive(clap::Args)]
 pub struct HostVerbsArgs {

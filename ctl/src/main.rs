@@ -17,14 +17,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use oae_dataplane::cli_docs::{self, Shell};
-use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
-use oae_dataplane::control::{
+use oae_client::control::{
     FaultChange, FaultsSet, HistReport, KeyChange, KeyState, OutputView, RegionAdded, RegionDump,
     RegionView, Request, Stopping, VerbAnswer, VerbSpec, call,
 };
-use oae_dataplane::stats::DataplaneStats;
-use oae_dataplane::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
+use oae_client::stats::DataplaneStats;
+use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
+use oae_dataplane::cli_docs::{self, Shell};
+use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -266,7 +266,7 @@ fn read_key(path: &Path) -> Result<String, String> {
         std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
     };
     let key = text.trim().to_string();
-    oae_dataplane::control::parse_key(&key).map_err(|e| format!("{}: {e}", path.display()))?;
+    oae_client::control::parse_key(&key).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(key)
 }
 
@@ -1028,7 +1028,7 @@ fn print_flat(prefix: &str, v: &Value) {
 
 #[cfg(test)]
 mod tests {
-    use oae_dataplane::proto::Opcode;
+    use oae_client::proto::Opcode;
 
     use super::*;
 

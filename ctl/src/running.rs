@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use oae_dataplane::control::{Request, call};
+use oae_client::control::{Request, call};
 use oae_os::child::Supervised;
 use oae_os::private_dir::PrivateDir;
 

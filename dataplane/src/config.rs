@@ -92,7 +92,7 @@ pub struct HostSettings {
     /// `fito` (request and response rings, one host process) or
     /// `bilateral` (a swap slot per host process, batches each way).
     #[serde(default)]
-    pub mode: crate::host::HostMode,
+    pub mode: oae_client::host::HostMode,
     /// How many host processes may attach at once: 1 for a FITO ring (its
     /// rings have one producer); up to 64 bilateral, 4 unless set.
     #[serde(default)]
@@ -112,7 +112,7 @@ fn default_host_batch() -> u64 {
 
 impl HostSettings {
     /// A ring at `ring` in `mode`, every other setting its default.
-    pub fn new(ring: PathBuf, mode: crate::host::HostMode) -> HostSettings {
+    pub fn new(ring: PathBuf, mode: oae_client::host::HostMode) -> HostSettings {
         HostSettings {
             ring,
             queue: 0,
@@ -130,7 +130,7 @@ impl HostSettings {
                 .map_err(|e| format!("host.pcie_cost = \"{spec}\": {e}"))?,
             None => oae_swapring::cost::CostModel::default(),
         };
-        use crate::host::{HostMode, MAX_VERB_RECORDS};
+        use oae_client::host::{HostMode, MAX_VERB_RECORDS};
         let records = MAX_VERB_RECORDS as u64;
         let max_batch = oae_swapring::bilateral::MAX_SLOT_BATCH;
         if !(records..=65_536).contains(&self.capacity) {
@@ -554,14 +554,14 @@ impl std::fmt::Debug for SecretKey {
 
 impl Serialize for SecretKey {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&crate::control::to_hex(&self.0.0))
+        s.serialize_str(&oae_client::control::to_hex(&self.0.0))
     }
 }
 
 impl<'de> Deserialize<'de> for SecretKey {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SecretKey, D::Error> {
         let text = String::deserialize(d)?;
-        crate::control::parse_key(&text)
+        oae_client::control::parse_key(&text)
             .map(SecretKey)
             .map_err(|e| serde::de::Error::custom(format!("auth.key: {e}")))
     }

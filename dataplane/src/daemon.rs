@@ -23,16 +23,18 @@ use crate::workload::Aim;
 use serde_json::{Value, json};
 
 use crate::config::{Config, MetricsSettings};
-use crate::control::{
+use crate::metrics::MetricsServer;
+use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
+use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
+use oae_client::control::{
     CONTROL_IDLE_TIMEOUT, CloseReason, FaultChange, FaultsSet, MAX_CAPTURE_FRAMES,
     MAX_CAPTURE_SECONDS, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES, MAX_REQUEST_LINE_BYTES,
     RegionDump, Request, Response, Stopping, to_hex, to_json,
 };
-use crate::metrics::MetricsServer;
-use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
-use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
-use crate::stats::{Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters};
-use crate::status::DataplaneStatus;
+use oae_client::stats::{
+    Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters,
+};
+use oae_client::status::DataplaneStatus;
 use serde::Serialize;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
@@ -582,8 +584,8 @@ fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
 /// a dataplane that has `memory` and no queue yet, so every request that
 /// needs a polling core is answered that there is none. `idle` bounds the
 /// wait for a request and `line_bytes` its length (the protocol's are
-/// [`crate::control::CONTROL_IDLE_TIMEOUT`] and
-/// [`crate::control::MAX_REQUEST_LINE_BYTES`]). The fuzz target `control`
+/// [`oae_client::control::CONTROL_IDLE_TIMEOUT`] and
+/// [`oae_client::control::MAX_REQUEST_LINE_BYTES`]). The fuzz target `control`
 /// drives it with arbitrary bytes; `oaed` itself never calls it.
 pub fn serve_connection_without_queues(
     stream: UnixStream,
@@ -1305,7 +1307,7 @@ mod tests {
                 node: None,
                 name: "x".repeat(1 << 20),
             };
-            let err = crate::control::call(path, &huge, Duration::from_secs(60)).unwrap_err();
+            let err = oae_client::control::call(path, &huge, Duration::from_secs(60)).unwrap_err();
             assert!(err.contains("at most 1024 bytes"), "{err}");
         });
     }

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
 pub use crate::queue::build_memory;
 use crate::queue::{AuthenticatedLinks, BuiltQueue, build_queue};
-use crate::status::QueueStatus;
+use oae_client::status::QueueStatus;
 use oae_pmd::xdp::Steering;
 use oae_proto::SharedMemory;
 use oae_proto::auth::LinkIdentity;

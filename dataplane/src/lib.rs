@@ -2,22 +2,17 @@
 //! verbs → transmit burst over AF_XDP, a control socket, and in-process
 //! submission/completion queues for applications.
 
-pub mod api;
 pub mod cli_docs;
 pub mod config;
-pub mod control;
 pub mod daemon;
 pub mod deployment;
 pub mod embed;
 pub mod epoch;
 pub mod host;
 pub mod metrics;
-pub mod outcome;
 pub mod pipeline;
 pub mod queue;
 pub mod report;
-pub mod stats;
-pub mod status;
 pub mod transport;
 pub mod workload;
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::stats::{Counters, DataplaneStats, LatencyBuckets};
-use crate::status::{DataplaneStatus, ProtocolStatus};
+use oae_client::stats::{Counters, DataplaneStats, LatencyBuckets};
+use oae_client::status::{DataplaneStatus, ProtocolStatus};
 
 /// The two text formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,8 +4,8 @@ use oae_proto::auth::{AuthError, AuthStats};
 use oae_proto::wire::Malformed;
 use oae_proto::{FabricStats, LinkId, Node, Observer, Store};
 
-use crate::stats::{Counters, LinkCounters, named_counters};
-use crate::status::{LinkState, OaeLinkStatus, ProtocolStatus};
+use oae_client::stats::{Counters, LinkCounters, named_counters};
+use oae_client::status::{LinkState, OaeLinkStatus, ProtocolStatus};
 
 /// An OAE link's state, as `status` reports it.
 pub fn link_state<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Option<LinkState> {

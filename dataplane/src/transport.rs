@@ -14,11 +14,13 @@ use oae_proto::{
 };
 use oae_rc_model::{RcEndpoint, RcEvent};
 
-use crate::api::NotSubmitted;
-use crate::control::{KeyChange, KeyState};
 use crate::report::{fabric_counters, link_state, stats_report};
-use crate::stats::{LinkCounters, named_counters};
-use crate::status::{FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus};
+use oae_client::api::NotSubmitted;
+use oae_client::control::{KeyChange, KeyState};
+use oae_client::stats::{LinkCounters, named_counters};
+use oae_client::status::{
+    FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus,
+};
 use oae_proto::auth::{Authenticator, LinkIdentity, LinkKey};
 
 /// What a transport tells the pipeline.
@@ -484,7 +486,7 @@ impl Transport for RcModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::OaeLinkStatus;
+    use oae_client::status::OaeLinkStatus;
     use oae_proto::LinkConfig;
 
     const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];

@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use oae_dataplane::control::Response;
+use oae_client::control::Response;
 use oae_dataplane::daemon::serve_connection_without_queues;
 use oae_proto::memory::{Permissions, RegionSpec};
 use oae_proto::{SharedMemory, Store};

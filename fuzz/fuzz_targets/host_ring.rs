@@ -11,8 +11,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oae_dataplane::api::{AppError, Completion, NotSubmitted, Submission};
-use oae_dataplane::host::{HostMode, HostOrigin, HostPort, HostRing};
+use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::host::{HostMode, HostOrigin, HostPort, HostRing};
 use oae_swapring::cost::CostModel;
 use oae_swapring::region::{Region, unique_shm_path};
 

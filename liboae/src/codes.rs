@@ -4,8 +4,8 @@
 use std::ffi::{CStr, CString, c_int};
 use std::sync::OnceLock;
 
-use oae_dataplane::outcome::Outcome;
-use oae_dataplane::proto::Opcode;
+use oae_client::outcome::Outcome;
+use oae_client::proto::Opcode;
 
 /// Most bytes a READ, WRITE or BILATERAL SWAP carries through the host
 /// ring (`oae_wc.data`).
@@ -111,7 +111,7 @@ pub(crate) fn describe(code: c_int) -> &'static CStr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oae_dataplane::host::{MAX_READ, MAX_WRITE};
+    use oae_client::host::{MAX_READ, MAX_WRITE};
 
     /// The header's numbers are the dataplane's: a status added there
     /// without its constant here fails this.

@@ -21,12 +21,12 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use std::path::Path;
 use std::time::Duration;
 
-use oae_dataplane::api::{Completion, Submission};
-use oae_dataplane::control::{Request, call};
-use oae_dataplane::host::HostQueue;
-use oae_dataplane::outcome::Outcome;
-use oae_dataplane::proto::verb::{MAX_MCAS_WORDS, Output};
-use oae_dataplane::proto::{Block, McasWord, Opcode, RegionRef, Verb};
+use oae_client::api::{Completion, Submission};
+use oae_client::control::{Request, call};
+use oae_client::host::HostQueue;
+use oae_client::outcome::Outcome;
+use oae_client::proto::verb::{MAX_MCAS_WORDS, Output};
+use oae_client::proto::{Block, McasWord, Opcode, RegionRef, Verb};
 
 mod codes;
 pub use codes::*;

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use oae_client::control::{Percentiles, WorkloadReport, WorkloadSpec};
 use oae_dataplane::config::Config;
-use oae_dataplane::control::{Percentiles, WorkloadReport, WorkloadSpec};
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_dataplane::pipeline::{CommandKind, FinalReport};
 use oae_dataplane::workload::Aim;

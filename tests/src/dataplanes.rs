@@ -8,10 +8,10 @@ use std::process::{Command, Stdio};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
+use oae_client::control::{Request, VerbSpec, call};
+use oae_client::status::DataplaneStatus;
 use oae_dataplane::config::Config;
-use oae_dataplane::control::{Request, VerbSpec, call};
 use oae_dataplane::deployment::Deployment;
-use oae_dataplane::status::DataplaneStatus;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{VethPair, format_mac};
 use serde_json::Value;
@@ -274,7 +274,7 @@ impl Dataplanes {
         let v = self
             .call(i, &Request::RegionDump { id, queue: 0 })
             .expect("region dump");
-        oae_dataplane::control::from_hex(v["data"].as_str().expect("data")).expect("hex")
+        oae_client::control::from_hex(v["data"].as_str().expect("data")).expect("hex")
     }
 }
 

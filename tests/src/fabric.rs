@@ -9,9 +9,9 @@ use std::process::Stdio;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oae_dataplane::control::{Request, call};
+use oae_client::control::{Request, call};
+use oae_client::status::{DataplaneStatus, FabricStatus, LinkStatus};
 use oae_dataplane::deployment::fabric_node_toml;
-use oae_dataplane::status::{DataplaneStatus, FabricStatus, LinkStatus};
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment, format_mac};
 use oae_sim::Shape;

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::control::{Request, call};
+use oae_client::control::{Request, call};
 use oae_os::child::Supervised;
 
 /// The region every test dataplane offers its peer, and its key.

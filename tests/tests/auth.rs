@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use oae_dataplane::control::{
+use oae_client::control::{
     CaptureReport, FaultChange, KeyChange, KeyState, OutputView, Request, VerbAnswer, VerbSpec,
     WorkloadReport, WorkloadSpec, from_hex,
 };
-use oae_dataplane::stats::{DataplaneStats, LinkCounters};
-use oae_dataplane::status::{DataplaneStatus, ProtocolStatus};
+use oae_client::stats::{DataplaneStats, LinkCounters};
+use oae_client::status::{DataplaneStatus, ProtocolStatus};
 use oae_pmd::netns::{VethPair, format_mac};
 use oae_proto::DownReason;
 use oae_tests::dataplanes::{

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use oae_dataplane::control::{
+use oae_client::control::{
     CloseReason, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES, MAX_REQUEST_LINE_BYTES,
     MAX_WORKLOAD_PHASES, RegionDump, Request, Response, WorkloadSpec,
 };

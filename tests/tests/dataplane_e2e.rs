@@ -6,12 +6,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use oae_dataplane::control::{
+use oae_client::control::{
     FaultChange, FaultsSet, HistReport, OutputView, RegionAdded, RegionDump, RegionView, Request,
     Stopping, VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, call, from_hex, to_hex,
 };
-use oae_dataplane::stats::DataplaneStats;
-use oae_dataplane::status::{DataplaneStatus, FabricStatus};
+use oae_client::stats::DataplaneStats;
+use oae_client::status::{DataplaneStatus, FabricStatus};
 use oae_pmd::netns::{VethPair, format_mac, parse_mac};
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::control::VerbSpec;
+use oae_client::control::VerbSpec;
 use oae_os::child::Supervised;
 use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION, binary};
 use oae_tests::{SCAPY_PYTHON, run};

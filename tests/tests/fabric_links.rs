@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use oae_dataplane::control::{Request, WorkloadReport, WorkloadSpec};
+use oae_client::control::{Request, WorkloadReport, WorkloadSpec};
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET};
 use oae_sim::Shape;
 use oae_tests::fabric::{Fabric, Net};

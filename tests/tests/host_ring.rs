@@ -7,9 +7,9 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_dataplane::control::{OutputView, VerbAnswer, VerbSpec};
-use oae_dataplane::host::load::LoadReport;
-use oae_dataplane::host::{AttachError, HostQueue, MAX_READ, MAX_WRITE, RegionError};
+use oae_client::control::{OutputView, VerbAnswer, VerbSpec};
+use oae_client::host::load::LoadReport;
+use oae_client::host::{AttachError, HostQueue, MAX_READ, MAX_WRITE, RegionError};
 use oae_dataplane::pipeline::{AppError, Completion, NotSubmitted, Submission};
 use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, Verb, VerbError};
 use oae_tests::dataplanes::{
@@ -334,9 +334,9 @@ fn host_processes_share_a_bilateral_ring_one_slot_each() {
                 .expect("spawn oaectl host-verbs")
         })
         .collect();
-    let mine = oae_dataplane::host::load::run(
+    let mine = oae_client::host::load::run(
         &mut host,
-        &oae_dataplane::host::load::Load {
+        &oae_client::host::load::Load {
             target: T,
             offset: 0,
             words: 16,
@@ -450,9 +450,9 @@ fn a_host_process_killed_mid_batch_leaves_its_slot_clean() {
     );
     let words = |d: &Dataplanes| (0..64).map(|w| word(d, 8 * w)).sum::<u64>();
     let before = words(&d);
-    let report = oae_dataplane::host::load::run(
+    let report = oae_client::host::load::run(
         &mut host,
-        &oae_dataplane::host::load::Load {
+        &oae_client::host::load::Load {
             target: T,
             offset: 0,
             words: 16,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use oae_dataplane::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
+use oae_client::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
 use oae_tests::dataplanes::{Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION};
 use serde_json::Value;
 
@@ -150,7 +150,7 @@ fn two_queues_hammering_the_same_words_keep_an_exact_ledger() {
     for target in 0..2 {
         let issuer = 1 - target;
         let reports: Vec<WorkloadReport> = (0..2).map(|q| workload_of(&d, issuer, q)).collect();
-        let sum = |f: fn(&oae_dataplane::control::ContendedCounts) -> u64| {
+        let sum = |f: fn(&oae_client::control::ContendedCounts) -> u64| {
             reports
                 .iter()
                 .map(|r| f(r.contended.as_ref().expect("contended counts")))

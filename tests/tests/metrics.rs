@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use oae_dataplane::control::VerbSpec;
+use oae_client::control::VerbSpec;
 use oae_os::child::Supervised;
 use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION};
 use oae_tests::{CommandOutput, SCAPY_PYTHON, poll_until, run};

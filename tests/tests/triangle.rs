@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use oae_dataplane::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
+use oae_client::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
 use oae_tests::dataplanes::{LOCAL_REGION, TARGET_KEY, TARGET_REGION, binary};
 use oae_tests::fabric::Fabric;
 

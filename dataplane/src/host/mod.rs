@@ -1,46 +1,16 @@
-//! Host programs reach a dataplane that runs on an IPU's cores through a
-//! swap-ring region standing in for the PCIe BAR ([`oae_swapring`]).
-//!
-//! The dataplane creates the region, as a device exposes its BAR, and its
-//! polling core serves it between bursts ([`HostPort`]); a program on the
-//! host attaches with [`HostQueue`] and uses the same verbs API as an
-//! in-process application (`embed::EmbeddedQueue`): `submit` a
-//! [`crate::api::Submission`], `poll_completion` for its one
-//! [`crate::api::Completion`].
-//!
-//! Two modes ([`HostMode`]), one API: FITO rings (verbs forward on one
-//! ring, completions back on another; one host process per ring), or
-//! bilateral swap slots (one per host process: a batch of verbs and a batch
-//! of completions change hands in one atomic exchange). A verb or a
-//! completion is one or more 64-byte records ([`codec`]); every verb fits,
-//! the multi-word commit included, with WRITE data up to [`MAX_WRITE`]
-//! bytes and READ or BILATERAL SWAP results up to [`MAX_READ`].
+//! The dataplane's end of the host ring: it creates the swap-ring region,
+//! as a device exposes its BAR, and its polling core serves it between
+//! bursts ([`HostPort`]). Host programs attach with
+//! [`oae_client::host::HostQueue`].
 
 use std::path::PathBuf;
 
 use oae_swapring::cost::CostModel;
 
-pub mod codec;
-pub mod load;
 mod port;
-mod queue;
 
-pub use crate::stats::HostPortCounters;
-pub use codec::{MAX_READ, MAX_VERB_RECORDS, MAX_WRITE};
-pub use oae_swapring::region::RegionError;
+use oae_client::host::HostMode;
 pub use port::{HostOrigin, HostPort};
-pub use queue::{AttachError, HostQueue, HostQueueCounters};
-
-/// How host programs and the dataplane exchange verbs and completions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HostMode {
-    /// Request and response rings (Wave's shape); one host process.
-    #[default]
-    Fito,
-    /// A swap slot per host process; batches swapped atomically.
-    Bilateral,
-}
 
 /// Where host programs attach, and what the region emulates.
 #[derive(Debug, Clone)]

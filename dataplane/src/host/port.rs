@@ -25,12 +25,12 @@ use oae_swapring::region::{Region, RegionConfig, Side};
 use oae_swapring::ring::{RECORD_WORDS, Record};
 use oae_swapring::verbs::{VerbRecord, VerbsDevice};
 
-use super::codec::{
+use super::{HostMode, HostRing};
+use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::host::codec::{
     MAX_VERB_RECORDS, decode_submission, encode_completion, generation, message_records,
 };
-use super::{HostMode, HostRing};
-use crate::api::{AppError, Completion, NotSubmitted, Submission};
-use crate::stats::HostPortCounters;
+use oae_client::stats::HostPortCounters;
 
 /// Which host process a verb came from: its slot (0 on a FITO ring) and the
 /// generation of that process's claim.
@@ -553,7 +553,7 @@ mod tests {
     use oae_swapring::region::unique_shm_path;
 
     use super::*;
-    use crate::host::HostQueue;
+    use oae_client::host::HostQueue;
 
     fn ring(mode: HostMode) -> HostRing {
         HostRing {
@@ -737,7 +737,7 @@ mod tests {
         assert_eq!(port.counters().swaps, 2);
         // A third process finds both slots held, by live processes.
         match HostQueue::attach(&r.path, 1) {
-            Err(crate::host::AttachError::SlotsHeld { holders, .. }) => {
+            Err(oae_client::host::AttachError::SlotsHeld { holders, .. }) => {
                 assert_eq!(holders, [std::process::id(); 2])
             }
             other => panic!("{:?}", other.err()),

@@ -14,14 +14,14 @@ use serde_json::{Value, json};
 use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
 use super::{Origin, Pipeline, Target, driver_counters};
-use crate::api::{Completion, Submission};
-use crate::control::{
-    HistReport, KeyChange, Percentiles, RegionAdded, RegionView, WorkloadSpec, to_json,
-};
-use crate::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
-use crate::status::{LinkStatus, QueueStatus};
 use crate::transport::Transport;
 use crate::workload::Aim;
+use oae_client::api::{Completion, Submission};
+use oae_client::control::{
+    HistReport, KeyChange, Percentiles, RegionAdded, RegionView, WorkloadSpec, to_json,
+};
+use oae_client::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
+use oae_client::status::{LinkStatus, QueueStatus};
 
 /// What the rest of the process shares with one polling core.
 pub struct QueueShared {

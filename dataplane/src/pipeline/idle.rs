@@ -20,7 +20,7 @@ use nix::sys::time::TimeSpec;
 use oae_proto::Nanos;
 
 use crate::config::{IdlePolicy, PollSettings};
-use crate::stats::IdleCounters;
+use oae_client::stats::IdleCounters;
 
 /// Longest sleep: control requests that arrive meanwhile wake the core, but
 /// a bound keeps anything unforeseen from stalling it for long.

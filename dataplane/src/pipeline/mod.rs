@@ -16,8 +16,8 @@ mod tests;
 
 pub use tap::{CaptureBuffer, FinishedCapture};
 
-pub use crate::stats::IdleCounters;
 pub use commands::{Command, CommandKind, QueueShared};
+pub use oae_client::stats::IdleCounters;
 pub use port::Port;
 
 use std::os::fd::BorrowedFd;
@@ -34,15 +34,15 @@ use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::api::{AppError, Completion, NotSubmitted, Submission};
 use crate::config::PollSettings;
-use crate::control::{OutputView, VerbAnswer, to_json};
 use crate::host::{HostOrigin, HostPort};
-use crate::outcome::Outcome;
-use crate::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
-pub use crate::status::QueueInfo;
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
+pub use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::control::{OutputView, VerbAnswer, to_json};
+use oae_client::outcome::Outcome;
+use oae_client::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
+pub use oae_client::status::QueueInfo;
 use oae_os::cpu::CpuTime;
 use oae_proto::Opcode;
 use outcomes::VerbOutcomes;

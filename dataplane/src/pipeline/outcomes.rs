@@ -3,8 +3,8 @@
 
 use oae_proto::Opcode;
 
-use crate::outcome::{OUTCOME_CODES, Outcome};
-use crate::stats::VerbCount;
+use oae_client::outcome::{OUTCOME_CODES, Outcome};
+use oae_client::stats::VerbCount;
 
 #[derive(Debug, Clone)]
 pub struct VerbOutcomes {

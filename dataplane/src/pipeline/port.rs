@@ -11,8 +11,8 @@ use oae_proto::{Nanos, TransmitBuffers};
 
 use super::tap::Tap;
 use crate::config::KickPolicy;
-use crate::stats::PipelineCounters;
 use crate::transport::Transport;
+use oae_client::stats::PipelineCounters;
 
 /// Adaptive kicks: frames held at most before a kick…
 const KICK_AT_FRAMES: usize = 32;

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use oae_common::MAX_OAE_FRAME_ON_WIRE;
 use oae_proto::Nanos;
 
-use crate::control::{CaptureReport, CapturedFrame, to_hex};
+use oae_client::control::{CaptureReport, CapturedFrame, to_hex};
 
 /// The longest frame a port carries, Ethernet header included.
 const FRAME_ROOM: usize = MAX_OAE_FRAME_ON_WIRE as usize;

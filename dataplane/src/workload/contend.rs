@@ -9,7 +9,7 @@
 use oae_proto::Opcode;
 use oae_proto::verb::{MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 
-use crate::control::ContendedCounts;
+use oae_client::control::ContendedCounts;
 
 /// The verbs contended mode runs.
 pub const KINDS: [Opcode; 3] = [

@@ -20,7 +20,7 @@ use serde_json::Value;
 mod contend;
 
 use self::contend::Contention;
-use crate::control::{
+use oae_client::control::{
     MAX_PHASE_NAME_BYTES, MAX_WORKLOAD_PHASES, Percentiles, PhaseReport, WorkloadReport,
     WorkloadSpec, cdf_points, to_hex,
 };

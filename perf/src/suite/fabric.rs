@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use oae_dataplane::control::FabricDemoReport;
+use oae_client::control::FabricDemoReport;
 use serde_json::Value;
 
 use super::child::{run_bounded, tail};

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use oae_dataplane::host::HostMode;
-use oae_dataplane::host::load::CheckedLoad;
+use oae_client::host::HostMode;
+use oae_client::host::load::CheckedLoad;
 use oae_swapring::cost::CostModel;
 use oae_swapring::fito::Wakeup;
 use oae_swapring::wave::{self, RunConfig, Until, Variant, Workload};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use oae_dataplane::host::HostMode;
+use oae_client::host::HostMode;
 use oae_swapring::wave::{Variant, Workload};
 
 use super::choice::{DriverChoice, Placement, PollChoice};

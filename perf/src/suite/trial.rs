@@ -39,7 +39,7 @@ pub enum Trial {
     /// A host program's verbs through dataplane a's host ring in `mode`,
     /// `window` in flight (`oaectl demo --host-ring`).
     HostRing {
-        mode: oae_dataplane::host::HostMode,
+        mode: oae_client::host::HostMode,
         window: usize,
     },
 }

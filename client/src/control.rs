@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use oae_common::FaultConfig;
-use oae_pmd::xdp::FaultScope;
+use oae_common::FaultScope;
 use oae_proto::Opcode;
 use oae_proto::auth::{Authenticator, KEY_NUMBERS, LinkKey};
 use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
@@ -359,7 +359,7 @@ impl FaultChange {
 /// A fault scope travels as its text (`oae`, `ipv4`, `port:N`): the form
 /// users type, parsed once on each side by the same `FromStr`.
 mod scope_text {
-    use oae_pmd::xdp::FaultScope;
+    use oae_common::FaultScope;
     use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
 
     pub fn serialize<S: Serializer>(scope: &Option<FaultScope>, s: S) -> Result<S::Ok, S::Error> {

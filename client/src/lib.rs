@@ -1,0 +1,17 @@
+//! What a program needs to drive a running `oaed`, without linking the
+//! dataplane: the control protocol ([`control`]) as typed requests and
+//! answers, the status and stats a dataplane reports ([`status`],
+//! [`stats`]), the verbs API and its outcome codes ([`api`],
+//! [`outcome`]), and the host ring's client and codec ([`host`]).
+//!
+//! `oaectl`, `liboae`, the benchmarks and the tests depend on this crate;
+//! `oae-dataplane` serves what it describes.
+
+pub mod api;
+pub mod control;
+pub mod host;
+pub mod outcome;
+pub mod stats;
+pub mod status;
+
+pub use oae_proto as proto;
