@@ -175,6 +175,23 @@ impl Outcome {
     }
 }
 
+/// An outcome travels by its stable name (`refused_bad_key`).
+impl serde::Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Outcome, D::Error> {
+        let name = String::deserialize(d)?;
+        Outcome::ALL
+            .into_iter()
+            .find(|o| o.name() == name)
+            .ok_or_else(|| serde::de::Error::custom(format!("no verb outcome is named '{name}'")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

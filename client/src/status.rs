@@ -119,6 +119,16 @@ pub struct LinkState {
     pub protocol: ProtocolStatus,
 }
 
+impl LinkState {
+    /// The OAE state machine's part, if the link runs OAE.
+    pub fn oae(&self) -> Option<&OaeLinkStatus> {
+        match &self.protocol {
+            ProtocolStatus::Oae(oae) => Some(oae),
+            ProtocolStatus::RcModel(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ProtocolStatus {

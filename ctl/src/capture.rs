@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use oae_client::control::{
-    CaptureReport, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, Request, call, from_hex,
+    CaptureReport, Client, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, from_hex,
 };
 use pcap_file::DataLink;
 use pcap_file::pcapng::PcapNgWriter;
@@ -48,18 +48,11 @@ pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), String> 
             "--seconds: use more than 0 and at most {MAX_CAPTURE_SECONDS}"
         ));
     }
-    let request = Request::Capture {
-        queue: args.queue,
-        count: args.count,
-        seconds: args.seconds,
-    };
-    let answer = call(
+    let report = Client::new(
         socket,
-        &request,
         Duration::from_secs_f64(args.seconds) + Duration::from_secs(10),
-    )?;
-    let report: CaptureReport =
-        serde_json::from_value(answer).map_err(|e| format!("the dataplane's answer: {e}"))?;
+    )
+    .capture(args.queue, args.count, args.seconds)?;
     write_pcapng(&report, &args.file)
         .map_err(|e| format!("writing {}: {e}", args.file.display()))?;
     let sent = report.frames.iter().filter(|f| f.outbound).count();

@@ -17,15 +17,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use oae_client::control::{FaultChange, Request, WorkloadReport, WorkloadSpec, call};
+use oae_client::control::{Client, FaultChange, WorkloadReport, WorkloadSpec};
 use oae_client::host::HostMode;
-use oae_client::status::DataplaneStatus;
+use oae_client::stats::DataplaneStats;
 use oae_dataplane::config::{IdlePolicy, KickPolicy};
 use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_os::cpu::CpuTime;
 use oae_pmd::netns::{VethPair, parse_mac};
 use oae_pmd::xdp::FaultScope;
-use serde_json::Value;
 
 const EMBEDDED: &str = include_str!("../../configs/veth-pair.toml");
 const STEP: Duration = Duration::from_secs(10);
@@ -289,12 +288,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         .collect();
     let check = exactly_once_check(&setup, &reports)?;
     let report = WorkloadReport::side_by_side(&reports);
-    let stats: Vec<Value> = setup
-        .running
-        .sockets
-        .iter()
-        .map(|s| call(s, &Request::Stats, STEP))
-        .collect::<Result<_, _>>()?;
+    let stats = every_stats(&setup)?;
     print_table(&names, &settings, scope, &report, &stats, &check);
     outln!(
         "  {:<34} {}",
@@ -359,12 +353,7 @@ fn run_host_program(
         .zip(&cpu_before)
         .map(|(after, before)| after.since(before))
         .collect();
-    let stats: Vec<Value> = setup
-        .running
-        .sockets
-        .iter()
-        .map(|s| call(s, &Request::Stats, STEP))
-        .collect::<Result<_, _>>()?;
+    let stats = every_stats(&setup)?;
     let l = &report.load;
     outln!(
         "  {} ring: {} FETCH-ADDs ok, {} failed, {} not submitted; {:.0} verbs/s; \
@@ -429,10 +418,9 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
     loop {
         setup.running.check(interrupted)?;
         let up = setup.running.sockets.iter().all(|s| {
-            call(s, &Request::Status, Duration::from_secs(1))
-                .ok()
-                .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
-                .is_some_and(|status| status.all_up())
+            Client::new(s, Duration::from_secs(1))
+                .status()
+                .is_ok_and(|status| status.all_up())
         });
         if up {
             return Ok(());
@@ -449,7 +437,7 @@ fn wait_for_links(setup: &mut Setup, interrupted: &AtomicBool) -> Result<(), Str
 
 fn set_faults(setup: &Setup, change: &FaultChange) -> Result<(), String> {
     for s in &setup.running.sockets {
-        call(s, &Request::Fault(change.clone()), STEP)?;
+        client(s).fault(change.clone())?;
     }
     Ok(())
 }
@@ -480,23 +468,33 @@ fn schedule(settings: &DemoSettings) -> Vec<(f64, Step)> {
     steps
 }
 
-/// CPU time each dataplane's polling threads have used so far.
-fn polling_cpu(setup: &Setup) -> Result<Vec<CpuTime>, String> {
+/// The dataplane on `socket`, each answer awaited up to [`STEP`].
+fn client(socket: &Path) -> Client {
+    Client::new(socket, STEP)
+}
+
+/// Every dataplane's counters, in the order they were started.
+fn every_stats(setup: &Setup) -> Result<Vec<DataplaneStats>, String> {
     setup
         .running
         .sockets
         .iter()
-        .map(|s| {
-            let stats = call(s, &Request::Stats, STEP)?;
-            let mut sum = CpuTime::default();
-            for q in stats["queues"].as_array().into_iter().flatten() {
-                let c: CpuTime = serde_json::from_value(q["cpu"].clone())
-                    .map_err(|e| format!("a queue's stats carry no CPU time: {e}"))?;
-                sum.add(&c);
-            }
-            Ok(sum)
-        })
+        .map(|s| Ok(client(s).stats()?))
         .collect()
+}
+
+/// CPU time each dataplane's polling threads have used so far.
+fn polling_cpu(setup: &Setup) -> Result<Vec<CpuTime>, String> {
+    Ok(every_stats(setup)?
+        .iter()
+        .map(|stats| {
+            let mut sum = CpuTime::default();
+            for q in &stats.queues {
+                sum.add(&q.cpu);
+            }
+            sum
+        })
+        .collect())
 }
 
 fn run_workload(
@@ -536,18 +534,15 @@ fn run_workload(
             verbs: settings.verbs.clone(),
             ..Default::default()
         };
-        call(issuer, &Request::WorkloadStart(spec), STEP)?;
+        client(issuer).workload_start(spec)?;
     }
     // Latency per phase: a whole-run percentile hides what faults cost.
     let phase = |name: &str| {
         (0..queues).try_for_each(|queue| {
-            let request = Request::WorkloadPhase {
-                queue,
-                link: 0,
-                node: None,
-                name: name.to_string(),
-            };
-            call(issuer, &request, STEP).map(drop)
+            client(issuer)
+                .workload_phase(queue, 0, None, name)
+                .map(drop)
+                .map_err(String::from)
         })
     };
     let steps = schedule(settings);
@@ -615,18 +610,7 @@ fn run_workload(
         }
         next_status += status_every;
         let reports = (0..queues)
-            .map(|queue| {
-                let v = call(
-                    issuer,
-                    &Request::WorkloadStatus {
-                        queue,
-                        link: 0,
-                        node: None,
-                    },
-                    STEP,
-                )?;
-                serde_json::from_value::<WorkloadReport>(v).map_err(|e| e.to_string())
-            })
+            .map(|queue| client(issuer).workload_status(queue, 0, None))
             .collect::<Result<Vec<_>, _>>()?;
         let r = WorkloadReport::side_by_side(&reports);
         polls += 1;
@@ -683,8 +667,7 @@ fn exactly_once_check(setup: &Setup, reports: &[WorkloadReport]) -> Result<Check
     let mut differences = Vec::new();
     let mut compared = 0;
     let dump = |socket: &Path, id: u16| -> Result<String, String> {
-        let v = call(socket, &Request::RegionDump { id, queue: 0 }, STEP)?;
-        Ok(v["data"].as_str().unwrap_or_default().to_string())
+        Ok(client(socket).region_dump(id, 0, None)?.data)
     };
     let (remote, local) = (
         dump(&setup.running.sockets[1], 1)?,
@@ -736,30 +719,29 @@ fn print_table(
     settings: &DemoSettings,
     scope: FaultScope,
     r: &WorkloadReport,
-    stats: &[Value],
+    stats: &[DataplaneStats],
     check: &Check,
 ) {
     let sum = |key: &str| -> u64 {
         stats
             .iter()
-            .flat_map(|s| s["queues"].as_array().into_iter().flatten())
-            .flat_map(|q| q["links"].as_array().into_iter().flatten())
-            .map(|l| l[key].as_u64().unwrap_or(0))
+            .flat_map(|s| &s.queues)
+            .flat_map(|q| &q.links)
+            .map(|l| l.get(key))
             .sum()
     };
     let xdp = |key: &str| -> u64 {
         stats
             .iter()
-            .flat_map(|s| s["xdp"].as_array().into_iter().flatten())
-            .map(|x| x["counters"][key].as_u64().unwrap_or(0))
+            .flat_map(|s| &s.xdp)
+            .map(|x| x.counters.get(key).copied().unwrap_or(0))
             .sum()
     };
     let us = |ns: u64| format!("{:.1} us", ns as f64 / 1e3);
     outln!();
-    let driver = stats[0]["queues"][0]["queue"]["driver"]
-        .as_str()
-        .unwrap_or("an unknown driver");
-    let transport = match stats[0]["queues"][0]["transport"].as_str() {
+    let first_queue = stats.first().and_then(|s| s.queues.first());
+    let driver = first_queue.map_or("an unknown driver", |q| q.queue.driver.as_str());
+    let transport = match first_queue.map(|q| q.transport.as_str()) {
         Some("rc-model") => "the RC transport model",
         _ => "OAE",
     };

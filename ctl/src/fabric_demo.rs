@@ -10,10 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use oae_client::control::{
-    FabricDemoReport, PairReport, Request, WorkloadReport, WorkloadSpec, call,
-};
-use oae_client::status::{DataplaneStatus, FabricStatus};
+use oae_client::control::{Client, FabricDemoReport, PairReport, WorkloadReport, WorkloadSpec};
+use oae_client::status::FabricStatus;
 use oae_common::topology::Shape;
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
 use oae_pmd::netns::Graph;
@@ -49,13 +47,9 @@ struct Setup {
 
 impl Setup {
     fn fabric(&self, i: usize) -> Option<FabricStatus> {
-        let v = call(
-            &self.running.sockets[i],
-            &Request::Status,
-            Duration::from_secs(2),
-        )
-        .ok()?;
-        let s: DataplaneStatus = serde_json::from_value(v).ok()?;
+        let s = Client::new(&self.running.sockets[i], Duration::from_secs(2))
+            .status()
+            .ok()?;
         s.queues.into_iter().next()?.fabric
     }
 
@@ -70,22 +64,18 @@ impl Setup {
     }
 
     fn report(&self, i: usize, j: usize) -> Result<WorkloadReport, String> {
-        let request = Request::WorkloadStatus {
-            queue: 0,
-            link: 0,
-            node: Some(j as u64 + 1),
-        };
-        serde_json::from_value(call(&self.running.sockets[i], &request, STEP)?)
+        self.client(i)
+            .workload_status(0, 0, Some(j as u64 + 1))
             .map_err(|e| format!("node {i}'s workload for node {j}: {e}"))
     }
 
     fn region(&self, i: usize, id: u16) -> Result<String, String> {
-        let v = call(
-            &self.running.sockets[i],
-            &Request::RegionDump { id, queue: 0 },
-            STEP,
-        )?;
-        Ok(v["data"].as_str().unwrap_or_default().to_string())
+        Ok(self.client(i).region_dump(id, 0, None)?.data)
+    }
+
+    /// Dataplane `i`, each answer awaited up to [`STEP`].
+    fn client(&self, i: usize) -> Client {
+        Client::new(&self.running.sockets[i], STEP)
     }
 }
 
@@ -180,11 +170,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
                 seed: (i * n + j) as u64,
                 ..Default::default()
             };
-            call(
-                &setup.running.sockets[i],
-                &Request::WorkloadStart(spec),
-                STEP,
-            )?;
+            setup.client(i).workload_start(spec)?;
         }
     }
     outln!(
@@ -267,13 +253,9 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
 fn phase(setup: &Setup, n: usize, name: &str) -> Result<(), String> {
     for i in 0..n {
         for j in (0..n).filter(|&j| j != i) {
-            let request = Request::WorkloadPhase {
-                queue: 0,
-                link: 0,
-                node: Some(j as u64 + 1),
-                name: name.into(),
-            };
-            call(&setup.running.sockets[i], &request, STEP)?;
+            setup
+                .client(i)
+                .workload_phase(0, 0, Some(j as u64 + 1), name)?;
         }
     }
     Ok(())

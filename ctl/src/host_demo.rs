@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use oae_client::control::{Request, call};
+use oae_client::control::Client;
 use oae_client::host::HostMode;
 use oae_client::host::load::{CheckedLoad, LoadReport};
 use oae_dataplane::config::HostSettings;
@@ -98,15 +98,8 @@ impl HostDemo {
 
 /// The sum of the first `n` words of the target region.
 fn words(socket: &Path, n: usize) -> Result<u64, String> {
-    let v = call(
-        socket,
-        &Request::RegionDump {
-            id: TARGET_REGION,
-            queue: 0,
-        },
-        STEP,
-    )?;
-    let hex = v["data"].as_str().ok_or("a region dump without data")?;
+    let dump = Client::new(socket, STEP).region_dump(TARGET_REGION, 0, None)?;
+    let hex = &dump.data;
     let mut sum = 0u64;
     for w in 0..n {
         let at = 16 * w;

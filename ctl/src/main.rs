@@ -17,17 +17,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use oae_client::control::{
-    FaultChange, FaultsSet, HistReport, KeyChange, KeyState, OutputView, RegionAdded, RegionDump,
-    RegionView, Request, Stopping, VerbAnswer, VerbSpec, call,
-};
+use oae_client::control::{Client, FaultChange, KeyChange, OutputView, VerbSpec};
 use oae_client::stats::DataplaneStats;
 use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
 use oae_dataplane::cli_docs::{self, Shell};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(35);
@@ -489,10 +485,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// The answer to `request`, read as the serde type `T` oaed answers with.
-fn ask<T: DeserializeOwned>(socket: &Path, request: &Request) -> Result<T, String> {
-    let v = call(socket, request, TIMEOUT)?;
-    serde_json::from_value(v).map_err(|e| format!("the dataplane's answer does not read: {e}"))
+/// The dataplane on `socket`, each answer awaited up to [`TIMEOUT`].
+fn client(socket: &Path) -> Client {
+    Client::new(socket, TIMEOUT)
 }
 
 fn print_typed<T: Serialize>(v: &T) -> Result<(), String> {
@@ -528,7 +523,7 @@ struct CompletionScript {
 fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
     match cmd {
         Cmd::Status => {
-            let status: DataplaneStatus = ask(socket, &Request::Status)?;
+            let status = client(socket).status()?;
             if json {
                 print_typed(&status)?;
             } else {
@@ -536,7 +531,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             }
         }
         Cmd::Members => {
-            let status: DataplaneStatus = ask(socket, &Request::Status)?;
+            let status = client(socket).status()?;
             if json {
                 let fabrics: Vec<_> = status.queues.iter().map(|q| &q.fabric).collect();
                 print_typed(&fabrics)?;
@@ -545,7 +540,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             }
         }
         Cmd::Stats => {
-            let stats: DataplaneStats = ask(socket, &Request::Stats)?;
+            let stats = client(socket).stats()?;
             if json {
                 print_typed(&stats)?;
             } else {
@@ -556,7 +551,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             }
         }
         Cmd::Hist { queue } => {
-            let h: HistReport = ask(socket, &Request::Hist { queue: *queue })?;
+            let h = client(socket).hist(*queue)?;
             if json {
                 return print_typed(&h);
             }
@@ -579,15 +574,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             link,
             verb,
         } => {
-            let answer: VerbAnswer = ask(
-                socket,
-                &Request::Verb {
-                    queue: *queue,
-                    link: *link,
-                    node: *node,
-                    verb: verb_spec(verb),
-                },
-            )?;
+            let answer = client(socket).verb(*queue, *link, *node, verb_spec(verb))?;
             if json {
                 return print_typed(&answer);
             }
@@ -598,34 +585,9 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             );
         }
         Cmd::Region { cmd } => {
-            let request = match cmd {
-                RegionCmd::Add {
-                    id,
-                    key,
-                    len,
-                    perms,
-                } => Request::RegionAdd {
-                    id: *id,
-                    key: *key,
-                    len: *len,
-                    perms: perms.clone(),
-                },
-                RegionCmd::List => Request::RegionList,
-                RegionCmd::Dump {
-                    id,
-                    queue,
-                    offset,
-                    len,
-                } => Request::RegionDumpRange {
-                    id: *id,
-                    queue: *queue,
-                    offset: *offset,
-                    len: *len,
-                },
-            };
             match cmd {
                 RegionCmd::List => {
-                    let regions: Vec<RegionView> = ask(socket, &request)?;
+                    let regions = client(socket).region_list()?;
                     if json {
                         return print_typed(&regions);
                     }
@@ -634,15 +596,26 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                         outln!("{:>6} {:>#10x} {:>10} {}", r.id, r.key, r.len, r.perms);
                     }
                 }
-                RegionCmd::Dump { .. } => {
-                    let dump: RegionDump = ask(socket, &request)?;
+                RegionCmd::Dump {
+                    id,
+                    queue: _,
+                    offset,
+                    len,
+                } => {
+                    // One memory for every queue: the queue changes nothing.
+                    let dump = client(socket).region_dump(*id, *offset, *len)?;
                     if json {
                         return print_typed(&dump);
                     }
                     outln!("{}", dump.data);
                 }
-                RegionCmd::Add { .. } => {
-                    let added: RegionAdded = ask(socket, &request)?;
+                RegionCmd::Add {
+                    id,
+                    key,
+                    len,
+                    perms,
+                } => {
+                    let added = client(socket).region_add(*id, *key, *len, perms)?;
                     if json {
                         return print_typed(&added);
                     }
@@ -684,7 +657,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     }
                 }
             }
-            let set: Vec<FaultsSet> = ask(socket, &Request::Fault(change))?;
+            let set = client(socket).fault(change)?;
             if json {
                 return print_typed(&set);
             }
@@ -716,14 +689,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     key: read_key(key_file)?,
                 },
             };
-            let state: KeyState = ask(
-                socket,
-                &Request::Key {
-                    queue: *queue,
-                    link: *link,
-                    change,
-                },
-            )?;
+            let state = client(socket).key(*queue, *link, change)?;
             if json {
                 return print_typed(&state);
             }
@@ -739,8 +705,8 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
         Cmd::Watch { interval, count } => {
             let mut n = 0;
             loop {
-                let status: DataplaneStatus = ask(socket, &Request::Status)?;
-                let stats: DataplaneStats = ask(socket, &Request::Stats)?;
+                let status = client(socket).status()?;
+                let stats = client(socket).stats()?;
                 if json {
                     // One object a line, for programs that follow along.
                     let line = WatchLine { status, stats };
@@ -762,7 +728,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             }
         }
         Cmd::Shutdown => {
-            let s: Stopping = ask(socket, &Request::Shutdown)?;
+            let s = client(socket).shutdown()?;
             if json {
                 return print_typed(&s);
             }

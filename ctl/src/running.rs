@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use oae_client::control::{Request, call};
+use oae_client::control::Client;
 use oae_os::child::Supervised;
 use oae_os::private_dir::PrivateDir;
 
@@ -96,7 +96,7 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         for socket in &self.sockets {
-            let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
+            let _ = Client::new(socket, Duration::from_secs(2)).shutdown();
         }
         for d in &mut self.dataplanes {
             let pid = d.id();

@@ -20,16 +20,15 @@ use oae_pmd::xdp::{Steering, XdpCounters};
 use oae_proto::{LinkId, SharedMemory, Store};
 
 use crate::workload::Aim;
-use serde_json::{Value, json};
 
 use crate::config::{Config, MetricsSettings};
 use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
 use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
 use oae_client::control::{
-    CONTROL_IDLE_TIMEOUT, CloseReason, FaultChange, FaultsSet, MAX_CAPTURE_FRAMES,
-    MAX_CAPTURE_SECONDS, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES, MAX_REQUEST_LINE_BYTES,
-    RegionDump, Request, Response, Stopping, to_hex, to_json,
+    Answer, CONTROL_IDLE_TIMEOUT, CloseReason, ControlError, ErrorCode, FaultChange, FaultsSet,
+    MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES,
+    MAX_REQUEST_LINE_BYTES, RegionDump, Request, Response, Stopping, WorkloadStarted, to_hex,
 };
 use oae_client::stats::{
     Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters,
@@ -215,7 +214,12 @@ fn start_metrics(
     let source = Arc::clone(shared);
     MetricsServer::start(
         settings.listen,
-        Arc::new(move || Ok((stats(&source)?, status(&source)?))),
+        Arc::new(move || {
+            Ok((
+                stats(&source).map_err(|e| e.to_string())?,
+                status(&source).map_err(|e| e.to_string())?,
+            ))
+        }),
         Arc::clone(&shared.stop),
     )
 }
@@ -571,7 +575,7 @@ fn connection(stream: UnixStream, shared: &Shared, limits: ControlLimits) {
                 Ok(v) => Response::Ok(v),
                 Err(e) => Response::Error(e),
             },
-            Err(e) => Response::Error(format!("bad request: {e}")),
+            Err(e) => Response::Error(ControlError::bad_request(format!("bad request: {e}"))),
         };
         if send(&stream, &response, limits.idle).is_err() {
             return;
@@ -682,14 +686,18 @@ const ANSWER_PIECE_BYTES: usize = 16 * 1024;
 
 /// Writes `response` as one line, all of it `within` a time: a client
 /// reading slowly cannot hold its connection (and its slot) longer.
-fn send(mut stream: &UnixStream, response: &Response, within: Duration) -> std::io::Result<()> {
+fn send(
+    mut stream: &UnixStream,
+    response: &Response<Answer>,
+    within: Duration,
+) -> std::io::Result<()> {
     // An error that is only a string always serialises; the empty line
     // after it is unreachable, and still no panic.
     let mut text = serde_json::to_string(response)
         .or_else(|e| {
-            serde_json::to_string(&Response::Error(format!(
+            serde_json::to_string(&Response::<Answer>::Error(ControlError::failed(format!(
                 "the answer could not be written as JSON: {e}"
-            )))
+            ))))
         })
         .unwrap_or_default();
     text.push('\n');
@@ -712,17 +720,14 @@ fn send(mut stream: &UnixStream, response: &Response, within: Duration) -> std::
 }
 
 /// Every counter: each polling core answers for its queue.
-fn stats(shared: &Shared) -> Result<DataplaneStats, String> {
+fn stats(shared: &Shared) -> Result<DataplaneStats, ControlError> {
     let queues = (0..shared.queues.len() as u16)
-        .map(|q| {
-            let answer = ask(shared, q, CommandKind::Stats)?;
-            serde_json::from_value(answer).map_err(|e| format!("queue {q}'s counters: {e}"))
+        .map(|q| match ask(shared, q, CommandKind::Stats)? {
+            Answer::QueueStats(stats) => Ok(*stats),
+            other => Err(answered_otherwise(q, "its counters", &other)),
         })
-        .collect::<Result<Vec<QueueStats>, String>>()?;
-    let xdp = shared
-        .steering
-        .lock()
-        .map_err(|_| "steering lock poisoned")?
+        .collect::<Result<Vec<QueueStats>, ControlError>>()?;
+    let xdp = steering(shared)?
         .values()
         .map(|s| XdpStats {
             iface: s.iface().to_string(),
@@ -738,11 +743,29 @@ fn stats(shared: &Shared) -> Result<DataplaneStats, String> {
     })
 }
 
-fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
+/// A polling core's answer of another kind than asked: a defect of this
+/// program, said so rather than passed on.
+fn answered_otherwise(queue: u16, asked: &str, answer: &Answer) -> ControlError {
+    ControlError::failed(format!(
+        "queue {queue} was asked for {asked} and answered {answer:?}: a defect of oaed, \
+         please report it"
+    ))
+}
+
+fn steering(
+    shared: &Shared,
+) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, Steering>>, ControlError> {
+    shared
+        .steering
+        .lock()
+        .map_err(|_| ControlError::failed("the XDP steering table's lock is poisoned"))
+}
+
+fn handle(request: Request, shared: &Shared) -> Result<Answer, ControlError> {
     let ask = |queue: u16, what: CommandKind| ask(shared, queue, what);
     match request {
-        Request::Status => serde_json::to_value(status(shared)?).map_err(|e| e.to_string()),
-        Request::Stats => serde_json::to_value(stats(shared)?).map_err(|e| e.to_string()),
+        Request::Status => Ok(Answer::Status(status(shared)?)),
+        Request::Stats => Ok(Answer::Stats(stats(shared)?)),
         Request::Hist { queue } => ask(queue, CommandKind::Hist),
         Request::Key {
             queue,
@@ -755,7 +778,7 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             node,
             verb,
         } => {
-            let verb = Box::new(verb.to_verb()?);
+            let verb = Box::new(verb.to_verb().map_err(ControlError::bad_request)?);
             match node {
                 // A queue that runs a fabric reaches the node by a link or
                 // a path, whichever serves; without one, an up link must.
@@ -781,10 +804,11 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
                 len,
                 perms,
             }
-            .to_spec()?;
+            .to_spec()
+            .map_err(ControlError::bad_request)?;
             let mut all = shared.memory.region_specs();
             all.push(spec);
-            crate::config::regions_fit_memory(&all)?;
+            crate::config::regions_fit_memory(&all).map_err(ControlError::bad_request)?;
             // One memory for every queue: registering once is enough.
             ask(0, CommandKind::RegionAdd(spec))
         }
@@ -809,10 +833,16 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             ask(queue, CommandKind::WorkloadStart(spec))?;
             // Where it runs, for the status and phase requests that follow:
             // a node through the fabric, or a link.
-            Ok(match (node, fabric) {
-                (Some(node), Some(_)) => json!({"started": true, "queue": queue, "node": node}),
-                _ => json!({"started": true, "queue": queue, "link": link}),
-            })
+            let (link, node) = match (node, fabric) {
+                (Some(node), Some(_)) => (None, Some(node)),
+                _ => (Some(link), None),
+            };
+            Ok(Answer::WorkloadStarted(WorkloadStarted {
+                started: true,
+                queue,
+                link,
+                node,
+            }))
         }
         Request::WorkloadStatus { queue, link, node } => {
             ask(queue, CommandKind::WorkloadStatus(aim(link, node)))
@@ -829,14 +859,14 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             seconds,
         } => {
             if count == 0 || count > MAX_CAPTURE_FRAMES {
-                return Err(format!(
+                return Err(ControlError::bad_request(format!(
                     "capture count {count}: use 1 to {MAX_CAPTURE_FRAMES} frames"
-                ));
+                )));
             }
             if !(seconds > 0.0 && seconds <= MAX_CAPTURE_SECONDS) {
-                return Err(format!(
+                return Err(ControlError::bad_request(format!(
                     "capture time {seconds} s: use more than 0 and at most {MAX_CAPTURE_SECONDS} s"
-                ));
+                )));
             }
             // Made here, not on the polling core: a buffer of up to 10 MB.
             let buffer = Box::new(CaptureBuffer::new(count));
@@ -852,24 +882,26 @@ fn handle(request: Request, shared: &Shared) -> Result<Value, String> {
             )?;
             let capture = finished
                 .recv_timeout(within + Duration::from_secs(5))
-                .map_err(|_| format!("queue {queue} did not end its capture"))?;
-            serde_json::to_value(capture.report()).map_err(|e| e.to_string())
+                .map_err(|_| {
+                    ControlError::failed(format!("queue {queue} did not end its capture"))
+                })?;
+            Ok(Answer::Capture(capture.report()))
         }
         Request::Shutdown => {
             shared.stop.store(true, Ordering::Relaxed);
-            to_json(&Stopping { stopping: true })
+            Ok(Answer::Stopping(Stopping { stopping: true }))
         }
     }
 }
 
 /// Every queue's status, as one.
-fn status(shared: &Shared) -> Result<DataplaneStatus, String> {
+fn status(shared: &Shared) -> Result<DataplaneStatus, ControlError> {
     let queues = (0..shared.queues.len() as u16)
-        .map(|q| {
-            let v = ask(shared, q, CommandKind::Status)?;
-            serde_json::from_value(v).map_err(|e| format!("queue {q}'s status: {e}"))
+        .map(|q| match ask(shared, q, CommandKind::Status)? {
+            Answer::QueueStatus(status) => Ok(*status),
+            other => Err(answered_otherwise(q, "its status", &other)),
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, ControlError>>()?;
     Ok(DataplaneStatus {
         name: shared.name.clone(),
         pid: std::process::id(),
@@ -883,7 +915,7 @@ fn aim(link: LinkId, node: Option<u64>) -> Aim {
 }
 
 /// The first queue that runs a fabric, if any.
-fn fabric_queue(shared: &Shared) -> Result<Option<u16>, String> {
+fn fabric_queue(shared: &Shared) -> Result<Option<u16>, ControlError> {
     Ok(status(shared)?
         .queues
         .iter()
@@ -893,7 +925,7 @@ fn fabric_queue(shared: &Shared) -> Result<Option<u16>, String> {
 
 /// The queue and link of an up link to node `node`: the first found, in
 /// queue and link order.
-fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), String> {
+fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), ControlError> {
     let status = status(shared)?;
     if let Some((q, l)) = status
         .links()
@@ -914,10 +946,10 @@ fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), String> {
             )
         })
         .collect();
-    Err(format!(
+    Err(ControlError::not_found(format!(
         "no link to node {node} is up; links: {}",
         seen.join("; ")
-    ))
+    )))
 }
 
 /// Bytes `offset..offset + len` of region `id` (`len` left out: to its
@@ -926,33 +958,33 @@ fn link_to(shared: &Shared, node: u64) -> Result<(u16, LinkId), String> {
 /// large region would stop answering its peer meanwhile. The words are read
 /// without their locks, as a snapshot for control and tests is: tentative
 /// changes show, and a verb being applied may show in part.
-fn dump(shared: &Shared, id: u16, offset: u32, len: Option<u32>) -> Result<Value, String> {
+fn dump(shared: &Shared, id: u16, offset: u32, len: Option<u32>) -> Result<Answer, ControlError> {
     let (index, facts) = shared
         .memory
         .find(id)
-        .ok_or_else(|| format!("region {id} is not registered"))?;
+        .ok_or_else(|| ControlError::not_found(format!("region {id} is not registered")))?;
     let region_len = u32::try_from(facts.len).unwrap_or(u32::MAX);
     let Some(rest) = region_len.checked_sub(offset) else {
-        return Err(format!(
+        return Err(ControlError::bad_request(format!(
             "offset {offset} is past the end of region {id} ({region_len} bytes)"
-        ));
+        )));
     };
     let len = len.unwrap_or(rest);
     if len > rest {
-        return Err(format!(
+        return Err(ControlError::bad_request(format!(
             "region {id} has {region_len} bytes: {len} from offset {offset} run past its end"
-        ));
+        )));
     }
     if len > MAX_DUMP_BYTES {
-        return Err(format!(
+        return Err(ControlError::bad_request(format!(
             "a dump returns at most {MAX_DUMP_BYTES} bytes (MAX_DUMP_BYTES), and {len} bytes \
              of region {id} were asked for: dump it in windows, e.g. `oaectl region dump \
              --id {id} --offset {offset} --len {MAX_DUMP_BYTES}` (request region_dump_range)"
-        ));
+        )));
     }
     let mut bytes = vec![0; len as usize];
     shared.memory.load(index, offset as usize, &mut bytes);
-    to_json(&RegionDump {
+    Ok(Answer::RegionDump(RegionDump {
         id,
         offset,
         region_len,
@@ -960,61 +992,65 @@ fn dump(shared: &Shared, id: u16, offset: u32, len: Option<u32>) -> Result<Value
         locked_words: shared
             .memory
             .locked_words_in(index, offset as usize..offset as usize + len as usize),
-    })
+    }))
 }
 
-fn queue_of(shared: &Shared, queue: u16) -> Result<&Arc<QueueShared>, String> {
+fn queue_of(shared: &Shared, queue: u16) -> Result<&Arc<QueueShared>, ControlError> {
     shared.queues.get(usize::from(queue)).ok_or_else(|| {
-        format!(
+        ControlError::not_found(format!(
             "no queue {queue}: this dataplane has queues 0 to {}",
             shared.queues.len().saturating_sub(1)
-        )
+        ))
     })
 }
 
-fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Value, String> {
+fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Answer, ControlError> {
     let q = queue_of(shared, queue)?;
     if shared.stop.load(Ordering::Relaxed) {
-        return Err("the dataplane is shutting down".into());
+        return Err(ControlError::new(
+            ErrorCode::ShuttingDown,
+            "the dataplane is shutting down",
+        ));
     }
     q.ask(what, CONTROL_TIMEOUT)
-        .map_err(|e| format!("queue {queue}: {e}"))
+        .map_err(|e| e.within(format_args!("queue {queue}")))
 }
 
-fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Value, String> {
-    let steering = shared
-        .steering
-        .lock()
-        .map_err(|_| "steering lock poisoned")?;
+fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Answer, ControlError> {
+    let steering = steering(shared)?;
     if steering.is_empty() {
-        return Err(
+        return Err(ControlError::unsupported(
             "no XDP program runs on this dataplane (its queues use DPDK), so there is \
                     no fault injector to set: faults are injected by the XDP program of \
-                    AF_XDP queues"
-                .into(),
-        );
+                    AF_XDP queues",
+        ));
     }
     // Every interface's new faults are checked before any is set: a change
     // one interface refuses changes none.
     let mut planned = Vec::new();
     for s in steering.values() {
         let f = change.applied_to(s.faults());
-        s.check_faults(&f)
-            .map_err(|e| format!("{}: {e}; no interface was changed", s.iface()))?;
+        s.check_faults(&f).map_err(|e| {
+            ControlError::bad_request(format!("{}: {e}; no interface was changed", s.iface()))
+        })?;
         planned.push((s, f));
     }
     let mut out = Vec::new();
     for (s, f) in planned {
         s.set_faults(&f).map_err(|e| {
             let set: Vec<&str> = out.iter().map(|o: &FaultsSet| o.iface.as_str()).collect();
-            format!("{}: {e}; already set on: [{}]", s.iface(), set.join(", "))
+            ControlError::failed(format!(
+                "{}: {e}; already set on: [{}]",
+                s.iface(),
+                set.join(", ")
+            ))
         })?;
         out.push(FaultsSet {
             iface: s.iface().to_string(),
             faults: fault_view(&f),
         });
     }
-    serde_json::to_value(out).map_err(|e| e.to_string())
+    Ok(Answer::FaultsSet(out))
 }
 
 /// The XDP program's counters, by name.
@@ -1037,6 +1073,7 @@ pub fn fault_view(f: &FaultConfig) -> FaultView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oae_client::control::Client;
     use oae_proto::{Permissions, RegionSpec};
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
@@ -1099,20 +1136,20 @@ mod tests {
         stream
     }
 
-    fn answer(stream: &UnixStream) -> Response {
+    fn answer(stream: &UnixStream) -> Response<RegionDump> {
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line).unwrap();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
     }
 
-    fn ask_line(stream: &UnixStream, request: &Request) -> Response {
+    fn ask_line(stream: &UnixStream, request: &Request) -> Response<RegionDump> {
         let mut line = serde_json::to_string(request).unwrap();
         line.push('\n');
         (&*stream).write_all(line.as_bytes()).unwrap();
         answer(stream)
     }
 
-    fn closed_for(response: Response) -> CloseReason {
+    fn closed_for(response: Response<RegionDump>) -> CloseReason {
         match response {
             Response::Closed(closed) => {
                 assert_eq!(closed.message, closed.reason.to_string());
@@ -1194,7 +1231,7 @@ mod tests {
                 let again = client(path);
                 match ask_line(&again, &a_dump()) {
                     Response::Ok(v) => {
-                        assert_eq!(v["data"], "00".repeat(8));
+                        assert_eq!(v.data, "00".repeat(8));
                         break;
                     }
                     Response::Closed(c)
@@ -1301,14 +1338,11 @@ mod tests {
             (&padded).write_all(line.as_bytes()).unwrap();
             assert!(matches!(answer(&padded), Response::Ok(_)));
             // And through `call`, the reason in words.
-            let huge = Request::WorkloadPhase {
-                queue: 0,
-                link: 0,
-                node: None,
-                name: "x".repeat(1 << 20),
-            };
-            let err = oae_client::control::call(path, &huge, Duration::from_secs(60)).unwrap_err();
-            assert!(err.contains("at most 1024 bytes"), "{err}");
+            let err = Client::new(path, Duration::from_secs(60))
+                .workload_phase(0, 0, None, &"x".repeat(1 << 20))
+                .unwrap_err();
+            assert_eq!(err.code, ErrorCode::Closed, "{err:?}");
+            assert!(err.message.contains("at most 1024 bytes"), "{err:?}");
         });
     }
 
@@ -1318,10 +1352,11 @@ mod tests {
         let shared = dataplane(memory_with(region));
         let whole = handle(Request::RegionDump { id: 1, queue: 0 }, &shared).unwrap_err();
         assert!(
-            whole.contains(&MAX_DUMP_BYTES.to_string())
-                && whole.contains("--offset")
-                && whole.contains("region_dump_range"),
-            "{whole}"
+            whole.code == ErrorCode::BadRequest
+                && whole.message.contains(&MAX_DUMP_BYTES.to_string())
+                && whole.message.contains("--offset")
+                && whole.message.contains("region_dump_range"),
+            "{whole:?}"
         );
         let window = |offset, len| {
             handle(
@@ -1334,23 +1369,24 @@ mod tests {
                 &shared,
             )
         };
-        let last: RegionDump =
-            serde_json::from_value(window(MAX_DUMP_BYTES, None).unwrap()).unwrap();
+        let Ok(Answer::RegionDump(last)) = window(MAX_DUMP_BYTES, None) else {
+            panic!("no dump")
+        };
         assert_eq!(
             (last.offset, last.region_len, last.data.len()),
             (MAX_DUMP_BYTES, region, 2 * MAX_DUMP_BYTES as usize)
         );
         let err = window(0, Some(MAX_DUMP_BYTES + 8)).unwrap_err();
-        assert!(err.contains("MAX_DUMP_BYTES"), "{err}");
+        assert!(err.message.contains("MAX_DUMP_BYTES"), "{err:?}");
         let err = window(region - 8, Some(16)).unwrap_err();
-        assert!(err.contains("past its end"), "{err}");
+        assert!(err.message.contains("past its end"), "{err:?}");
         let err = window(region + 1, None).unwrap_err();
-        assert!(err.contains("past the end"), "{err}");
+        assert!(err.message.contains("past the end"), "{err:?}");
         let small = dataplane(memory_with(64));
-        let all: RegionDump = serde_json::from_value(
-            handle(Request::RegionDump { id: 1, queue: 0 }, &small).unwrap(),
-        )
-        .unwrap();
+        let Ok(Answer::RegionDump(all)) = handle(Request::RegionDump { id: 1, queue: 0 }, &small)
+        else {
+            panic!("no dump")
+        };
         assert_eq!(all.data, "00".repeat(64));
     }
 

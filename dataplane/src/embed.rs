@@ -14,13 +14,12 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::config::Config;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
 pub use crate::queue::build_memory;
 use crate::queue::{AuthenticatedLinks, BuiltQueue, build_queue};
-use oae_client::status::QueueStatus;
+use crate::workload::Aim;
+use oae_client::control::{Answer, ControlError, WorkloadReport, WorkloadSpec};
 use oae_pmd::xdp::Steering;
 use oae_proto::SharedMemory;
 use oae_proto::auth::LinkIdentity;
@@ -131,16 +130,40 @@ impl EmbeddedQueue {
 
     /// Asks the polling core a control question (status, counters, a
     /// workload) and waits up to `timeout` for the answer.
-    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
+    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Answer, ControlError> {
         self.shared.ask(what, timeout)
+    }
+
+    /// Starts a workload on the queue's link `spec.link`.
+    pub fn workload_start(
+        &self,
+        spec: WorkloadSpec,
+        timeout: Duration,
+    ) -> Result<(), ControlError> {
+        self.ask(CommandKind::WorkloadStart(spec), timeout)
+            .map(drop)
+    }
+
+    /// The workload that runs, or ran, towards `aim`.
+    pub fn workload_status(
+        &self,
+        aim: Aim,
+        timeout: Duration,
+    ) -> Result<WorkloadReport, ControlError> {
+        match self.ask(CommandKind::WorkloadStatus(aim), timeout)? {
+            Answer::Workload(report) => Ok(*report),
+            other => Err(ControlError::failed(format!(
+                "asked for a workload's report, the queue answered {other:?}"
+            ))),
+        }
     }
 
     /// True once every link of the queue is up.
     pub fn link_up(&self) -> bool {
-        self.ask(CommandKind::Status, Duration::from_secs(5))
-            .ok()
-            .and_then(|v| serde_json::from_value::<QueueStatus>(v).ok())
-            .is_some_and(|s| s.all_up())
+        matches!(
+            self.ask(CommandKind::Status, Duration::from_secs(5)),
+            Ok(Answer::QueueStatus(s)) if s.all_up()
+        )
     }
 
     /// Stops the queue: no new work, in-flight verbs finish or reverse,

@@ -16,7 +16,7 @@ use oae_rc_model::{RcEndpoint, RcEvent};
 
 use crate::report::{fabric_counters, link_state, stats_report};
 use oae_client::api::NotSubmitted;
-use oae_client::control::{KeyChange, KeyState};
+use oae_client::control::{ControlError, KeyChange, KeyState};
 use oae_client::stats::{LinkCounters, named_counters};
 use oae_client::status::{
     FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus,
@@ -99,11 +99,11 @@ pub trait Transport: Send + 'static {
     /// direction's key from it).
     fn link_identity(&mut self, _link: LinkId, _identity: LinkIdentity) {}
     /// Changes a link's keys (`oaectl key`).
-    fn change_key(&mut self, _link: LinkId, _change: &KeyChange) -> Result<KeyState, String> {
-        Err(format!(
+    fn change_key(&mut self, _link: LinkId, _change: &KeyChange) -> Result<KeyState, ControlError> {
+        Err(ControlError::unsupported(format!(
             "the {} transport does not authenticate its frames",
             self.name()
-        ))
+        )))
     }
 }
 
@@ -351,18 +351,18 @@ impl Transport for Oae {
         }
     }
 
-    fn change_key(&mut self, link: LinkId, change: &KeyChange) -> Result<KeyState, String> {
+    fn change_key(&mut self, link: LinkId, change: &KeyChange) -> Result<KeyState, ControlError> {
         let a = self
             .auth
             .get_mut(usize::from(link))
             .and_then(Option::as_mut)
             .ok_or_else(|| {
-                format!(
+                ControlError::unsupported(format!(
                     "link {link} is not authenticated: give its queue an [queue.auth] key in the \
                      configuration (a link cannot start authenticating while it runs)"
-                )
+                ))
             })?;
-        change.apply(a)?;
+        change.apply(a).map_err(ControlError::bad_request)?;
         Ok(KeyState::of(a))
     }
 

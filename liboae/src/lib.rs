@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use oae_client::api::{Completion, Submission};
-use oae_client::control::{Request, call};
+use oae_client::control::Client;
 use oae_client::host::HostQueue;
 use oae_client::outcome::Outcome;
 use oae_client::proto::verb::{MAX_MCAS_WORDS, Output};
@@ -564,15 +564,9 @@ pub unsafe extern "C" fn oae_region_register(
             (Ok(s), Ok(p)) => (s, p),
             (Err(code), _) | (_, Err(code)) => return code,
         };
-    let request = Request::RegionAdd {
-        id,
-        key,
-        len,
-        perms: perms.to_string(),
-    };
-    match call(Path::new(socket), &request, Duration::from_secs(10)) {
+    match Client::new(socket, Duration::from_secs(10)).region_add(id, key, len, perms) {
         Ok(_) => 0,
-        Err(e) => fail(OAE_ERR_CONTROL, e),
+        Err(e) => fail(OAE_ERR_CONTROL, e.message),
     }
 }
 

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use oae_client::control::{Percentiles, WorkloadReport, WorkloadSpec};
+use oae_client::control::{Percentiles, WorkloadSpec};
 use oae_dataplane::config::Config;
 use oae_dataplane::embed::EmbeddedQueue;
-use oae_dataplane::pipeline::{CommandKind, FinalReport};
+use oae_dataplane::pipeline::FinalReport;
 use oae_dataplane::workload::Aim;
 use oae_pmd::netns::{VethPair, format_mac};
 
@@ -93,8 +93,8 @@ perms = "rw"
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        queues[0].ask(
-            CommandKind::WorkloadStart(WorkloadSpec {
+        queues[0].workload_start(
+            WorkloadSpec {
                 queue: 0,
                 region: 1,
                 key: 1,
@@ -104,16 +104,13 @@ perms = "rw"
                 seed: 1,
                 verbs: vec!["cas".into()],
                 ..Default::default()
-            }),
+            },
             ASK,
         )?;
         let deadline = Instant::now() + Duration::from_secs_f64(seconds + 20.0);
         loop {
             std::thread::sleep(Duration::from_millis(100));
-            let r: WorkloadReport = serde_json::from_value(
-                queues[0].ask(CommandKind::WorkloadStatus(Aim::Link(0)), ASK)?,
-            )
-            .map_err(|e| e.to_string())?;
+            let r = queues[0].workload_status(Aim::Link(0), ASK)?;
             if !r.running {
                 return Ok(OaeRun {
                     verbs_per_s: r.completed as f64 / r.elapsed_s.max(1e-9),

@@ -8,13 +8,13 @@ use std::process::{Command, Stdio};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oae_client::control::{Request, VerbSpec, call};
-use oae_client::status::DataplaneStatus;
+use oae_client::control::{Client, ControlError, VerbAnswer, VerbSpec};
+use oae_client::stats::{DataplaneStats, HostPortCounters, LinkCounters};
+use oae_client::status::{DataplaneStatus, LinkStatus, OaeLinkStatus};
 use oae_dataplane::config::Config;
 use oae_dataplane::deployment::Deployment;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{VethPair, format_mac};
-use serde_json::Value;
 
 pub use crate::oaed::{
     LOCAL_REGION, SHARED_CPU_MIN_ROUND_NS, SHARED_CPU_UNREACHABLE_ROUNDS, TARGET_KEY,
@@ -208,7 +208,7 @@ impl Dataplanes {
 
     /// Asks dataplane `i` to shut down and waits for it (bounded).
     pub fn stop(&mut self, i: usize) -> std::process::ExitStatus {
-        let _ = self.call(i, &Request::Shutdown);
+        let _ = self.client(i).shutdown();
         let mut oaed = self.children[i].take().expect("running");
         match oaed.wait_for(Duration::from_secs(10)) {
             Some(status) => status,
@@ -219,31 +219,59 @@ impl Dataplanes {
         }
     }
 
-    pub fn call(&self, i: usize, request: &Request) -> Result<Value, String> {
-        call(&self.sockets[i], request, Duration::from_secs(30))
+    /// Dataplane `i`'s control socket, each answer awaited up to 30 s.
+    pub fn client(&self, i: usize) -> Client {
+        Client::new(&self.sockets[i], Duration::from_secs(30))
     }
 
-    pub fn status(&self, i: usize) -> Value {
-        self.call(i, &Request::Status).expect("status")
+    pub fn status(&self, i: usize) -> DataplaneStatus {
+        self.client(i).status().expect("status")
     }
 
-    pub fn link(&self, i: usize) -> Value {
-        self.status(i)["queues"][0]["links"][0].clone()
+    /// Dataplane `i`'s first link (queue 0's link 0).
+    pub fn link(&self, i: usize) -> LinkStatus {
+        let status = self.status(i);
+        let (_, link) = status.links().next().expect("a link");
+        link.clone()
     }
 
-    pub fn stats(&self, i: usize) -> Value {
-        self.call(i, &Request::Stats).expect("stats")
+    pub fn stats(&self, i: usize) -> DataplaneStats {
+        self.client(i).stats().expect("stats")
+    }
+
+    /// Dataplane `i`'s first link as an OAE link: up or not, and its state
+    /// machine.
+    pub fn oae_link(&self, i: usize) -> (bool, OaeLinkStatus) {
+        let link = self.link(i);
+        match link.state.oae() {
+            Some(oae) => (link.state.up, oae.clone()),
+            None => panic!("dataplane {i}'s first link does not run OAE: {link:?}"),
+        }
+    }
+
+    /// The counters of dataplane `i`'s first link.
+    pub fn link_counters(&self, i: usize) -> LinkCounters {
+        let stats = self.stats(i);
+        match stats.queues.first().and_then(|q| q.links.first()) {
+            Some(link) => link.clone(),
+            None => panic!("dataplane {i} has no link: {stats:?}"),
+        }
+    }
+
+    /// The host ring's counters at dataplane `i` (its queue 0 serves it).
+    pub fn host_counters(&self, i: usize) -> HostPortCounters {
+        let stats = self.stats(i);
+        match stats.queues.first().and_then(|q| q.host.as_ref()) {
+            Some(host) => host.counters,
+            None => panic!("dataplane {i} serves no host ring: {stats:?}"),
+        }
     }
 
     /// Waits until both ends report every link of every queue up.
     pub fn wait_up(&self, limit: Duration) {
         self.wait_for(limit, "every link up at both ends", |d| {
             (0..2).all(|i| {
-                d.children[i].is_some()
-                    && d.call(i, &Request::Status)
-                        .ok()
-                        .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
-                        .is_some_and(|status| status.all_up())
+                d.children[i].is_some() && d.client(i).status().is_ok_and(|status| status.all_up())
             })
         });
     }
@@ -257,24 +285,17 @@ impl Dataplanes {
 
     /// Runs `verb` from dataplane `i` on its queue 0's first link, through
     /// the control socket.
-    pub fn verb(&self, i: usize, verb: VerbSpec) -> Result<Value, String> {
-        self.call(
-            i,
-            &Request::Verb {
-                queue: 0,
-                link: 0,
-                node: None,
-                verb,
-            },
-        )
+    pub fn verb(&self, i: usize, verb: VerbSpec) -> Result<VerbAnswer, ControlError> {
+        self.client(i).verb(0, 0, None, verb)
     }
 
     /// Region `id` of dataplane `i`, as bytes.
     pub fn region(&self, i: usize, id: u16) -> Vec<u8> {
-        let v = self
-            .call(i, &Request::RegionDump { id, queue: 0 })
+        let dump = self
+            .client(i)
+            .region_dump(id, 0, None)
             .expect("region dump");
-        oae_client::control::from_hex(v["data"].as_str().expect("data")).expect("hex")
+        oae_client::control::from_hex(&dump.data).expect("hex")
     }
 }
 

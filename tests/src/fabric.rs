@@ -9,13 +9,12 @@ use std::process::Stdio;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oae_client::control::{Request, call};
-use oae_client::status::{DataplaneStatus, FabricStatus, LinkStatus};
+use oae_client::control::Client;
+use oae_client::status::{FabricStatus, LinkStatus};
 use oae_dataplane::deployment::fabric_node_toml;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment, format_mac};
 use oae_sim::Shape;
-use serde_json::Value;
 
 use crate::oaed::{
     ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, binary, regions_toml, shut_down, start_oaed,
@@ -159,8 +158,7 @@ impl Fabric {
 
     /// Node `i`'s view of the fabric (its first queue's), if it answers.
     pub fn fabric(&self, i: usize) -> Option<FabricStatus> {
-        let v = self.call(i, &Request::Status).ok()?;
-        let s: DataplaneStatus = serde_json::from_value(v).ok()?;
+        let s = self.client(i).status().ok()?;
         s.queues.into_iter().next()?.fabric
     }
 
@@ -190,16 +188,17 @@ impl Fabric {
             .collect()
     }
 
-    pub fn call(&self, i: usize, request: &Request) -> Result<Value, String> {
-        call(&self.sockets[i], request, Duration::from_secs(30))
+    /// Node `i`'s control socket, each answer awaited up to 30 s.
+    pub fn client(&self, i: usize) -> Client {
+        Client::new(&self.sockets[i], Duration::from_secs(30))
     }
 
     /// Node `i`'s links, from its status (every queue's); none if it does
     /// not answer.
     pub fn links(&self, i: usize) -> Vec<LinkStatus> {
-        self.call(i, &Request::Status)
+        self.client(i)
+            .status()
             .ok()
-            .and_then(|v| serde_json::from_value::<DataplaneStatus>(v).ok())
             .map(|s| s.links().map(|(_, l)| l.clone()).collect())
             .unwrap_or_default()
     }

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use oae_client::control::{Request, call};
+use oae_client::control::Client;
 use oae_os::child::Supervised;
 
 /// The region every test dataplane offers its peer, and its key.
@@ -75,7 +75,10 @@ pub fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
     let mut oaed = Supervised::spawn(&mut cmd, "oaed", Duration::from_secs(5)).expect("start oaed");
     let deadline = Instant::now() + Duration::from_secs(10);
     let log_text = || std::fs::read_to_string(log).unwrap_or_default();
-    while call(socket, &Request::Status, Duration::from_secs(1)).is_err() {
+    while Client::new(socket, Duration::from_secs(1))
+        .status()
+        .is_err()
+    {
         if let Some(status) = oaed.exited() {
             panic!(
                 "oaed ({}) exited with {status}:\n{}",
@@ -95,7 +98,7 @@ pub fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
 /// Asks `oaed` on `socket` to shut down and waits for it, killing it by its
 /// PID if it does not exit in its grace period; true if it exited by itself.
 pub fn shut_down(oaed: &mut Supervised, socket: &Path) -> bool {
-    let _ = call(socket, &Request::Shutdown, Duration::from_secs(2));
+    let _ = Client::new(socket, Duration::from_secs(2)).shutdown();
     matches!(oaed.stop(true), Some((_, false)))
 }
 

@@ -9,10 +9,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use oae_client::control::{
-    CaptureReport, FaultChange, KeyChange, KeyState, OutputView, Request, VerbAnswer, VerbSpec,
-    WorkloadReport, WorkloadSpec, from_hex,
+    CaptureReport, ControlError, ErrorCode, FaultChange, KeyChange, KeyState, OutputView,
+    VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, from_hex,
 };
-use oae_client::stats::{DataplaneStats, LinkCounters};
+use oae_client::stats::LinkCounters;
 use oae_client::status::{DataplaneStatus, ProtocolStatus};
 use oae_pmd::netns::{VethPair, format_mac};
 use oae_proto::DownReason;
@@ -35,13 +35,11 @@ fn forge() -> PathBuf {
 }
 
 fn link(d: &Dataplanes, i: usize) -> LinkCounters {
-    let stats: DataplaneStats = serde_json::from_value(d.stats(i)).expect("stats");
-    stats.queues[0].links[0].clone()
+    d.stats(i).queues[0].links[0].clone()
 }
 
 fn peer_epoch(d: &Dataplanes, i: usize) -> u32 {
-    let status: DataplaneStatus = serde_json::from_value(d.status(i)).expect("status");
-    match &status.queues[0].links[0].state.protocol {
+    match &d.link(i).state.protocol {
         ProtocolStatus::Oae(o) => o.peer_epoch,
         ProtocolStatus::RcModel(_) => panic!("an OAE link"),
     }
@@ -75,7 +73,7 @@ fn replay(d: &Dataplanes, i: usize, frames: &[String]) {
     assert!(out.success(), "{out}");
 }
 
-fn cas(d: &Dataplanes, offset: u32, expected: u64) -> Result<serde_json::Value, String> {
+fn cas(d: &Dataplanes, offset: u32, expected: u64) -> Result<VerbAnswer, ControlError> {
     d.verb(
         0,
         VerbSpec::Cas {
@@ -93,9 +91,7 @@ fn cas(d: &Dataplanes, offset: u32, expected: u64) -> Result<serde_json::Value, 
 /// is left unsealed.
 fn largest_frames_cross(d: &Dataplanes) {
     let data = "a5".repeat(960);
-    let answer = |v: Result<serde_json::Value, String>| -> VerbAnswer {
-        serde_json::from_value(v.expect("the verb completes")).expect("a verb's answer")
-    };
+    let answer = |v: Result<VerbAnswer, ControlError>| v.expect("the verb completes");
     let written = answer(d.verb(
         0,
         VerbSpec::Write {
@@ -122,17 +118,9 @@ fn largest_frames_cross(d: &Dataplanes) {
 }
 
 fn key_change(d: &Dataplanes, i: usize, change: KeyChange) -> KeyState {
-    let v = d
-        .call(
-            i,
-            &Request::Key {
-                queue: 0,
-                link: 0,
-                change,
-            },
-        )
-        .unwrap_or_else(|e| panic!("key change on {i}: {e}"));
-    serde_json::from_value(v).expect("key state")
+    d.client(i)
+        .key(0, 0, change)
+        .unwrap_or_else(|e| panic!("key change on {i}: {e:?}"))
 }
 
 /// Two dataplanes whose link is authenticated under `KEY`.
@@ -298,36 +286,24 @@ fn with_a_key_forgeries_and_replays_are_dropped_by_reason() {
         seed: Some(5),
         ..FaultChange::default()
     };
-    d.call(1, &Request::Fault(drop)).expect("faults on b");
+    d.client(1).fault(drop).expect("faults on b");
     let report: CaptureReport = std::thread::scope(|s| {
-        let capture = s.spawn(|| {
-            d.call(
-                0,
-                &Request::Capture {
-                    queue: 0,
-                    count: 2000,
-                    seconds: 10.0,
-                },
-            )
-        });
+        let capture = s.spawn(|| d.client(0).capture(0, 2000, 10.0));
         let mut n = 0;
         while !capture.is_finished() && n < 5000 {
             match cas(&d, 128, n) {
                 Ok(_) => n += 1,
-                Err(e) => assert!(e.contains("no effect"), "{e}"),
+                Err(e) => assert_eq!(e.code, ErrorCode::VerbFailed, "{e:?}"),
             }
         }
-        let answer = capture.join().expect("capture thread").expect("capture");
-        serde_json::from_value(answer).expect("capture report")
+        capture.join().expect("capture thread").expect("capture")
     });
-    d.call(
-        1,
-        &Request::Fault(FaultChange {
+    d.client(1)
+        .fault(FaultChange {
             drop_ppm: Some(0),
             ..FaultChange::default()
-        }),
-    )
-    .expect("faults off");
+        })
+        .expect("faults off");
     // Slot frames a sent: REQUESTs (code 1) and REVERSEs (code 6).
     let sent = |code: u8| -> Vec<String> {
         report
@@ -418,19 +394,19 @@ fn with_a_key_forgeries_and_replays_are_dropped_by_reason() {
     // A key that is not hex, with a character of two bytes where a digit
     // pair would be cut: refused with the reason, and the polling core
     // (which applies key changes) lives on. It used to panic there.
-    let junk = d.call(
+    let junk = d.client(0).key(
         0,
-        &Request::Key {
-            queue: 0,
-            link: 0,
-            change: KeyChange::Add {
-                number: 3,
-                key: "a\u{e9}a".repeat(16),
-            },
+        0,
+        KeyChange::Add {
+            number: 3,
+            key: "a\u{e9}a".repeat(16),
         },
     );
     let err = junk.expect_err("a key that is not hex is refused");
-    assert!(err.contains("not a hex digit"), "{err}");
+    assert!(
+        err.code == ErrorCode::BadRequest && err.message.contains("not a hex digit"),
+        "{err:?}"
+    );
     cas(&d, 128, word + 2).expect("the polling core still runs verbs");
 }
 
@@ -442,9 +418,8 @@ fn a_key_roll_under_a_workload_fails_no_verb() {
         return;
     }
     let d = authenticated_pair("roll");
-    d.call(
-        0,
-        &Request::WorkloadStart(WorkloadSpec {
+    d.client(0)
+        .workload_start(WorkloadSpec {
             region: TARGET_REGION,
             key: TARGET_KEY,
             local_region: LOCAL_REGION,
@@ -452,21 +427,12 @@ fn a_key_roll_under_a_workload_fails_no_verb() {
             seconds: 3.0,
             seed: 11,
             ..Default::default()
-        }),
-    )
-    .expect("workload");
+        })
+        .expect("workload");
     let status = |d: &Dataplanes| -> WorkloadReport {
-        let v = d
-            .call(
-                0,
-                &Request::WorkloadStatus {
-                    queue: 0,
-                    link: 0,
-                    node: None,
-                },
-            )
-            .expect("workload status");
-        serde_json::from_value(v).expect("workload report")
+        d.client(0)
+            .workload_status(0, 0, None)
+            .expect("workload status")
     };
     d.wait_for(Duration::from_secs(10), "the workload under way", |d| {
         status(d).completed > 100

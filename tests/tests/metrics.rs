@@ -8,7 +8,8 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use oae_client::control::VerbSpec;
+use oae_client::control::{ControlError, VerbAnswer, VerbSpec};
+use oae_client::outcome::Outcome;
 use oae_os::child::Supervised;
 use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION};
 use oae_tests::{CommandOutput, SCAPY_PYTHON, poll_until, run};
@@ -82,7 +83,7 @@ fn samples(text: &str) -> HashMap<String, f64> {
         .collect()
 }
 
-fn cas(d: &Dataplanes, key: u32, offset: u32) -> Result<serde_json::Value, String> {
+fn cas(d: &Dataplanes, key: u32, offset: u32) -> Result<VerbAnswer, ControlError> {
     d.verb(
         0,
         VerbSpec::Cas {
@@ -108,10 +109,13 @@ fn a_live_dataplane_serves_metrics_prometheus_and_promtool_accept() {
         },
     );
     for i in 0..CAS_VERBS {
-        cas(&d, TARGET_KEY, 8 * i as u32).unwrap_or_else(|e| panic!("cas {i}: {e}"));
+        cas(&d, TARGET_KEY, 8 * i as u32).unwrap_or_else(|e| panic!("cas {i}: {e:?}"));
     }
     let refused = cas(&d, TARGET_KEY ^ 1, 0);
-    assert!(refused.is_err(), "a wrong key is refused: {refused:?}");
+    assert!(
+        matches!(&refused, Err(e) if e.outcome == Some(Outcome::RefusedBadKey)),
+        "a wrong key is refused: {refused:?}"
+    );
 
     // Prometheus text (no Accept header), checked by promtool's linter.
     let (head, text) = split(&scrape(&d, None, "/metrics"));

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use oae_client::control::{Request, WorkloadReport, WorkloadSpec, from_hex};
+use oae_client::control::{WorkloadReport, WorkloadSpec, from_hex};
 use oae_tests::dataplanes::{LOCAL_REGION, TARGET_KEY, TARGET_REGION, binary};
 use oae_tests::fabric::Fabric;
 
@@ -14,10 +14,11 @@ const NODES: usize = 3;
 const LANES: u32 = 8;
 
 fn region(f: &Fabric, i: usize, id: u16) -> Vec<u8> {
-    let v = f
-        .call(i, &Request::RegionDump { id, queue: 0 })
-        .unwrap_or_else(|e| panic!("region {id} of node {i}: {e}"));
-    from_hex(v["data"].as_str().expect("data")).expect("hex")
+    let dump = f
+        .client(i)
+        .region_dump(id, 0, None)
+        .unwrap_or_else(|e| panic!("region {id} of node {i}: {e:?}"));
+    from_hex(&dump.data).expect("hex")
 }
 
 /// A workload from node `from` to node `to`, where the daemon put it.
@@ -29,15 +30,9 @@ struct Started {
 }
 
 fn report(f: &Fabric, w: &Started) -> WorkloadReport {
-    let request = Request::WorkloadStatus {
-        queue: w.queue,
-        link: w.link,
-        node: None,
-    };
-    let v = f
-        .call(w.from, &request)
-        .unwrap_or_else(|e| panic!("workload {} → {}: {e}", w.from, w.to));
-    serde_json::from_value(v).expect("workload report")
+    f.client(w.from)
+        .workload_status(w.queue, w.link, None)
+        .unwrap_or_else(|e| panic!("workload {} → {}: {e:?}", w.from, w.to))
 }
 
 #[test]
@@ -73,14 +68,15 @@ fn a_triangle_keeps_exact_ledgers_with_workloads_to_both_neighbours() {
                 seed: (from * NODES + to) as u64,
                 ..Default::default()
             };
-            let v = f
-                .call(from, &Request::WorkloadStart(spec))
-                .unwrap_or_else(|e| panic!("workload {from} → {to}: {e}\n{}", f.logs()));
+            let s = f
+                .client(from)
+                .workload_start(spec)
+                .unwrap_or_else(|e| panic!("workload {from} → {to}: {e:?}\n{}", f.logs()));
             started.push(Started {
                 from,
                 to,
-                queue: v["queue"].as_u64().expect("queue") as u16,
-                link: v["link"].as_u64().expect("link") as u16,
+                queue: s.queue,
+                link: s.link.expect("a workload on a link names it"),
             });
         }
     }

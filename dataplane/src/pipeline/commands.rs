@@ -9,17 +9,18 @@ use crossbeam_queue::ArrayQueue;
 use oae_pmd::Driver;
 use oae_proto::verb::Verb;
 use oae_proto::{LinkId, Nanos, RegionSpec, Store};
-use serde_json::{Value, json};
 
 use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
 use super::{Origin, Pipeline, Target, driver_counters};
 use crate::transport::Transport;
 use crate::workload::Aim;
-use oae_client::api::{Completion, Submission};
+use oae_client::api::{AppError, Completion, Submission};
 use oae_client::control::{
-    HistReport, KeyChange, Percentiles, RegionAdded, RegionView, WorkloadSpec, to_json,
+    Answer, ControlError, ErrorCode, HistReport, KeyChange, Percentiles, PhaseStarted, RegionAdded,
+    RegionView, WorkloadSpec,
 };
+use oae_client::outcome::Outcome;
 use oae_client::stats::{HostStats, LatencyBuckets, LinkCounters, QueueStats};
 use oae_client::status::{LinkStatus, QueueStatus};
 
@@ -65,22 +66,28 @@ impl QueueShared {
 
     /// Asks the polling core a control question and waits up to `timeout`
     /// for its answer (it answers between bursts).
-    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Value, String> {
+    pub fn ask(&self, what: CommandKind, timeout: Duration) -> Result<Answer, ControlError> {
         let (reply, answer) = mpsc::sync_channel(1);
-        self.commands
-            .push(Command { what, reply })
-            .map_err(|_| "the polling core is busy with control requests; retry".to_string())?;
+        self.commands.push(Command { what, reply }).map_err(|_| {
+            ControlError::new(
+                ErrorCode::Busy,
+                "the polling core is busy with control requests; retry",
+            )
+        })?;
         self.waker.wake();
-        answer
-            .recv_timeout(timeout)
-            .map_err(|_| format!("the polling core did not answer within {timeout:?}"))?
+        answer.recv_timeout(timeout).map_err(|_| {
+            ControlError::new(
+                ErrorCode::Busy,
+                format!("the polling core did not answer within {timeout:?}"),
+            )
+        })?
     }
 }
 
 /// A control request for a polling core, with where to send the answer.
 pub struct Command {
     pub what: CommandKind,
-    pub reply: SyncSender<Result<Value, String>>,
+    pub reply: SyncSender<Result<Answer, ControlError>>,
 }
 
 pub enum CommandKind {
@@ -165,14 +172,12 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         while let Some(cmd) = self.shared.commands.pop() {
             self.counters.control_requests += 1;
             let answer = match cmd.what {
-                CommandKind::Status => {
-                    serde_json::to_value(self.status()).map_err(|e| e.to_string())
-                }
-                CommandKind::Stats => serde_json::to_value(self.stats()).map_err(|e| e.to_string()),
-                CommandKind::Hist => to_json(&HistReport {
+                CommandKind::Status => Ok(Answer::QueueStatus(Box::new(self.status()))),
+                CommandKind::Stats => Ok(Answer::QueueStats(Box::new(self.stats()))),
+                CommandKind::Hist => Ok(Answer::Hist(HistReport {
                     queue: self.info.index,
                     latency_ns: Percentiles::of(&self.latency),
-                }),
+                })),
                 verb @ (CommandKind::Verb(..) | CommandKind::VerbTo(..)) => {
                     let slot = match self.control_waiting.iter().position(Option::is_none) {
                         Some(i) => i,
@@ -191,7 +196,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                             self.control_waiting[slot] = Some(cmd.reply);
                             continue;
                         }
-                        Err(e) => Err(format!("verb not submitted: {e}")),
+                        Err(e) => Err(ControlError::verb(
+                            ErrorCode::VerbNotSubmitted,
+                            Outcome::of::<()>(&Err(AppError::NotSubmitted(e))),
+                            format!("verb not submitted: {e}"),
+                        )),
                     }
                 }
                 // The memory is the dataplane's, shared by every queue: any
@@ -202,15 +211,16 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .memory()
                     .clone()
                     .register(spec)
-                    .map_err(|e| format!("region {} not registered: {e}", spec.id))
-                    .and_then(|()| {
-                        to_json(&RegionAdded {
+                    .map_err(|e| {
+                        ControlError::bad_request(format!("region {} not registered: {e}", spec.id))
+                    })
+                    .map(|()| {
+                        Answer::RegionAdded(RegionAdded {
                             registered: spec.id,
                         })
                     }),
-                CommandKind::RegionList => to_json(
-                    &self
-                        .transport
+                CommandKind::RegionList => Ok(Answer::Regions(
+                    self.transport
                         .memory()
                         .region_specs()
                         .into_iter()
@@ -220,8 +230,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                             len: r.len,
                             perms: r.permissions.to_string(),
                         })
-                        .collect::<Vec<_>>(),
-                ),
+                        .collect(),
+                )),
                 CommandKind::WorkloadStart(spec) => {
                     // Aimed at a node: through the fabric if the queue runs
                     // one (the daemon has picked this queue for it).
@@ -233,29 +243,34 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         .start(aim, spec, self.transport.memory(), |kind| {
                             self.transport.runs(kind)
                         })
-                        .map(|()| json!({"started": true}))
+                        .map(|()| Answer::Accepted)
                 }
-                CommandKind::WorkloadPhase(aim, name) => self
+                CommandKind::WorkloadPhase(aim, name) => {
+                    self.workloads.begin_phase(aim, name, now).map(|()| {
+                        Answer::PhaseStarted(PhaseStarted {
+                            phase_started: true,
+                        })
+                    })
+                }
+                CommandKind::WorkloadStatus(aim) => self
                     .workloads
-                    .begin_phase(aim, name, now)
-                    .map(|()| json!({"phase_started": true})),
-                CommandKind::WorkloadStatus(aim) => self.workloads.status(aim, now),
-                CommandKind::Key(link, change) => self
-                    .transport
-                    .change_key(link, &change)
-                    .and_then(|state| to_json(&state)),
+                    .status(aim, now)
+                    .map(|report| Answer::Workload(Box::new(report))),
+                CommandKind::Key(link, change) => {
+                    self.transport.change_key(link, &change).map(Answer::Key)
+                }
                 CommandKind::Capture {
                     buffer,
                     within,
                     done,
                 } => match self.tap {
-                    Some(_) => Err(format!(
+                    Some(_) => Err(ControlError::conflict(format!(
                         "queue {} is already capturing: wait for that capture to end",
                         self.info.index
-                    )),
+                    ))),
                     None => {
                         self.tap = Some(Tap::new(*buffer, within, now, done));
-                        Ok(json!({"capturing": true}))
+                        Ok(Answer::Accepted)
                     }
                 },
             };

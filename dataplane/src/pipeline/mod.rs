@@ -32,14 +32,13 @@ use oae_proto::LinkId;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::config::PollSettings;
 use crate::host::{HostOrigin, HostPort};
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
 pub use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
-use oae_client::control::{OutputView, VerbAnswer, to_json};
+use oae_client::control::{Answer, ControlError, ErrorCode, OutputView, VerbAnswer};
 use oae_client::outcome::Outcome;
 use oae_client::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
 pub use oae_client::status::QueueInfo;
@@ -91,7 +90,7 @@ pub struct Pipeline<D: Driver, T: Transport> {
     clock: Instant,
     inflight: Vec<Option<InFlight>>,
     free_ids: Vec<u32>,
-    control_waiting: Vec<Option<SyncSender<Result<Value, String>>>>,
+    control_waiting: Vec<Option<SyncSender<Result<Answer, ControlError>>>>,
     workloads: LinkWorkloads,
     latency: Histogram<u64>,
     counters: PipelineCounters,
@@ -332,11 +331,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             Origin::Control(waiter) => {
                 if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
                     let answer = match result {
-                        Ok(output) => to_json(&VerbAnswer {
+                        Ok(output) => Ok(Answer::Verb(VerbAnswer {
                             result: OutputView::from(output),
                             latency_ns: latency,
-                        }),
-                        Err(e) => Err(format!("verb failed, no effect: {e:?}")),
+                        })),
+                        Err(_) => Err(ControlError::verb(
+                            ErrorCode::VerbFailed,
+                            outcome,
+                            format!("verb failed, no effect: {}", outcome.describe()),
+                        )),
                     };
                     let _ = reply.send(answer);
                 }
@@ -453,7 +456,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             });
         }
         while let Some(c) = self.shared.commands.pop() {
-            let _ = c.reply.send(Err("the dataplane is shutting down".into()));
+            let _ = c.reply.send(Err(ControlError::new(
+                ErrorCode::ShuttingDown,
+                "the dataplane is shutting down",
+            )));
         }
     }
 

@@ -15,14 +15,13 @@ use oae_common::rng::Rng;
 use oae_proto::verb::UnknownVerb;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
 use oae_proto::{LinkId, Nanos, Opcode, Store};
-use serde_json::Value;
 
 mod contend;
 
 use self::contend::Contention;
 use oae_client::control::{
-    MAX_PHASE_NAME_BYTES, MAX_WORKLOAD_PHASES, Percentiles, PhaseReport, WorkloadReport,
-    WorkloadSpec, cdf_points, to_hex,
+    ControlError, MAX_PHASE_NAME_BYTES, MAX_WORKLOAD_PHASES, Percentiles, PhaseReport,
+    WorkloadReport, WorkloadSpec, cdf_points, to_hex,
 };
 
 /// Bytes of each region a lane owns.
@@ -657,7 +656,7 @@ pub struct LinkWorkloads {
     /// workloads name them.
     aims: Vec<Aim>,
     running: Vec<Option<Workload>>,
-    finished: Vec<Option<Value>>,
+    finished: Vec<Option<WorkloadReport>>,
 }
 
 impl LinkWorkloads {
@@ -665,7 +664,7 @@ impl LinkWorkloads {
         LinkWorkloads {
             aims: (0..links as LinkId).map(Aim::Link).collect(),
             running: (0..links).map(|_| None).collect(),
-            finished: vec![None; links],
+            finished: (0..links).map(|_| None).collect(),
         }
     }
 
@@ -685,7 +684,7 @@ impl LinkWorkloads {
         spec: WorkloadSpec,
         memory: &impl Store,
         runs: impl Fn(Opcode) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), ControlError> {
         let slot = match (self.slot(aim), aim) {
             (Some(s), _) => s,
             (None, Aim::Node(_)) if self.aims.len() < 256 => {
@@ -695,40 +694,45 @@ impl LinkWorkloads {
                 self.aims.len() - 1
             }
             (None, _) => {
-                return Err(format!(
+                return Err(ControlError::not_found(format!(
                     "no {aim} on this queue: it has {} links",
                     self.aims
                         .iter()
                         .filter(|a| matches!(a, Aim::Link(_)))
                         .count()
-                ));
+                )));
             }
         };
         if self.running[slot].is_some() {
-            return Err(format!("a workload is already running on {aim}"));
+            return Err(ControlError::conflict(format!(
+                "a workload is already running on {aim}"
+            )));
         }
-        self.running[slot] = Some(Workload::new(spec, memory, runs)?);
+        let workload = Workload::new(spec, memory, runs).map_err(ControlError::bad_request)?;
+        self.running[slot] = Some(workload);
         self.finished[slot] = None;
         Ok(())
     }
 
-    pub fn begin_phase(&mut self, aim: Aim, name: String, now: Nanos) -> Result<(), String> {
+    pub fn begin_phase(&mut self, aim: Aim, name: String, now: Nanos) -> Result<(), ControlError> {
         match self.slot(aim).and_then(|s| self.running[s].as_mut()) {
             Some(w) => w
                 .begin_phase(name, now)
-                .map_err(|e| format!("no phase begun on {aim}: {e}")),
-            None => Err(format!("no workload is running on {aim}")),
+                .map_err(|e| ControlError::bad_request(format!("no phase begun on {aim}: {e}"))),
+            None => Err(ControlError::conflict(format!(
+                "no workload is running on {aim}"
+            ))),
         }
     }
 
-    pub fn status(&self, aim: Aim, now: Nanos) -> Result<Value, String> {
-        let Some(s) = self.slot(aim) else {
-            return Err(format!("no workload has run on {aim} of this queue"));
-        };
+    pub fn status(&self, aim: Aim, now: Nanos) -> Result<WorkloadReport, ControlError> {
+        let never =
+            || ControlError::not_found(format!("no workload has run on {aim} of this queue"));
+        let s = self.slot(aim).ok_or_else(never)?;
         match (&self.running[s], &self.finished[s]) {
-            (Some(w), _) => serde_json::to_value(w.report(now)).map_err(|e| e.to_string()),
+            (Some(w), _) => Ok(w.report(now)),
             (_, Some(done)) => Ok(done.clone()),
-            _ => Err(format!("no workload has run on {aim} of this queue")),
+            _ => Err(never()),
         }
     }
 
@@ -747,7 +751,7 @@ impl LinkWorkloads {
             let aim = self.aims[i];
             w.poll(now, |lane, verb| issue(aim, i as u16, lane, verb));
             if w.is_finished() {
-                self.finished[i] = serde_json::to_value(w.report(now)).ok();
+                self.finished[i] = Some(w.report(now));
                 *slot = None;
             }
         }

@@ -2,9 +2,6 @@
 //! other processes submitting verbs): one JSON request per line on a Unix
 //! socket, one JSON response line back.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::Duration;
 
 use oae_common::FaultConfig;
@@ -13,6 +10,12 @@ use oae_proto::Opcode;
 use oae_proto::auth::{Authenticator, KEY_NUMBERS, LinkKey};
 use oae_proto::verb::{Block, MAX_BLOCK, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb};
 use serde::{Deserialize, Serialize};
+
+mod client;
+mod error;
+
+pub use client::{Client, CloseReason, Closed, Response};
+pub use error::{ControlError, ErrorCode};
 
 /// What a client asks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -820,130 +823,49 @@ pub fn cdf_points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, u64)> {
         .collect()
 }
 
-/// The answer to a request.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Response {
-    Ok(serde_json::Value),
-    Error(String),
-    /// The last line of a connection: `oaed` closes it after this, for the
-    /// reason given.
-    Closed(Closed),
-}
-
-/// Why `oaed` closed a control connection, and the limit it met.
+/// `oaectl workload start`: where the workload runs, for the status and
+/// phase requests that follow (a node through the fabric, or a link).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Closed {
-    #[serde(flatten)]
-    pub reason: CloseReason,
-    /// The reason in words, with what to do.
-    pub message: String,
+pub struct WorkloadStarted {
+    pub started: bool,
+    pub queue: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u64>,
 }
 
-impl From<CloseReason> for Closed {
-    fn from(reason: CloseReason) -> Closed {
-        Closed {
-            reason,
-            message: reason.to_string(),
-        }
-    }
+/// A workload's new phase has begun.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PhaseStarted {
+    pub phase_started: bool,
 }
 
-/// Why a control connection was closed. The names (`reason` in JSON) are
-/// stable: clients match on them, never on the message.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case", tag = "reason")]
-pub enum CloseReason {
-    /// [`MAX_CONTROL_CONNECTIONS`] were open already.
-    TooManyConnections { limit: usize },
-    /// A request line grew past [`MAX_REQUEST_LINE_BYTES`].
-    RequestTooLong { limit_bytes: usize },
-    /// No whole request came within [`CONTROL_IDLE_TIMEOUT`].
-    Idle { limit_s: u64 },
-}
-
-impl core::fmt::Display for CloseReason {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match *self {
-            CloseReason::TooManyConnections { limit } => write!(
-                f,
-                "the dataplane serves at most {limit} control connections at once \
-                 (MAX_CONTROL_CONNECTIONS) and that many are open: close idle ones, \
-                 or retry when one ends"
-            ),
-            CloseReason::RequestTooLong { limit_bytes } => write!(
-                f,
-                "a request line is at most {limit_bytes} bytes (MAX_REQUEST_LINE_BYTES); \
-                 this one was longer, so the connection is closed: send one JSON request \
-                 per line"
-            ),
-            CloseReason::Idle { limit_s } => write!(
-                f,
-                "no whole request came within {limit_s} s (CONTROL_IDLE_TIMEOUT), so the \
-                 connection is closed: connect again to send one"
-            ),
-        }
-    }
-}
-
-/// Sends one request and waits for its response. Errors say whether the
-/// daemon is there at all.
-pub fn call(
-    socket: &Path,
-    request: &Request,
-    timeout: Duration,
-) -> Result<serde_json::Value, String> {
-    let stream = UnixStream::connect(socket).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => format!(
-            "no dataplane is listening on {} ({e}); start one with `oaed --config <file>`",
-            socket.display()
-        ),
-        std::io::ErrorKind::PermissionDenied => format!(
-            "permission denied on {}: the control socket is private to its owner (mode 0600)",
-            socket.display()
-        ),
-        _ => format!("cannot connect to {}: {e}", socket.display()),
-    })?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
-    line.push('\n');
-    let mut reader = BufReader::new(&stream);
-    let mut answer = String::new();
-    if let Err(e) = (&stream).write_all(line.as_bytes()) {
-        // Closed by the daemon before the request was all sent (it was too
-        // long): its last line says why.
-        if matches!(
-            e.kind(),
-            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-        ) && reader.read_line(&mut answer).is_ok()
-            && let Ok(Response::Closed(closed)) = serde_json::from_str(&answer)
-        {
-            return Err(format!("{}: {}", socket.display(), closed.message));
-        }
-        return Err(format!("sending to {}: {e}", socket.display()));
-    }
-    reader
-        .read_line(&mut answer)
-        .map_err(|e| format!("waiting for {}: {e}", socket.display()))?;
-    if answer.is_empty() {
-        return Err(format!(
-            "{} closed the connection without answering",
-            socket.display()
-        ));
-    }
-    match serde_json::from_str::<Response>(&answer).map_err(|e| format!("bad answer: {e}"))? {
-        Response::Ok(v) => Ok(v),
-        Response::Error(e) => Err(e),
-        Response::Closed(closed) => Err(format!("{}: {}", socket.display(), closed.message)),
-    }
-}
-
-/// An answer's JSON, from its serde type.
-pub fn to_json<T: Serialize>(answer: &T) -> Result<serde_json::Value, String> {
-    serde_json::to_value(answer).map_err(|e| e.to_string())
+/// Every answer the dataplane gives, as it writes them: each goes out as
+/// its own JSON (untagged), and a client reads the one type its request
+/// names ([`Client`]).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Answer {
+    Status(crate::status::DataplaneStatus),
+    QueueStatus(Box<crate::status::QueueStatus>),
+    Stats(crate::stats::DataplaneStats),
+    QueueStats(Box<crate::stats::QueueStats>),
+    Hist(HistReport),
+    Verb(VerbAnswer),
+    RegionAdded(RegionAdded),
+    Regions(Vec<RegionView>),
+    RegionDump(RegionDump),
+    FaultsSet(Vec<FaultsSet>),
+    WorkloadStarted(WorkloadStarted),
+    Workload(Box<WorkloadReport>),
+    PhaseStarted(PhaseStarted),
+    Capture(CaptureReport),
+    Key(KeyState),
+    Stopping(Stopping),
+    /// Taken by a polling core, its result to come another way (a capture
+    /// begun, a workload started): never sent to a client.
+    Accepted,
 }
 
 /// Bytes as lower-case hex (the one encoder, `oae_common::hex`).
@@ -1034,29 +956,6 @@ mod tests {
         assert!(from_hex("abc").unwrap_err().contains("odd"));
         assert!(from_hex("zz").unwrap_err().contains("not a hex digit"));
         assert!(from_hex("aéa").unwrap_err().contains("not a hex digit"));
-    }
-
-    #[test]
-    fn close_reasons_keep_their_names_on_the_wire() {
-        let closed = Response::Closed(CloseReason::TooManyConnections { limit: 32 }.into());
-        let line = serde_json::to_value(&closed).unwrap();
-        assert_eq!(line["closed"]["reason"], "too_many_connections");
-        assert_eq!(line["closed"]["limit"], 32);
-        assert!(line["closed"]["message"].as_str().unwrap().contains("32"));
-        let Response::Closed(back) = serde_json::from_value(line).unwrap() else {
-            panic!("not a closing line")
-        };
-        assert_eq!(back.reason, CloseReason::TooManyConnections { limit: 32 });
-        for (reason, name) in [
-            (
-                CloseReason::RequestTooLong { limit_bytes: 65536 },
-                "request_too_long",
-            ),
-            (CloseReason::Idle { limit_s: 60 }, "idle"),
-        ] {
-            let v = serde_json::to_value(Closed::from(reason)).unwrap();
-            assert_eq!(v["reason"], name, "{v}");
-        }
     }
 
     #[test]
