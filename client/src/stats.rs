@@ -20,7 +20,7 @@ pub fn named_counters<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> Co
 }
 
 /// `oaectl stats`: every queue's counters and every XDP program's.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DataplaneStats {
     pub name: String,
     pub queues: Vec<QueueStats>,
@@ -28,7 +28,7 @@ pub struct DataplaneStats {
 }
 
 /// The XDP program on one interface.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct XdpStats {
     pub iface: String,
     /// `native` or `generic`.
@@ -38,7 +38,7 @@ pub struct XdpStats {
 }
 
 /// The fault injector's settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultView {
     pub drop_ppm: u32,
     pub corrupt_ppm: u32,
@@ -81,7 +81,7 @@ mod random_offset {
 }
 
 /// One queue: its polling core, driver, links and the verbs it ran.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct QueueStats {
     pub queue: QueueInfo,
     pub pipeline: PipelineCounters,

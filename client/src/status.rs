@@ -29,7 +29,7 @@ impl DataplaneStatus {
 }
 
 /// Static facts about the queue, for status reports.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct QueueInfo {
     pub index: u16,
     pub iface: String,

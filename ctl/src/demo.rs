@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use oae_client::control::{Client, FaultChange, WorkloadReport, WorkloadSpec};
+use oae_client::demo::{DemoReport, DemoRun, HostDemoReport};
 use oae_client::host::HostMode;
 use oae_client::stats::DataplaneStats;
 use oae_dataplane::config::{IdlePolicy, KickPolicy};
@@ -301,17 +302,29 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             .join(", ")
     );
     if args.json || args.report.is_some() {
-        let v = serde_json::json!({"impairment": settings.impairment(),
-                                   "settings": {"seconds": settings.seconds, "lanes": settings.lanes,
-                                                "loss_ppm": settings.loss_ppm,
-                                                "corrupt_ppm": settings.corrupt_ppm,
-                                                "flaps": settings.flaps, "flap_ms": settings.flap_ms,
-                                                "fault_scope": scope.to_string(),
-                                                "verbs": settings.verbs},
-                                   "queues": reports.len(), "cpu": cpu, "cpu_wall_s": cpu_wall_s,
-                                   "workload": report, "workloads": reports, "stats": stats,
-                                   "exactly_once": check.ok(), "differences": check.differences});
-        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        let exactly_once = check.ok();
+        let v = DemoReport {
+            impairment: settings.impairment(),
+            settings: DemoRun {
+                seconds: settings.seconds,
+                lanes: settings.lanes,
+                loss_ppm: settings.loss_ppm,
+                corrupt_ppm: settings.corrupt_ppm,
+                flaps: settings.flaps,
+                flap_ms: settings.flap_ms,
+                fault_scope: scope.to_string(),
+                verbs: settings.verbs.clone(),
+            },
+            queues: reports.len(),
+            cpu,
+            cpu_wall_s,
+            workload: report.clone(),
+            workloads: reports,
+            stats,
+            exactly_once,
+            differences: check.differences.clone(),
+        };
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         if args.json {
             outln!("{text}");
         }
@@ -385,9 +398,14 @@ fn run_host_program(
             .join(", ")
     );
     if args.json || args.report.is_some() {
-        let v = serde_json::json!({"host": report, "cpu": cpu, "cpu_wall_s": cpu_wall_s,
-                                   "stats": stats, "exactly_once": report.exact});
-        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        let v = HostDemoReport {
+            host: report.clone(),
+            cpu,
+            cpu_wall_s,
+            stats,
+            exactly_once: report.exact,
+        };
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         if args.json {
             outln!("{text}");
         }

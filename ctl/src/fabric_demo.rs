@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use oae_client::control::{Client, FabricDemoReport, PairReport, WorkloadReport, WorkloadSpec};
+use oae_client::control::{Client, WorkloadReport, WorkloadSpec};
+use oae_client::demo::{FabricDemoReport, PairReport};
 use oae_client::status::FabricStatus;
 use oae_common::topology::Shape;
 use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};

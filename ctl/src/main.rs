@@ -23,6 +23,7 @@ use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatu
 use oae_dataplane::cli_docs::{self, Shell};
 use oae_dataplane::config::{CONTROL_DIR, default_control_socket};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
+use oae_swapring::report::ClaimReport;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -355,16 +356,15 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
     let region = oae_swapring::region::Region::open(path).map_err(|e| e.to_string())?;
     let r = region.report();
     if json {
-        outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-        return Ok(());
+        return print_typed(&r);
     }
     outln!(
         "{}: {} mode, {} records per ring, {} swap slots, PCIe cost {}",
-        r["path"].as_str().unwrap_or("?"),
-        r["mode"].as_str().unwrap_or("?"),
-        r["ring_capacity"],
-        r["slots"],
-        r["cost"].as_str().unwrap_or("?")
+        r.path,
+        r.mode,
+        r.ring_capacity,
+        r.slots,
+        r.cost
     );
     outln!(
         "  {:<5} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
@@ -379,20 +379,19 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
         "aborted",
         "swaps"
     );
-    for side in ["host", "ipu"] {
-        let b = &r[side];
+    for (side, b) in [("host", &r.host), ("ipu", &r.ipu)] {
         outln!(
             "  {:<5} {:>8} {:>8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
             side,
-            b["pid"],
-            b["attachments"],
-            b["interactions"],
-            b["sent"],
-            b["received"],
-            b["refused_full"],
-            b["committed"],
-            b["aborted"],
-            b["swaps"]
+            b.pid,
+            b.attachments,
+            b.interactions,
+            b.sent,
+            b.received,
+            b.refused_full,
+            b.committed,
+            b.aborted,
+            b.swaps
         );
     }
     outln!(
@@ -404,37 +403,32 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
         "doorbells",
         "refused"
     );
-    for ring in r["rings"].as_array().into_iter().flatten() {
+    for ring in &r.rings {
         outln!(
             "  {:<15} {:>10} {:>10} {:>7} {:>10} {:>8}",
-            ring["ring"].as_str().unwrap_or("?"),
-            ring["head"],
-            ring["tail"],
-            ring["queued"],
-            ring["doorbells"],
-            ring["refused_full"]
+            ring.ring,
+            ring.head,
+            ring.tail,
+            ring.queued,
+            ring.doorbells,
+            ring.refused_full
         );
     }
-    let s = &r["slot_states"];
+    let s = &r.slot_states;
     outln!(
         "  slots: {} idle, {} offered, {} swapped, {} half-applied, {} corrupt",
-        s["idle"],
-        s["offered"],
-        s["swapped"],
-        s["half_applied"],
-        s["corrupt"]
+        s.idle,
+        s.offered,
+        s.swapped,
+        s.half_applied,
+        s.corrupt
     );
-    let held = |c: &Value| format!("pid {} (generation {})", c["pid"], c["generation"]);
-    if r["mode"] == "fito" && !r["ring_claim"].is_null() {
-        outln!("  rings held by {}", held(&r["ring_claim"]));
+    let held = |c: &ClaimReport| format!("pid {} (generation {})", c.pid, c.generation);
+    if let (Some(c), "fito") = (&r.ring_claim, r.mode.as_str()) {
+        outln!("  rings held by {}", held(c));
     }
-    for (i, c) in r["slot_claims"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if !c.is_null() {
+    for (i, c) in r.slot_claims.iter().enumerate() {
+        if let Some(c) = c {
             outln!("  slot {i} held by {}", held(c));
         }
     }

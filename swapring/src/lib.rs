@@ -31,6 +31,7 @@ pub mod liveness;
 pub mod owner;
 #[cfg(not(loom))]
 pub mod region;
+pub mod report;
 pub mod ring;
 mod sync;
 pub mod verbs;

@@ -22,6 +22,9 @@ use crate::cut::{Guard, GuardError};
 use crate::fito::{Mitigations, Wakeup};
 use crate::layout::*;
 use crate::liveness::SideBlock;
+use crate::report::{
+    ClaimReport, MitigationsReport, RegionReport, RingReport, SideReport, SlotStates,
+};
 use crate::ring::RingView;
 
 /// Which end of the link a process plays.
@@ -570,10 +573,10 @@ pub fn unique_shm_path(prefix: &str) -> PathBuf {
 }
 
 impl Region {
-    /// A snapshot of the region for operators (`oaectl host-ring`): header,
+    /// A snapshot of the region for operators (`oaectl swap-ring`): header,
     /// both sides' liveness and counters, every ring's indexes, and the
     /// swap slots by state. Reads only; neither side notices.
-    pub fn report(&self) -> serde_json::Value {
+    pub fn report(&self) -> RegionReport {
         use crate::bilateral::{Phase, SlotReport};
         use crate::liveness::{
             STAT_ABORTED, STAT_COMMITTED, STAT_LOST_RACES, STAT_NONPOSTED_READS, STAT_RECEIVED,
@@ -581,80 +584,82 @@ impl Region {
         };
         let config = self.config();
         let claim = |word: &AtomicU64| {
-            crate::owner::Claim::of(word.load(Ordering::Acquire))
-                .map(|c| serde_json::json!({"pid": c.pid, "generation": c.generation}))
+            crate::owner::Claim::of(word.load(Ordering::Acquire)).map(|c| ClaimReport {
+                pid: c.pid,
+                generation: c.generation,
+            })
         };
         let side = |s: Side| {
             let b = self.side(s);
-            serde_json::json!({
-                "pid": b.pid(),
-                "attachments": b.attachments(),
-                "interactions": b.interactions(),
-                "sent": b.stat(STAT_SENT),
-                "received": b.stat(STAT_RECEIVED),
-                "refused_full": b.stat(STAT_REFUSED_FULL),
-                "committed": b.stat(STAT_COMMITTED),
-                "aborted": b.stat(STAT_ABORTED),
-                "swaps": b.stat(STAT_SWAPS),
-                "withdrawn": b.stat(STAT_WITHDRAWN),
-                "lost_races": b.stat(STAT_LOST_RACES),
-                "nonposted_reads": b.stat(STAT_NONPOSTED_READS),
-            })
+            SideReport {
+                pid: b.pid(),
+                attachments: b.attachments(),
+                interactions: b.interactions(),
+                sent: b.stat(STAT_SENT),
+                received: b.stat(STAT_RECEIVED),
+                refused_full: b.stat(STAT_REFUSED_FULL),
+                committed: b.stat(STAT_COMMITTED),
+                aborted: b.stat(STAT_ABORTED),
+                swaps: b.stat(STAT_SWAPS),
+                withdrawn: b.stat(STAT_WITHDRAWN),
+                lost_races: b.stat(STAT_LOST_RACES),
+                nonposted_reads: b.stat(STAT_NONPOSTED_READS),
+            }
         };
-        let rings: Vec<serde_json::Value> =
-            ["messages", "decisions", "verb_requests", "verb_responses"]
-                .iter()
-                .enumerate()
-                .map(|(i, name)| {
-                    let r = self.ring(i);
-                    serde_json::json!({
-                        "ring": name,
-                        "capacity": r.capacity(),
-                        "head": r.head(),
-                        "tail": r.tail(),
-                        "queued": r.tail().wrapping_sub(r.head()),
-                        "doorbells": r.doorbells(),
-                        "refused_full": r.refused_full(),
-                    })
-                })
-                .collect();
-        let (mut idle, mut offered, mut swapped, mut half_applied, mut corrupt) = (0, 0, 0, 0, 0);
+        let rings = ["messages", "decisions", "verb_requests", "verb_responses"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let r = self.ring(i);
+                RingReport {
+                    ring: name.to_string(),
+                    capacity: r.capacity(),
+                    head: r.head(),
+                    tail: r.tail(),
+                    queued: r.tail().wrapping_sub(r.head()),
+                    doorbells: r.doorbells(),
+                    refused_full: r.refused_full(),
+                }
+            })
+            .collect();
+        let mut states = SlotStates::default();
         for i in 0..self.slot_count() {
             match self.slot(i).inspect() {
                 SlotReport::Consistent(ctl) => match ctl.phase {
-                    Phase::Idle => idle += 1,
-                    Phase::Offered => offered += 1,
-                    Phase::Swapped => swapped += 1,
+                    Phase::Idle => states.idle += 1,
+                    Phase::Offered => states.offered += 1,
+                    Phase::Swapped => states.swapped += 1,
                 },
-                SlotReport::HalfApplied { .. } => half_applied += 1,
-                SlotReport::Corrupt { .. } => corrupt += 1,
+                SlotReport::HalfApplied { .. } => states.half_applied += 1,
+                SlotReport::Corrupt { .. } => states.corrupt += 1,
             }
         }
-        serde_json::json!({
-            "path": self.path().display().to_string(),
-            "version": crate::layout::VERSION,
-            "mode": match config.mode { Mode::Fito => "fito", Mode::Bilateral => "bilateral" },
-            "ring_capacity": config.geometry.ring_capacity,
-            "slots": config.geometry.slots,
-            "slot_batch": config.geometry.slot_batch,
-            "cost": config.cost.to_string(),
-            "mitigations": {
-                "write_batching": config.mitigations.write_batching,
-                "prestaged_decisions": config.mitigations.prestaged_decisions,
-                "prefetch": config.mitigations.prefetch,
+        RegionReport {
+            path: self.path().display().to_string(),
+            version: crate::layout::VERSION,
+            mode: match config.mode {
+                Mode::Fito => "fito",
+                Mode::Bilateral => "bilateral",
+            }
+            .to_string(),
+            ring_capacity: config.geometry.ring_capacity,
+            slots: config.geometry.slots,
+            slot_batch: config.geometry.slot_batch,
+            cost: config.cost.to_string(),
+            mitigations: MitigationsReport {
+                write_batching: config.mitigations.write_batching,
+                prestaged_decisions: config.mitigations.prestaged_decisions,
+                prefetch: config.mitigations.prefetch,
             },
-            "host_wakeup": format!("{:?}", config.wakeup).to_lowercase(),
-            "host": side(Side::Host),
-            "ipu": side(Side::Ipu),
-            "rings": rings,
-            "slot_states": {
-                "idle": idle, "offered": offered, "swapped": swapped,
-                "half_applied": half_applied, "corrupt": corrupt,
-            },
-            "ring_claim": claim(self.ring_owner_word()),
-            "slot_claims": (0..self.slot_count())
+            host_wakeup: format!("{:?}", config.wakeup).to_lowercase(),
+            host: side(Side::Host),
+            ipu: side(Side::Ipu),
+            rings,
+            slot_states: states,
+            ring_claim: claim(self.ring_owner_word()),
+            slot_claims: (0..self.slot_count())
                 .map(|i| claim(self.slot(i).owner_word()))
-                .collect::<Vec<_>>(),
-        })
+                .collect(),
+        }
     }
 }

@@ -12,6 +12,7 @@ use oae_client::host::load::LoadReport;
 use oae_client::host::{AttachError, HostQueue, MAX_READ, MAX_WRITE, RegionError};
 use oae_dataplane::pipeline::{AppError, Completion, NotSubmitted, Submission};
 use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, Verb, VerbError};
+use oae_swapring::report::RegionReport;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, binary, host_ring_path,
 };
@@ -254,6 +255,23 @@ fn every_verb(tag: &str, settings: &'static str, mode: &str) {
     assert!(out.stdout.contains(&format!("{mode} mode")), "{out}");
     let holder = format!("held by pid {}", std::process::id());
     assert!(out.stdout.contains(&holder), "the claim shows: {out}");
+    // And as its serde type, with the same claim.
+    let out = oae_tests::run(
+        std::process::Command::new(binary("oaectl"))
+            .args(["--json", "swap-ring"])
+            .arg(host_ring_path(&d.pair)),
+    );
+    let report: RegionReport = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not a region report ({e}): {out}"));
+    let claims = report
+        .ring_claim
+        .iter()
+        .chain(report.slot_claims.iter().flatten());
+    assert_eq!(report.mode, mode, "{report:?}");
+    assert!(
+        claims.map(|c| c.pid).any(|pid| pid == std::process::id()),
+        "{report:?}"
+    );
 }
 
 #[test]

@@ -632,40 +632,6 @@ pub struct ContendedCounts {
     pub mcas_wins: u64,
 }
 
-/// `oaectl demo --topology ... --report FILE`: a fabric's run, written by
-/// the demo and read by the benchmark suite.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct FabricDemoReport {
-    /// `ring:5`, `mesh:4`, `line:3`.
-    pub topology: String,
-    pub seconds: f64,
-    pub lanes: u32,
-    /// The link cut for good a third of the way in, if any.
-    pub cut: Option<(usize, usize)>,
-    /// From the cut to the first verb completed between its ends, and the
-    /// round trips of the path that verb took.
-    pub reroute_ms: Option<f64>,
-    pub reroute_path_rtts: Option<f64>,
-    pub path_srtt_us: Option<f64>,
-    /// Every workload, from every node to every other.
-    pub pairs: Vec<PairReport>,
-    /// Every ledger equals both ends' memory.
-    pub exact: bool,
-    pub views_agree: bool,
-    pub view: u64,
-}
-
-/// One workload of a fabric demo: node `from` aimed at node `to`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct PairReport {
-    pub from: usize,
-    pub to: usize,
-    /// Hops of the route at the end (1: neighbours).
-    pub hops: u8,
-    pub ledger_exact: bool,
-    pub workload: WorkloadReport,
-}
-
 /// Counters and histogram of a workload, while it runs and when done.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkloadReport {

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use oae_client::demo::DemoReport;
 
 use super::child::{run_bounded, tail};
 use super::choice::*;
@@ -181,113 +181,96 @@ pub(super) fn demo(d: &DemoTrial, opts: &Options, log: &Path) -> Result<Outcome,
             tail.lines().last().unwrap_or_default().trim()
         )
     })?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
+    let v: DemoReport =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
     Ok(demo_outcome(&v, d.transport == "rc-model"))
 }
 
 /// Figures from `oaectl demo --report`.
-pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
-    let w = &v["workload"];
-    let num = |x: &Value| x.as_f64().unwrap_or(0.0);
+pub fn demo_outcome(v: &DemoReport, rc: bool) -> Outcome {
+    let w = &v.workload;
     let mut o = Outcome::default();
-    let completed = num(&w["completed"]);
-    let elapsed = num(&w["elapsed_s"]).max(1e-9);
-    let verbs_per_s = completed / elapsed;
+    let completed = w.completed as f64;
+    let verbs_per_s = completed / w.elapsed_s.max(1e-9);
     o.set("verbs_per_s", verbs_per_s);
     // CPU time over the wall time it was measured across (the workload and
     // the control requests around it).
-    let cpu_wall = num(&v["cpu_wall_s"]).max(1e-9);
-    let cores: Vec<f64> = v["cpu"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| (num(&c["user_s"]) + num(&c["system_s"])) / cpu_wall)
-        .collect();
-    if let [a, b] = cores[..] {
+    let cpu_wall = v.cpu_wall_s.max(1e-9);
+    if let [a, b] = v.cpu[..] {
         // Per CPU-second: the verbs completed over the CPU both sides used
         // across the whole window CPU was measured over (the workload and
         // the requests around it), so a policy that idles cheaply around
         // the workload gains nothing it did not earn while it ran.
-        o.set_cpu([a, b], Some(completed / cpu_wall));
+        o.set_cpu(
+            [a.total_s() / cpu_wall, b.total_s() / cpu_wall],
+            Some(completed / cpu_wall),
+        );
     }
-    percentiles(&mut o, "", &w["latency"]);
-    let phases = w["phases"].as_array().cloned().unwrap_or_default();
-    let during = phases.iter().position(|p| p["name"] == "during");
+    percentiles(&mut o, "", &w.latency);
+    let during = w.phases.iter().position(|p| p.name == "during");
     let cdf_source = match during {
         Some(i) => {
-            let p = &phases[i];
-            percentiles(&mut o, "during_", &p["latency"]);
-            let start = num(&p["started_s"]);
-            let end = phases
-                .get(i + 1)
-                .map_or(num(&w["elapsed_s"]), |n| num(&n["started_s"]));
+            let p = &w.phases[i];
+            percentiles(&mut o, "during_", &p.latency);
+            let end = w.phases.get(i + 1).map_or(w.elapsed_s, |n| n.started_s);
             o.set(
                 "during_verbs_per_s",
-                num(&p["completed"]) / (end - start).max(1e-9),
+                p.completed as f64 / (end - p.started_s).max(1e-9),
             );
-            o.set("during_failed", num(&p["failed"]));
-            &p["cdf"]
+            o.set("during_failed", p.failed as f64);
+            &p.cdf
         }
-        None => &w["cdf"],
+        None => &w.cdf,
     };
     o.cdf = cdf_source
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|pt| Some((pt[0].as_f64()?, pt[1].as_f64()? / 1e3)))
+        .iter()
+        .map(|&(q, ns)| (q, ns as f64 / 1e3))
         .collect();
     o.tail_us = o
         .metrics
         .get("during_p999_us")
         .copied()
         .unwrap_or_else(|| o.metrics.get("p999_us").copied().unwrap_or(0.0));
-    o.set("failed", num(&w["failed"]));
-    o.set("mismatches", num(&w["mismatches"]));
-    let exactly_once = v["exactly_once"] == true && num(&w["mismatches"]) == 0.0;
+    o.set("failed", w.failed as f64);
+    o.set("mismatches", w.mismatches as f64);
+    let exactly_once = v.exactly_once && w.mismatches == 0;
     o.set("exactly_once_pass", if exactly_once { 1.0 } else { 0.0 });
-    let sum = |section: &str, key: &str, inner: &str| -> f64 {
-        v["stats"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|s| s[section].as_array().into_iter().flatten())
-            .map(|q| match &q[inner] {
-                // A queue's links, each with its counters.
-                Value::Array(links) => links.iter().map(|l| num(&l[key])).sum(),
-                one => num(&one[key]),
-            })
+    let queues = || v.stats.iter().flat_map(|s| &s.queues);
+    let links = |key: &str| -> f64 {
+        queues()
+            .flat_map(|q| &q.links)
+            .map(|l| l.get(key) as f64)
+            .sum()
+    };
+    let xdp = |key: &str| -> f64 {
+        v.stats
+            .iter()
+            .flat_map(|s| &s.xdp)
+            .map(|x| x.counters.get(key).copied().unwrap_or(0) as f64)
             .sum()
     };
     if rc {
-        o.set("retransmissions", sum("queues", "retransmissions", "links"));
-        o.set("ack_timeouts", sum("queues", "timeouts", "links"));
+        o.set("retransmissions", links("retransmissions"));
+        o.set("ack_timeouts", links("timeouts"));
     } else {
-        o.set("reversals", sum("queues", "reversals", "links"));
+        o.set("reversals", links("reversals"));
     }
-    o.set(
-        "frames_dropped_by_fault",
-        sum("xdp", "dropped_by_fault", "counters"),
-    );
-    o.set(
-        "frames_corrupted_by_fault",
-        sum("xdp", "corrupted_by_fault", "counters"),
-    );
-    o.set(
-        "frames_per_verb",
-        sum("queues", "tx_frames", "links") / completed.max(1.0),
-    );
+    o.set("frames_dropped_by_fault", xdp("dropped_by_fault"));
+    o.set("frames_corrupted_by_fault", xdp("corrupted_by_fault"));
+    o.set("frames_per_verb", links("tx_frames") / completed.max(1.0));
     // Frames per transmit system call, per side (drivers that count kicks).
-    for (side, stats) in ["a", "b"]
-        .iter()
-        .zip(v["stats"].as_array().into_iter().flatten())
-    {
-        let (mut frames, mut kicks) = (0.0, 0.0);
-        for q in stats["queues"].as_array().into_iter().flatten() {
-            frames += num(&q["pipeline"]["tx_frames"]);
-            kicks += num(&q["driver"]["tx_kicks"]);
-        }
-        if kicks > 0.0 {
-            o.set(&format!("frames_per_kick_{side}"), frames / kicks);
+    for (side, stats) in ["a", "b"].iter().zip(&v.stats) {
+        let frames: u64 = stats.queues.iter().map(|q| q.pipeline.tx_frames).sum();
+        let kicks: u64 = stats
+            .queues
+            .iter()
+            .map(|q| q.driver.get("tx_kicks").copied().unwrap_or(0))
+            .sum();
+        if kicks > 0 {
+            o.set(
+                &format!("frames_per_kick_{side}"),
+                frames as f64 / kicks as f64,
+            );
         }
     }
     o.headline = format!(
@@ -308,32 +291,109 @@ pub fn demo_outcome(v: &Value, rc: bool) -> Outcome {
 mod tests {
     use super::*;
 
+    use oae_client::control::{Percentiles, PhaseReport, WorkloadReport};
+    use oae_client::stats::{DataplaneStats, LinkCounters, QueueStats, XdpStats};
+    use oae_os::cpu::CpuTime;
+
+    fn latency(p50: u64, p999: u64) -> Percentiles {
+        Percentiles {
+            p50,
+            p999,
+            ..Percentiles::default()
+        }
+    }
+
+    fn links(reversals: u64, tx_frames: u64) -> Vec<LinkCounters> {
+        vec![LinkCounters {
+            counters: [("reversals", reversals), ("tx_frames", tx_frames)]
+                .map(|(k, n)| (k.to_string(), n))
+                .into(),
+            ..LinkCounters::default()
+        }]
+    }
+
+    fn phase(
+        name: &str,
+        started_s: f64,
+        completed: u64,
+        failed: u64,
+        l: Percentiles,
+    ) -> PhaseReport {
+        PhaseReport {
+            name: name.into(),
+            started_s,
+            completed,
+            failed,
+            latency: l,
+            cdf: Vec::new(),
+        }
+    }
+
     #[test]
     fn demo_reports_become_figures() {
-        let v = serde_json::json!({
-            "exactly_once": true,
-            "workload": {
-                "completed": 1000, "elapsed_s": 2.0, "failed": 3, "mismatches": 0,
-                "latency": {"p50": 5000, "p90": 6000, "p99": 9000, "p999": 20000, "max": 90000},
-                "cdf": [[0.5, 5000]],
-                "phases": [
-                    {"name": "before", "started_s": 0.0, "completed": 400, "failed": 0,
-                     "latency": {"p50": 5000, "p999": 8000}},
-                    {"name": "during", "started_s": 0.5, "completed": 300, "failed": 3,
-                     "latency": {"p50": 6000, "p999": 40000}, "cdf": [[0.5, 6000], [1.0, 40000]]},
-                    {"name": "after", "started_s": 1.5, "completed": 300, "failed": 0,
-                     "latency": {"p50": 5000, "p999": 9000}}
-                ]
-            },
-            "stats": [
-                {"queues": [{"links": [{"reversals": 7, "tx_frames": 1100}],
-                             "pipeline": {"tx_frames": 1100}, "driver": {"tx_kicks": 100}}],
-                 "xdp": [{"counters": {"dropped_by_fault": 9}}]},
-                {"queues": [{"links": [{"reversals": 2, "tx_frames": 1000}]}], "xdp": []}
+        let mut a = QueueStats {
+            links: links(7, 1100),
+            driver: [("tx_kicks".to_string(), 100)].into(),
+            ..QueueStats::default()
+        };
+        a.pipeline.tx_frames = 1100;
+        let b = QueueStats {
+            links: links(2, 1000),
+            ..QueueStats::default()
+        };
+        let mut during = phase("during", 0.5, 300, 3, latency(6000, 40000));
+        during.cdf = vec![(0.5, 6000), (1.0, 40000)];
+        let v = DemoReport {
+            impairment: String::new(),
+            settings: Default::default(),
+            queues: 1,
+            cpu: vec![
+                CpuTime {
+                    user_s: 1.5,
+                    system_s: 0.5,
+                },
+                CpuTime {
+                    user_s: 0.5,
+                    system_s: 0.5,
+                },
             ],
-            "cpu": [{"user_s": 1.5, "system_s": 0.5}, {"user_s": 0.5, "system_s": 0.5}],
-            "cpu_wall_s": 2.0
-        });
+            cpu_wall_s: 2.0,
+            workload: WorkloadReport {
+                completed: 1000,
+                elapsed_s: 2.0,
+                failed: 3,
+                latency: Percentiles {
+                    p90: 6000,
+                    p99: 9000,
+                    max: 90000,
+                    ..latency(5000, 20000)
+                },
+                cdf: vec![(0.5, 5000)],
+                phases: vec![
+                    phase("before", 0.0, 400, 0, latency(5000, 8000)),
+                    during,
+                    phase("after", 1.5, 300, 0, latency(5000, 9000)),
+                ],
+                ..WorkloadReport::default()
+            },
+            workloads: Vec::new(),
+            stats: vec![
+                DataplaneStats {
+                    queues: vec![a],
+                    xdp: vec![XdpStats {
+                        counters: [("dropped_by_fault".to_string(), 9)].into(),
+                        ..XdpStats::default()
+                    }],
+                    ..DataplaneStats::default()
+                },
+                DataplaneStats {
+                    queues: vec![b],
+                    ..DataplaneStats::default()
+                },
+            ],
+            exactly_once: true,
+            differences: Vec::new(),
+        };
         let o = demo_outcome(&v, false);
         assert_eq!(o.metrics["verbs_per_s"], 500.0);
         assert_eq!(o.metrics["during_verbs_per_s"], 300.0);
@@ -353,8 +413,10 @@ mod tests {
         assert_eq!(o.metrics["exactly_once_pass"], 1.0);
         assert_eq!(o.cdf, vec![(0.5, 6.0), (1.0, 40.0)]);
         assert_eq!(o.tail_us, 40.0);
-        let mut failed = v.clone();
-        failed["exactly_once"] = false.into();
+        let failed = DemoReport {
+            exactly_once: false,
+            ..v
+        };
         assert_eq!(
             demo_outcome(&failed, false).metrics["exactly_once_pass"],
             0.0

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use oae_client::control::FabricDemoReport;
-use serde_json::Value;
+use oae_client::control::Percentiles;
+use oae_client::demo::FabricDemoReport;
 
 use super::child::{run_bounded, tail};
 use super::outcome::{Outcome, percentiles};
@@ -63,7 +63,7 @@ pub fn fabric_outcome(r: &FabricDemoReport) -> Result<Outcome, String> {
     let total: u64 = r.pairs.iter().map(|p| p.workload.completed).sum();
     o.set("verbs_per_s", total as f64 / r.seconds.max(1e-9));
     let (mut before, mut after, mut before_s, mut after_s, mut failed) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    let mut latency = Value::Null;
+    let mut latency = Percentiles::default();
     for p in r
         .pairs
         .iter()
@@ -81,7 +81,7 @@ pub fn fabric_outcome(r: &FabricDemoReport) -> Result<Outcome, String> {
         after_s = (w.elapsed_s - cut.started_s).max(1e-9);
         failed += cut.failed as f64;
         if (p.from, p.to) == (a, b) {
-            latency = serde_json::to_value(cut.latency).map_err(|e| e.to_string())?;
+            latency = cut.latency;
         }
     }
     o.set("cut_pair_before_verbs_per_s", before / before_s.max(1e-9));

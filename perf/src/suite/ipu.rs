@@ -8,12 +8,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use oae_client::demo::HostDemoReport;
 use oae_client::host::HostMode;
-use oae_client::host::load::CheckedLoad;
 use oae_swapring::cost::CostModel;
 use oae_swapring::fito::Wakeup;
 use oae_swapring::wave::{self, RunConfig, Until, Variant, Workload};
-use serde_json::Value;
 
 use super::child::{run_bounded, tail};
 use super::choice::SAME_CORE_MIN_ROUND_US;
@@ -118,9 +117,9 @@ pub(super) fn host_ring(
             tail(log)
         )
     })?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
-    let checked: CheckedLoad = serde_json::from_value(v["host"].clone())
-        .map_err(|e| format!("{}: host: {e}", report.display()))?;
+    let v: HostDemoReport =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
+    let checked = v.host;
     let l = &checked.load;
     let mut o = Outcome::default();
     o.set("verbs_per_s", l.verbs_per_s);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use oae_client::control::Percentiles;
 
 /// What one repetition measured.
 #[derive(Clone, Debug, Default)]
@@ -33,17 +33,14 @@ impl Outcome {
     }
 }
 
-pub(super) fn percentiles(o: &mut Outcome, prefix: &str, l: &Value) {
-    for (name, key) in [
-        ("p50_us", "p50"),
-        ("p90_us", "p90"),
-        ("p99_us", "p99"),
-        ("p999_us", "p999"),
-        ("max_us", "max"),
+pub(super) fn percentiles(o: &mut Outcome, prefix: &str, l: &Percentiles) {
+    for (name, ns) in [
+        ("p50_us", l.p50),
+        ("p90_us", l.p90),
+        ("p99_us", l.p99),
+        ("p999_us", l.p999),
+        ("max_us", l.max),
     ] {
-        o.set(
-            &format!("{prefix}{name}"),
-            l[key].as_f64().unwrap_or(0.0) / 1e3,
-        );
+        o.set(&format!("{prefix}{name}"), ns as f64 / 1e3);
     }
 }
