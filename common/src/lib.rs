@@ -242,7 +242,57 @@ impl Default for FaultConfig {
     }
 }
 
+/// What the fault dice decide for one frame in scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultRoll {
+    /// Goes on untouched.
+    Keep,
+    /// Dropped: the link is down, or the drop roll hit.
+    Drop,
+    /// Goes on with bit `bit` of byte `offset` flipped.
+    Corrupt { offset: u32, bit: u8 },
+}
+
 impl FaultConfig {
+    /// Rolls `dice` for one frame in scope, `len` bytes long. The XDP
+    /// program and the in-memory fault injector both decide by this, so a
+    /// seed gives the same faults to the same frames in either:
+    ///
+    /// 1. a link that is down drops every frame, without a roll;
+    /// 2. the drop roll;
+    /// 3. the corruption roll, then the byte: `corrupt_offset`, or with
+    ///    [`CORRUPT_RANDOM_OFFSET`] one drawn after the Ethernet header;
+    ///    then the bit. A frame with no such byte is kept whole, and no
+    ///    bit is drawn for it.
+    #[inline(always)]
+    pub fn roll(&self, dice: &mut RngState, len: u32) -> FaultRoll {
+        if self.link_down != 0 {
+            return FaultRoll::Drop;
+        }
+        if self.drop_ppm != 0 && dice.chance_ppm(self.drop_ppm) {
+            return FaultRoll::Drop;
+        }
+        if self.corrupt_ppm == 0 || !dice.chance_ppm(self.corrupt_ppm) {
+            return FaultRoll::Keep;
+        }
+        let offset = if self.corrupt_offset == CORRUPT_RANDOM_OFFSET {
+            let payload = len.saturating_sub(ETH_HEADER_LEN as u32);
+            if payload == 0 {
+                return FaultRoll::Keep;
+            }
+            ETH_HEADER_LEN as u32 + dice.below(payload)
+        } else {
+            self.corrupt_offset
+        };
+        if offset >= len {
+            return FaultRoll::Keep;
+        }
+        FaultRoll::Corrupt {
+            offset,
+            bit: dice.below(8) as u8,
+        }
+    }
+
     /// True when the XDP program would leave every frame alone.
     pub const fn is_clear(&self) -> bool {
         self.drop_ppm == 0 && self.corrupt_ppm == 0 && self.link_down == 0
@@ -412,6 +462,45 @@ mod tests {
             assert_ne!(r.state, 0);
             assert_ne!(r.next_u64(), r.next_u64());
         }
+    }
+
+    #[test]
+    fn a_roll_drops_corrupts_or_keeps_as_configured() {
+        let mut dice = RngState::seeded(3, 0);
+        let untouched = dice;
+        let down = FaultConfig {
+            link_down: 1,
+            ..FaultConfig::default()
+        };
+        assert_eq!(down.roll(&mut dice, 64), FaultRoll::Drop);
+        assert_eq!(dice, untouched, "a link down rolls no dice");
+        let always = FaultConfig {
+            corrupt_ppm: PPM,
+            ..FaultConfig::default()
+        };
+        for _ in 0..1000 {
+            match always.roll(&mut dice, 64) {
+                FaultRoll::Corrupt { offset, bit } => {
+                    assert!((ETH_HEADER_LEN as u32..64).contains(&offset) && bit < 8)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let past_the_end = FaultConfig {
+            corrupt_offset: 64,
+            ..always
+        };
+        assert_eq!(past_the_end.roll(&mut dice, 64), FaultRoll::Keep);
+        assert_eq!(
+            always.roll(&mut dice, ETH_HEADER_LEN as u32),
+            FaultRoll::Keep
+        );
+        let lossy = FaultConfig {
+            drop_ppm: PPM,
+            ..always
+        };
+        assert_eq!(lossy.roll(&mut dice, 64), FaultRoll::Drop);
+        assert_eq!(FaultConfig::default().roll(&mut dice, 64), FaultRoll::Keep);
     }
 
     #[test]

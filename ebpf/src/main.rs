@@ -22,8 +22,8 @@ use aya_ebpf::macros::{map, xdp};
 use aya_ebpf::maps::{Array, PerCpuArray, XskMap};
 use aya_ebpf::programs::XdpContext;
 use oae_common::{
-    CORRUPT_RANDOM_OFFSET, Counter, ETH_HEADER_LEN, FaultConfig, IPV4_ETHERTYPE, MAX_QUEUES,
-    OAE_ETHERTYPE, RngState, SCOPE_IPV4, SCOPE_OAE, SCOPE_PORT,
+    Counter, ETH_HEADER_LEN, FaultConfig, FaultRoll, IPV4_ETHERTYPE, MAX_QUEUES, OAE_ETHERTYPE,
+    RngState, SCOPE_IPV4, SCOPE_OAE, SCOPE_PORT,
 };
 
 /// An IPv4 header without options.
@@ -107,28 +107,34 @@ fn pass(ctx: &XdpContext, ethertype: u16) -> u32 {
     XDP_PASS
 }
 
-/// Rolls the fault dice for a frame in scope: true if it is to be dropped
-/// (link down, or the drop roll), after counting it; otherwise maybe flips
-/// one bit of it (counted) and leaves it to go on.
+/// Rolls the fault dice for a frame in scope ([`FaultConfig::roll`], the
+/// rule userspace's injector shares): true if it is to be dropped, after
+/// counting it; otherwise maybe flips one bit of it (counted) and leaves
+/// it to go on.
 #[inline(always)]
 fn dropped_by_fault(ctx: &XdpContext, faults: &FaultConfig) -> bool {
     if faults.link_down != 0 {
         count(Counter::DroppedByFault);
         return true;
     }
-    if let Some(dice) = dice(faults.seed) {
-        if faults.drop_ppm != 0 && dice.chance_ppm(faults.drop_ppm) {
+    let Some(dice) = dice(faults.seed) else {
+        return false;
+    };
+    // SAFETY: the helper only reads the context it is given.
+    let len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) };
+    match faults.roll(dice, len.min(u64::from(u32::MAX)) as u32) {
+        FaultRoll::Keep => false,
+        FaultRoll::Drop => {
             count(Counter::DroppedByFault);
-            return true;
+            true
         }
-        if faults.corrupt_ppm != 0
-            && dice.chance_ppm(faults.corrupt_ppm)
-            && corrupt(ctx, dice, faults.corrupt_offset)
-        {
-            count(Counter::CorruptedByFault);
+        FaultRoll::Corrupt { offset, bit } => {
+            if flip(ctx, offset, bit) {
+                count(Counter::CorruptedByFault);
+            }
+            false
         }
     }
-    false
 }
 
 /// Whether an IPv4 frame (EtherType already checked, no VLAN tag) is in
@@ -203,28 +209,15 @@ fn dice(seed: u64) -> Option<&'static mut RngState> {
     Some(dice)
 }
 
-/// Flips one random bit of the byte at `offset` (from the start of the
-/// frame), or of a random byte after the Ethernet header (the OAE payload,
-/// or the IP header and what follows). False when the frame has no such
-/// byte.
+/// Flips bit `bit` of the byte at `offset` (from the start of the frame);
+/// false when the frame has no such byte.
 ///
 /// Goes through the load/store helpers rather than a pointer: the kernel
 /// checks the offset against the frame (fragments included), where a
 /// variable offset into packet memory would need a bounds check shaped
 /// exactly as the verifier wants, and LLVM is free to reshape it.
 #[inline(always)]
-fn corrupt(ctx: &XdpContext, dice: &mut RngState, offset: u32) -> bool {
-    let offset = if offset == CORRUPT_RANDOM_OFFSET {
-        // SAFETY: the helper only reads the context it is given.
-        let len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) };
-        let payload = len.saturating_sub(ETH_HEADER_LEN as u64);
-        if payload == 0 {
-            return false;
-        }
-        ETH_HEADER_LEN as u32 + dice.below(payload.min(u64::from(u32::MAX)) as u32)
-    } else {
-        offset
-    };
+fn flip(ctx: &XdpContext, offset: u32, bit: u8) -> bool {
     let mut byte = 0u8;
     // SAFETY: the buffer is one writable byte on this stack frame, the
     // length passed; the helper fails, touching nothing, if the frame is
@@ -232,7 +225,7 @@ fn corrupt(ctx: &XdpContext, dice: &mut RngState, offset: u32) -> bool {
     if unsafe { bpf_xdp_load_bytes(ctx.ctx, offset, (&raw mut byte).cast(), 1) } != 0 {
         return false;
     }
-    byte ^= 1 << dice.below(8);
+    byte ^= 1 << (bit & 7);
     // SAFETY: as above; the byte was just read from this offset.
     unsafe { bpf_xdp_store_bytes(ctx.ctx, offset, (&raw mut byte).cast(), 1) == 0 }
 }
