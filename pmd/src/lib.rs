@@ -144,6 +144,7 @@ pub mod afxdp;
 #[cfg(feature = "dpdk")]
 #[allow(unsafe_code)]
 pub mod dpdk;
+pub mod fault;
 pub mod mem;
 pub mod netns;
 pub mod xdp;

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use oae_common::FaultConfig;
+use oae_pmd::fault::FaultInjector;
 use oae_pmd::mem::{MemConfig, MemDriver, mem_pair};
 use oae_proto::verb::{RegionRef, Verb};
 use oae_proto::{LinkConfig, NoObserver, Node, Permissions, RegionSpec, SharedMemory};
@@ -17,9 +19,9 @@ const REGION: RegionRef = RegionRef { id: 1, key: 9 };
 /// Outer bound of every loop here: only a hang reaches it.
 const HANG: Duration = Duration::from_secs(60);
 
-type Core = Pipeline<MemDriver, Oae>;
+type Core<D = MemDriver> = Pipeline<D, Oae>;
 
-fn core(driver: MemDriver, i: usize, kicks: KickPolicy) -> (Core, Arc<QueueShared>) {
+fn core<D: Driver>(driver: D, i: usize, kicks: KickPolicy) -> (Core<D>, Arc<QueueShared>) {
     let mut node = Node::with_memory(i as u64 + 1, 1, NoObserver, SharedMemory::new());
     node.add_link(LinkConfig::default()).expect("a link");
     node.register(RegionSpec {
@@ -59,6 +61,11 @@ fn core(driver: MemDriver, i: usize, kicks: KickPolicy) -> (Core, Arc<QueueShare
 /// Two cores joined by the in-memory pair, iterated until their link is up.
 fn pair(kicks: KickPolicy) -> ([Core; 2], [Arc<QueueShared>; 2]) {
     let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
+    pair_of(a, b, kicks)
+}
+
+/// Two cores on drivers `a` and `b`, iterated until their link is up.
+fn pair_of<D: Driver>(a: D, b: D, kicks: KickPolicy) -> ([Core<D>; 2], [Arc<QueueShared>; 2]) {
     let (a, sa) = core(a, 0, kicks);
     let (b, sb) = core(b, 1, kicks);
     let mut cores = [a, b];
@@ -72,7 +79,11 @@ fn pair(kicks: KickPolicy) -> ([Core; 2], [Arc<QueueShared>; 2]) {
 
 /// Iterates both cores in turn until `done`; panics saying what was
 /// awaited if only the hang bound ends it.
-fn turn_until(cores: &mut [Core; 2], what: &str, mut done: impl FnMut(&[Core; 2]) -> bool) {
+fn turn_until<D: Driver>(
+    cores: &mut [Core<D>; 2],
+    what: &str,
+    mut done: impl FnMut(&[Core<D>; 2]) -> bool,
+) {
     let deadline = Instant::now() + HANG;
     while !done(cores) {
         assert!(Instant::now() < deadline, "no {what} after {HANG:?}");
@@ -97,7 +108,11 @@ fn faa(id: u64) -> Submission {
 
 /// Submits `n` FETCH-ADDs at core 0 and iterates until all complete;
 /// their results.
-fn run_faa(cores: &mut [Core; 2], shared: &[Arc<QueueShared>; 2], n: u64) -> Vec<Completion> {
+fn run_faa<D: Driver>(
+    cores: &mut [Core<D>; 2],
+    shared: &[Arc<QueueShared>; 2],
+    n: u64,
+) -> Vec<Completion> {
     let mut done = Vec::new();
     let mut next = 0;
     turn_until(cores, "completions of every verb", |_| {
@@ -198,4 +213,42 @@ fn frames_of_another_ethertype_or_a_stranger_are_counted_not_taken() {
         ),
         (1, 1)
     );
+}
+
+#[test]
+fn verbs_complete_exactly_once_under_injected_loss_and_corruption() {
+    let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
+    let (mut cores, shared) = pair_of(
+        FaultInjector::new(a),
+        FaultInjector::new(b),
+        KickPolicy::Immediate,
+    );
+    for (i, c) in cores.iter_mut().enumerate() {
+        c.ports[0]
+            .driver
+            .set_faults(FaultConfig {
+                drop_ppm: 20_000,
+                corrupt_ppm: 10_000,
+                seed: 11 + i as u64,
+                ..FaultConfig::default()
+            })
+            .expect("OAE frames in scope");
+    }
+    for round in 0..2 {
+        let done = run_faa(&mut cores, &shared, 300);
+        // Words of their own: each old value is the round, each verb
+        // applied once however its frames fared.
+        let want: Vec<(u64, u64)> = (0..300).map(|id| (id, round)).collect();
+        assert_eq!(olds(&done), want);
+    }
+    let injected = cores.each_ref().map(|c| c.ports[0].driver.counters());
+    let dropped: u64 = injected.iter().map(|c| c.dropped_by_fault).sum();
+    let corrupted: u64 = injected.iter().map(|c| c.corrupted_by_fault).sum();
+    assert!(dropped > 0 && corrupted > 0, "{injected:?}");
+    // A corrupted frame fails its CRC: counted malformed, never applied.
+    let malformed: u64 = cores
+        .iter()
+        .map(|c| c.transport.stats(0).get("malformed_total"))
+        .sum();
+    assert!(malformed > 0, "{injected:?}");
 }
