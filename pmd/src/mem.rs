@@ -10,10 +10,15 @@
 //! bounded number of frames and drops the rest, counted at the receiver as
 //! a full receive ring. The wire's lock is taken once per kick and once per
 //! receive burst; each frame on the wire is a copy of its own (a driver for
-//! tests, not for speed).
+//! tests, not for speed). A bell per wire, readable while frames wait,
+//! is the descriptor a sleeping core polls ([`Driver::wait_fd`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
+
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::{Burst, Driver, DriverStats};
 
@@ -51,15 +56,34 @@ struct Wire {
     frames: VecDeque<Box<[u8]>>,
     capacity: usize,
     dropped: u64,
+    /// Readable while frames wait: what a sleeping core polls, as it polls
+    /// an AF_XDP socket. Rung and drained under the wire's lock.
+    bell: Arc<EventFd>,
+}
+
+impl Wire {
+    fn push(&mut self, frame: &[u8]) {
+        if self.frames.len() < self.capacity {
+            self.frames.push_back(frame.into());
+            // Non-blocking, and a counter read back at every drain: it
+            // cannot fill.
+            let _ = self.bell.write(1);
+        } else {
+            self.dropped += 1;
+        }
+    }
 }
 
 /// Two ends joined by two wires.
 pub fn mem_pair(a: MemConfig, b: MemConfig) -> (MemDriver, MemDriver) {
     let wire = |capacity| {
+        let bell = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+            .expect("an eventfd for the in-memory wire");
         Arc::new(Mutex::new(Wire {
             frames: VecDeque::with_capacity(capacity),
             capacity,
             dropped: 0,
+            bell: Arc::new(bell),
         }))
     };
     let (to_a, to_b) = (wire(a.rx_ring), wire(b.rx_ring));
@@ -91,6 +115,8 @@ pub struct MemDriver {
     tx_ring: usize,
     hold_kicks: bool,
     inbound: Arc<Mutex<Wire>>,
+    /// The inbound wire's bell.
+    bell: Arc<EventFd>,
     outbound: Arc<Mutex<Wire>>,
     /// Kicks to refuse (as a busy kernel would), for tests of the retry.
     refuse_kicks: u32,
@@ -99,6 +125,7 @@ pub struct MemDriver {
 
 impl MemDriver {
     fn new(cfg: MemConfig, inbound: Arc<Mutex<Wire>>, outbound: Arc<Mutex<Wire>>) -> MemDriver {
+        let bell = Arc::clone(&lock(&inbound).bell);
         MemDriver {
             mac: cfg.mac,
             buffers: (0..cfg.frames)
@@ -110,6 +137,7 @@ impl MemDriver {
             queued: VecDeque::with_capacity(cfg.tx_ring),
             tx_ring: cfg.tx_ring,
             hold_kicks: false,
+            bell,
             inbound,
             outbound,
             refuse_kicks: 0,
@@ -120,7 +148,7 @@ impl MemDriver {
     /// A frame arriving from the wire as if the peer had sent it (another
     /// EtherType, a foreign MAC, junk).
     pub fn inject(&self, frame: &[u8]) {
-        lock(&self.inbound).frames.push_back(frame.into());
+        lock(&self.inbound).push(frame);
     }
 
     /// The next `n` kicks send nothing, as a kernel that is busy.
@@ -178,6 +206,9 @@ impl Driver for MemDriver {
             self.lens[buf.0 as usize] = len;
             out.push(buf);
             n += 1;
+        }
+        if wire.frames.is_empty() {
+            let _ = wire.bell.read();
         }
         self.stats.rx_packets += n as u64;
         n
@@ -266,16 +297,15 @@ impl Driver for MemDriver {
         let outbound = Arc::clone(&self.outbound);
         let mut wire = lock(&outbound);
         while let Some(i) = self.queued.pop_front() {
-            let frame = &self.buffers[i as usize][..self.lens[i as usize]];
-            if wire.frames.len() < wire.capacity {
-                wire.frames.push_back(frame.into());
-            } else {
-                wire.dropped += 1;
-            }
+            wire.push(&self.buffers[i as usize][..self.lens[i as usize]]);
             self.owners[i as usize] = Owner::Pool;
             self.free.push(i);
             self.stats.tx_packets += 1;
         }
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.bell.as_fd())
     }
 }
 
@@ -307,6 +337,26 @@ mod tests {
         let got = bufs.iter().map(|b| d.frame(b)[0]).collect();
         d.release(&mut bufs);
         got
+    }
+
+    /// Whether `d`'s descriptor polls readable now.
+    fn rung(d: &MemDriver) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(d.wait_fd().expect("a bell"), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).expect("poll") == 1
+    }
+
+    #[test]
+    fn the_bell_rings_while_frames_wait_and_only_then() {
+        let (mut a, mut b) = pair();
+        assert!(!rung(&b), "nothing sent yet");
+        send(&mut a, &[1, 2]);
+        a.kick();
+        assert!(rung(&b) && !rung(&a));
+        assert_eq!(receive(&mut b), [1, 2]);
+        assert!(!rung(&b), "drained");
+        b.inject(&[7; 60]);
+        assert!(rung(&b));
     }
 
     #[test]

@@ -11,8 +11,11 @@ use oae_proto::verb::{RegionRef, Verb};
 use oae_proto::{LinkConfig, NoObserver, Node, Permissions, RegionSpec, SharedMemory};
 
 use super::*;
-use crate::config::KickPolicy;
+use crate::config::{IdlePolicy, KickPolicy};
 use crate::transport::Oae;
+use oae_client::control::{Answer, ControlError, ErrorCode, OutputView};
+use oae_client::outcome::Outcome;
+use std::sync::mpsc;
 
 const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
 const REGION: RegionRef = RegionRef { id: 1, key: 9 };
@@ -21,9 +24,28 @@ const HANG: Duration = Duration::from_secs(60);
 
 type Core<D = MemDriver> = Pipeline<D, Oae>;
 
-fn core<D: Driver>(driver: D, i: usize, kicks: KickPolicy) -> (Core<D>, Arc<QueueShared>) {
+/// How the cores of a test poll, and their link's settings.
+#[derive(Clone, Copy)]
+struct Setup {
+    poll: PollSettings,
+    link: LinkConfig,
+}
+
+impl Setup {
+    fn kicks(kicks: KickPolicy) -> Setup {
+        Setup {
+            poll: PollSettings {
+                kicks,
+                ..PollSettings::default()
+            },
+            link: LinkConfig::default(),
+        }
+    }
+}
+
+fn core<D: Driver>(driver: D, i: usize, setup: Setup) -> (Core<D>, Arc<QueueShared>) {
     let mut node = Node::with_memory(i as u64 + 1, 1, NoObserver, SharedMemory::new());
-    node.add_link(LinkConfig::default()).expect("a link");
+    node.add_link(setup.link).expect("a link");
     node.register(RegionSpec {
         id: REGION.id,
         key: REGION.key,
@@ -31,7 +53,12 @@ fn core<D: Driver>(driver: D, i: usize, kicks: KickPolicy) -> (Core<D>, Arc<Queu
         permissions: Permissions::ALL,
     })
     .expect("a region");
-    let port = Port::new(driver, format!("mem{i}"), vec![(0, MACS[1 - i])], kicks);
+    let port = Port::new(
+        driver,
+        format!("mem{i}"),
+        vec![(0, MACS[1 - i])],
+        setup.poll.kicks,
+    );
     let shared = Arc::new(QueueShared::new(256).expect("a waker"));
     let info = QueueInfo {
         index: 0,
@@ -40,11 +67,8 @@ fn core<D: Driver>(driver: D, i: usize, kicks: KickPolicy) -> (Core<D>, Arc<Queu
         core: None,
         driver: "mem".into(),
         mac: String::new(),
-        peer_macs: Vec::new(),
-    };
-    let poll = PollSettings {
-        kicks,
-        ..PollSettings::default()
+        // One a link, as the daemon fills it.
+        peer_macs: vec![format!("{:02x?}", MACS[1 - i])],
     };
     let core = Pipeline::new(
         vec![port],
@@ -53,7 +77,7 @@ fn core<D: Driver>(driver: D, i: usize, kicks: KickPolicy) -> (Core<D>, Arc<Queu
         shared.clone(),
         None,
         256,
-        poll,
+        setup.poll,
     );
     (core, shared)
 }
@@ -61,13 +85,13 @@ fn core<D: Driver>(driver: D, i: usize, kicks: KickPolicy) -> (Core<D>, Arc<Queu
 /// Two cores joined by the in-memory pair, iterated until their link is up.
 fn pair(kicks: KickPolicy) -> ([Core; 2], [Arc<QueueShared>; 2]) {
     let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
-    pair_of(a, b, kicks)
+    pair_of(a, b, Setup::kicks(kicks))
 }
 
 /// Two cores on drivers `a` and `b`, iterated until their link is up.
-fn pair_of<D: Driver>(a: D, b: D, kicks: KickPolicy) -> ([Core<D>; 2], [Arc<QueueShared>; 2]) {
-    let (a, sa) = core(a, 0, kicks);
-    let (b, sb) = core(b, 1, kicks);
+fn pair_of<D: Driver>(a: D, b: D, setup: Setup) -> ([Core<D>; 2], [Arc<QueueShared>; 2]) {
+    let (a, sa) = core(a, 0, setup);
+    let (b, sb) = core(b, 1, setup);
     let mut cores = [a, b];
     turn_until(&mut cores, "the link up", |cores| {
         cores
@@ -221,7 +245,7 @@ fn verbs_complete_exactly_once_under_injected_loss_and_corruption() {
     let (mut cores, shared) = pair_of(
         FaultInjector::new(a),
         FaultInjector::new(b),
-        KickPolicy::Immediate,
+        Setup::kicks(KickPolicy::Immediate),
     );
     for (i, c) in cores.iter_mut().enumerate() {
         c.ports[0]
@@ -251,4 +275,140 @@ fn verbs_complete_exactly_once_under_injected_loss_and_corruption() {
         .map(|c| c.transport.stats(0).get("malformed_total"))
         .sum();
     assert!(malformed > 0, "{injected:?}");
+}
+
+/// Sends `what` to a core as the control thread does; the receiver of its
+/// answer.
+fn command(
+    shared: &QueueShared,
+    what: CommandKind,
+) -> mpsc::Receiver<Result<Answer, ControlError>> {
+    let (reply, answer) = mpsc::sync_channel(1);
+    if shared.commands.push(Command { what, reply }).is_err() {
+        panic!("the command queue is full");
+    }
+    answer
+}
+
+/// Iterates both cores until `answer` comes.
+fn answered<D: Driver>(
+    cores: &mut [Core<D>; 2],
+    answer: &mpsc::Receiver<Result<Answer, ControlError>>,
+) -> Result<Answer, ControlError> {
+    let mut got = None;
+    turn_until(cores, "an answer", |_| {
+        got = answer.try_recv().ok();
+        got.is_some()
+    });
+    got.expect("answered")
+}
+
+#[test]
+fn control_requests_are_answered_between_bursts_with_their_types() {
+    let (mut cores, shared) = pair(KickPolicy::Immediate);
+    let ask = |cores: &mut [Core; 2], what| answered(cores, &command(&shared[0], what));
+    match ask(&mut cores, CommandKind::Status) {
+        Ok(Answer::QueueStatus(s)) => assert!(s.all_up(), "{s:?}"),
+        other => panic!("{other:?}"),
+    }
+    let cas = |key, new| {
+        Box::new(Verb::CompareAndSwap {
+            target: RegionRef { id: REGION.id, key },
+            offset: 64,
+            expected: 0,
+            new,
+        })
+    };
+    match ask(&mut cores, CommandKind::Verb(0, cas(REGION.key, 7))) {
+        Ok(Answer::Verb(v)) => assert_eq!(
+            v.result,
+            OutputView::Cas {
+                old: 0,
+                swapped: true
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+    match ask(&mut cores, CommandKind::Verb(0, cas(REGION.key + 1, 8))) {
+        Err(e) => assert_eq!(
+            (e.code, e.outcome),
+            (ErrorCode::VerbFailed, Some(Outcome::RefusedBadKey)),
+            "{e:?}"
+        ),
+        other => panic!("a wrong key was not refused: {other:?}"),
+    }
+    match ask(&mut cores, CommandKind::Verb(3, cas(REGION.key, 9))) {
+        Err(e) => assert_eq!(e.code, ErrorCode::VerbNotSubmitted, "{e:?}"),
+        other => panic!("a verb on no link was not refused: {other:?}"),
+    }
+    match ask(&mut cores, CommandKind::Stats) {
+        Ok(Answer::QueueStats(s)) => {
+            assert_eq!(s.links.len(), 1);
+            assert!(s.pipeline.control_requests >= 4, "{:?}", s.pipeline);
+        }
+        other => panic!("{other:?}"),
+    }
+    match ask(&mut cores, CommandKind::RegionList) {
+        Ok(Answer::Regions(r)) => assert_eq!(r.iter().map(|r| r.id).collect::<Vec<_>>(), [1]),
+        other => panic!("{other:?}"),
+    }
+    // b's word holds the one CAS that was applied.
+    match answered(&mut cores, &command(&shared[1], CommandKind::Hist)) {
+        Ok(Answer::Hist(h)) => assert_eq!(h.latency_ns.count, 0, "b ran no verb"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn sleeping_cores_are_woken_by_frames_submissions_and_requests() {
+    let setup = Setup {
+        poll: PollSettings {
+            idle: IdlePolicy::Sleep,
+            spin_us: Some(0),
+            ..PollSettings::default()
+        },
+        // Rounds long enough that an idle core has time to sleep between
+        // its ticks.
+        link: LinkConfig {
+            min_round: 2_000_000,
+            ..LinkConfig::default()
+        },
+    };
+    let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
+    let (a, sa) = core(a, 0, setup);
+    let (b, sb) = core(b, 1, setup);
+    let threads = [a, b].map(|c| std::thread::spawn(move || c.run(Duration::from_millis(100))));
+    // Each status request wakes a's core; the links come up as the cores
+    // wake each other with frames.
+    let deadline = Instant::now() + HANG;
+    while !matches!(sa.ask(CommandKind::Status, HANG), Ok(Answer::QueueStatus(s)) if s.all_up()) {
+        assert!(Instant::now() < deadline, "no link up after {HANG:?}");
+        std::thread::yield_now();
+    }
+    let mut done = Vec::new();
+    for id in 0..100 {
+        sa.submit(faa(id)).expect("room for the verb");
+        while done.len() as u64 <= id {
+            assert!(Instant::now() < deadline, "verb {id} did not complete");
+            match sa.completions.pop() {
+                Some(c) => done.push(c),
+                None => std::thread::yield_now(),
+            }
+        }
+    }
+    let want: Vec<(u64, u64)> = (0..100).map(|id| (id, 0)).collect();
+    assert_eq!(olds(&done), want);
+    // b is asked nothing but this: a wake beyond the one this request
+    // makes came from a's frames ringing the driver's bell.
+    let b_idle = match sb.ask(CommandKind::Stats, HANG) {
+        Ok(Answer::QueueStats(s)) => s.idle,
+        other => panic!("{other:?}"),
+    };
+    for s in [&sa, &sb] {
+        s.request_stop();
+    }
+    let reports = threads.map(|t| t.join().expect("the core ran to its end"));
+    assert!(b_idle.sleeps > 0 && b_idle.woken >= 2, "b: {b_idle:?}");
+    let a_idle = reports[0].idle;
+    assert!(a_idle.sleeps > 0 && a_idle.woken > 0, "a: {a_idle:?}");
 }
