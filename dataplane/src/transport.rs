@@ -111,9 +111,8 @@ pub trait Transport: Send + 'static {
 /// on the shared memory.
 pub struct Oae {
     pub node: Node<NoObserver, SharedMemory>,
-    /// Each link's authentication, when the queue has `[queue.auth]`.
-    auth: Vec<Option<Authenticator>>,
-    /// The configured key, until `link_identity` makes each link's.
+    /// The configured key, until `link_identity` gives each link its
+    /// authenticator (inside the node).
     key: Option<(u8, LinkKey)>,
     /// Each link's reasons for not coming up already told in a notice
     /// since it was last up (bit n: the reason of code n): a reason is
@@ -126,7 +125,6 @@ pub struct Oae {
 impl Oae {
     pub fn new(node: Node<NoObserver, SharedMemory>, key: Option<(u8, LinkKey)>) -> Oae {
         Oae {
-            auth: vec![None; node.links()],
             told: vec![0; node.links()],
             down_notices: VecDeque::with_capacity(DownReason::ALL.len()),
             node,
@@ -149,18 +147,6 @@ impl Oae {
             self.down_notices.push_back((link, reason));
         }
     }
-
-    /// The frame's way out: sealed when the link is authenticated.
-    fn seal(&mut self, link: LinkId, buf: &mut [u8], len: usize) -> Option<usize> {
-        match self
-            .auth
-            .get_mut(usize::from(link))
-            .and_then(Option::as_mut)
-        {
-            Some(a) => a.seal(buf, len),
-            None => Some(len),
-        }
-    }
 }
 
 impl Transport for Oae {
@@ -177,35 +163,14 @@ impl Transport for Oae {
     }
 
     fn handle_frame(&mut self, link: LinkId, payload: &[u8], now: Nanos) {
-        // An authenticated link checks the tag and the replay window before
-        // anything else reads the frame; what fails is counted and dropped.
-        let opened = match self
-            .auth
-            .get_mut(usize::from(link))
-            .and_then(Option::as_mut)
-        {
-            Some(a) => a.open(payload),
-            None => Ok(payload),
-        };
-        match opened {
-            Ok(frame) => self.node.handle_frame(link, frame, now),
-            // What the drop says of a link that is not up (a peer without
-            // the key, another key, an epoch gone back) is the link's to
-            // report, as its own drops are.
-            Err(e) => match DownReason::of_auth(e, payload) {
-                Some(reason) => self.node.note_dropped(link, reason),
-                None => return,
-            },
-        }
+        // The node opens an authenticated link's frames itself, and
+        // records why it dropped one as it records its own drops.
+        self.node.handle_frame(link, payload, now);
         self.follow_down_reason(link);
     }
 
     fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
-        let len = self.node.poll_transmit(link, now, buf)?;
-        // No room for the trailer or packet numbers spent: the frame is
-        // counted (`auth_unsealed`) and lost, which the link survives as
-        // any loss.
-        self.seal(link, buf, len)
+        self.node.poll_transmit(link, now, buf)
     }
 
     fn poll_transmit_burst(
@@ -215,23 +180,7 @@ impl Transport for Oae {
         max: usize,
         out: &mut impl TransmitBuffers,
     ) -> usize {
-        if !matches!(self.auth.get(usize::from(link)), Some(Some(_))) {
-            return self.node.poll_transmit_burst(link, now, max, out);
-        }
-        let mut sent = 0;
-        while sent < max {
-            let Some(buf) = out.next_buffer() else {
-                break;
-            };
-            let Some(len) = self.node.poll_transmit(link, now, buf) else {
-                break;
-            };
-            if let Some(len) = self.seal(link, buf, len) {
-                out.filled(len);
-                sent += 1;
-            }
-        }
-        sent
+        self.node.poll_transmit_burst(link, now, max, out)
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
@@ -340,28 +289,26 @@ impl Transport for Oae {
     }
 
     fn stats(&self, link: LinkId) -> LinkCounters {
-        let auth = self.auth.get(usize::from(link)).and_then(Option::as_ref);
-        stats_report(&self.node, link, auth.map(Authenticator::stats))
+        let auth = self.node.link_auth(link).map(Authenticator::stats);
+        stats_report(&self.node, link, auth)
     }
 
     fn link_identity(&mut self, link: LinkId, identity: LinkIdentity) {
-        if let (Some((number, key)), Some(slot)) = (&self.key, self.auth.get_mut(usize::from(link)))
-        {
-            *slot = Some(Authenticator::new(identity, *number, key));
+        if let Some((number, key)) = &self.key {
+            // A link the node has: the queue names its own links.
+            let _ = self
+                .node
+                .authenticate_link(link, Authenticator::new(identity, *number, key));
         }
     }
 
     fn change_key(&mut self, link: LinkId, change: &KeyChange) -> Result<KeyState, ControlError> {
-        let a = self
-            .auth
-            .get_mut(usize::from(link))
-            .and_then(Option::as_mut)
-            .ok_or_else(|| {
-                ControlError::unsupported(format!(
-                    "link {link} is not authenticated: give its queue an [queue.auth] key in the \
+        let a = self.node.link_auth_mut(link).ok_or_else(|| {
+            ControlError::unsupported(format!(
+                "link {link} is not authenticated: give its queue an [queue.auth] key in the \
                      configuration (a link cannot start authenticating while it runs)"
-                ))
-            })?;
+            ))
+        })?;
         change.apply(a).map_err(ControlError::bad_request)?;
         Ok(KeyState::of(a))
     }
@@ -628,7 +575,7 @@ mod tests {
         let done = burst_until_done(&mut ends, room, VerbId(7));
         assert_eq!(done, Some(Ok(Output::Write)));
         for (i, e) in ends.iter().enumerate() {
-            let a = e.auth[0].as_ref().unwrap().stats();
+            let a = e.node.link_auth(0).unwrap().stats();
             assert_eq!(a.unsealed, 0, "end {i}: {a:?}");
             assert!(a.sealed > 0 && a.verified > 0, "end {i}: {a:?}");
         }
@@ -641,7 +588,7 @@ mod tests {
         let mut ends = largest_write_submitted(VerbId(7));
         let mut out = Lent::new(oae_proto::wire::MAX_FRAME);
         ends[0].poll_transmit_burst(0, 50_000_000, 64, &mut out);
-        let a = ends[0].auth[0].as_ref().unwrap().stats();
+        let a = ends[0].node.link_auth(0).unwrap().stats();
         assert_eq!(a.unsealed, 1, "{a:?}");
     }
 

@@ -16,6 +16,7 @@ mod down_reason;
 pub mod fabric;
 mod link;
 pub mod memory;
+mod sealing;
 mod unhashed;
 pub mod verb;
 pub mod wire;
@@ -28,12 +29,15 @@ pub use fabric::routes::{Member, Route, View};
 pub use fabric::{FabricConfig, FabricStats, PATH_BASE};
 pub use link::{HELLO_BACKOFF_LIMIT, LinkStats, LinkStatus};
 pub use memory::{Memory, Permissions, RegionSpec, RegisterError, SharedMemory, Store};
+pub use sealing::NoSuchLink;
 pub use verb::{
     Block, McasWord, Opcode, Output, Refusal, RegionRef, ReverseReason, Verb, VerbError,
 };
 
+use auth::Authenticator;
 use fabric::Fabric;
 use link::{Link, Received, Shared};
+use unhashed::Unhashed;
 
 /// The issuer's name for a verb, echoed in its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -131,6 +135,10 @@ pub struct Node<O: Observer = NoObserver, M: Store = Memory> {
     fabric: Option<Box<Fabric>>,
     events: VecDeque<Event>,
     observer: O,
+    /// Each link's authentication, once asked for
+    /// ([`Node::authenticate_link`]). Boxed, as few links have one; out of
+    /// the node's identity, as the model checker runs links without keys.
+    auth: Unhashed<Vec<Option<Box<Authenticator>>>>,
 }
 
 impl Node<NoObserver> {
@@ -161,6 +169,7 @@ impl<O: Observer, M: Store> Node<O, M> {
             fabric: None,
             events: VecDeque::with_capacity(1024),
             observer,
+            auth: Unhashed(Vec::new()),
         }
     }
 
@@ -201,6 +210,7 @@ impl<O: Observer, M: Store> Node<O, M> {
             });
         }
         self.links.push(Link::new(id, cfg));
+        self.auth.push(None);
         if let Some(f) = &mut self.fabric {
             f.add_port();
         }
@@ -400,6 +410,12 @@ impl<O: Observer, M: Store> Node<O, M> {
         if usize::from(link) >= self.links.len() {
             return;
         }
+        // An authenticated link checks the tag and the replay window
+        // before anything reads the frame; what fails is counted, dropped,
+        // and told as a reason the link is not coming up.
+        let Some(frame) = self.open(link, frame) else {
+            return;
+        };
         let (links, fabric, mut sh) = self.parts();
         let received = links[usize::from(link)].handle_frame(frame, now, &mut sh);
         if let Some(f) = fabric {
@@ -414,7 +430,8 @@ impl<O: Observer, M: Store> Node<O, M> {
     }
 
     /// Writes the next frame due on `link` into `buf` (at least
-    /// [`wire::MAX_FRAME`] bytes) and returns its length: the fabric's
+    /// [`wire::MAX_FRAME`] bytes, and [`auth::AUTH_TRAILER_LEN`] more on an
+    /// authenticated link) and returns its length: the fabric's
     /// frames for the link (its adverts, relayed frames, frames of paths
     /// routed through it) and the link's own, taking turns.
     pub fn poll_transmit(&mut self, link: LinkId, now: Nanos, buf: &mut [u8]) -> Option<usize> {
@@ -428,6 +445,21 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// whole transmit burst in one call, the link found once for all of
     /// them. Frames as [`Node::poll_transmit`] takes them one by one.
     pub fn poll_transmit_burst(
+        &mut self,
+        link: LinkId,
+        now: Nanos,
+        max_datagrams: usize,
+        out: &mut impl TransmitBuffers,
+    ) -> usize {
+        if self.is_authenticated(link) {
+            return self.poll_transmit_sealed(link, now, max_datagrams, out);
+        }
+        self.poll_transmit_plain(link, now, max_datagrams, out)
+    }
+
+    /// [`Node::poll_transmit_burst`] with the frames as the link writes
+    /// them.
+    fn poll_transmit_plain(
         &mut self,
         link: LinkId,
         now: Nanos,

@@ -133,12 +133,13 @@ fn a_peer_that_authenticates_is_named_by_an_end_that_does_not() {
         peer_mac: [2, 0, 0, 0, 0, 1],
         channel: 0,
     };
-    let mut seal = Authenticator::new(identity, 0, &LinkKey([7; 32]));
+    b.authenticate_link(0, Authenticator::new(identity, 0, &LinkKey([7; 32])))
+        .unwrap();
     let mut buf = [0u8; MAX_FRAME + AUTH_TRAILER_LEN];
     for t in 0..20 {
         let now = t * MS;
+        // b seals its frames itself.
         while let Some(len) = b.poll_transmit(0, now, &mut buf) {
-            let len = seal.seal(&mut buf, len).unwrap();
             a.handle_frame(0, &buf[..len], now);
         }
         while let Some(len) = a.poll_transmit(0, now, &mut buf) {

@@ -327,6 +327,8 @@ pub struct Report {
     /// Frames authenticated links dropped, by `AuthError` in
     /// `AuthError::ALL` order.
     pub auth_dropped: [u64; 5],
+    /// Frames an authenticated link could not seal (and so lost).
+    pub auth_unsealed: u64,
 }
 
 impl Report {
@@ -366,6 +368,7 @@ impl Report {
         for (a, b) in self.auth_dropped.iter_mut().zip(o.auth_dropped) {
             *a += b;
         }
+        self.auth_unsealed += o.auth_unsealed;
     }
 }
 
@@ -464,8 +467,6 @@ struct Sim {
     cuts_pending: Vec<(Nanos, usize, usize)>,
     disruptions: Vec<(Nanos, Disruption)>,
     ledger: Ledger,
-    /// With `SimConfig::auth`: node `i`'s authenticator of its link `k`.
-    auth: Vec<Vec<Authenticator>>,
     issued: usize,
     outstanding: Vec<usize>,
     report: Report,
@@ -527,7 +528,7 @@ impl Sim {
         };
         let adj = shape.neighbours(cfg.nodes);
         let nodes = (0..cfg.nodes)
-            .map(|i| new_node(&cfg, i, 1, adj[i].len(), fabric))
+            .map(|i| new_node(&cfg, &adj, i, 1, fabric))
             .collect();
         // Disruptions are spread over the time the workload is expected to
         // take; the run heals after the last one.
@@ -585,11 +586,6 @@ impl Sim {
             cut: vec![vec![false; cfg.nodes]; cfg.nodes],
             stash: vec![None; cfg.nodes],
             cuts_pending: Vec::new(),
-            auth: if cfg.auth {
-                (0..cfg.nodes).map(|n| authenticators(&adj, n)).collect()
-            } else {
-                Vec::new()
-            },
             adj,
             fabric,
             cfg,
@@ -736,17 +732,9 @@ impl Sim {
                 self.report.link_down_drops += 1;
                 continue;
             }
-            let frame = match self.auth.get_mut(f.to) {
-                Some(links) => match links[usize::from(f.link)].open(&f.bytes) {
-                    Ok(frame) => frame,
-                    Err(e) => {
-                        self.report.auth_dropped[e as usize - 1] += 1;
-                        continue;
-                    }
-                },
-                None => &f.bytes,
-            };
-            self.nodes[f.to].handle_frame(f.link, frame, self.now);
+            // An authenticated node opens the frame itself, and counts
+            // what it drops.
+            self.nodes[f.to].handle_frame(f.link, &f.bytes, self.now);
             self.observe(f.to)?;
         }
         Ok(())
@@ -795,11 +783,9 @@ impl Sim {
         self.report.restarts += 1;
         self.account_node(n);
         let epoch = self.nodes[n].epoch() + 1;
-        self.nodes[n] = new_node(&self.cfg, n, epoch, self.adj[n].len(), self.fabric);
-        if self.cfg.auth {
-            // A new process: packet numbers from 1, no window yet.
-            self.auth[n] = authenticators(&self.adj, n);
-        }
+        // A new process: with authentication, packet numbers from 1 and
+        // no replay window yet.
+        self.nodes[n] = new_node(&self.cfg, &self.adj, n, epoch, self.fabric);
         self.ledger.node_restarted(n);
         self.outstanding[n] = 0;
     }
@@ -825,6 +811,11 @@ impl Sim {
             self.report.probes += s.probes_sent;
             self.report.malformed_counted += s.malformed.iter().sum::<u64>();
         }
+        let (dropped, unsealed) = auth_counts(&self.nodes[n]);
+        for (a, b) in self.report.auth_dropped.iter_mut().zip(dropped) {
+            *a += b;
+        }
+        self.report.auth_unsealed += unsealed;
     }
 
     fn submit(&mut self) -> Check {
@@ -894,12 +885,6 @@ impl Sim {
             for l in 0..self.nodes[i].links() as u16 {
                 while let Some(len) = self.nodes[i].poll_transmit(l, self.now, &mut buf) {
                     self.observe(i)?;
-                    let len = match self.auth.get_mut(i) {
-                        Some(links) => links[usize::from(l)]
-                            .seal(&mut buf, len)
-                            .expect("room for the trailer"),
-                        None => len,
-                    };
                     self.send(i, l, &buf[..len]);
                 }
             }
@@ -1127,7 +1112,24 @@ impl Sim {
     /// unknown key number only for a corrupted frame, never a frame for
     /// want of a trailer.
     fn check_auth(&self) -> Check {
-        let [unauthenticated, unknown_key, bad_tag, _, _] = self.report.auth_dropped;
+        // Nodes replaced by restarts are in the report; the running ones
+        // are added here.
+        let mut dropped = self.report.auth_dropped;
+        let mut unsealed = self.report.auth_unsealed;
+        for n in &self.nodes {
+            let (d, u) = auth_counts(n);
+            for (a, b) in dropped.iter_mut().zip(d) {
+                *a += b;
+            }
+            unsealed += u;
+        }
+        if unsealed != 0 {
+            return violation(
+                "auth_seals_every_frame",
+                format!("{unsealed} frames left unsealed"),
+            );
+        }
+        let [unauthenticated, unknown_key, bad_tag, _, _] = dropped;
         if unauthenticated != 0 || bad_tag + unknown_key > self.report.corrupted {
             return violation(
                 "auth_drops_only_broken_frames",
@@ -1142,20 +1144,38 @@ impl Sim {
     }
 }
 
-/// Node `n`'s authenticators, one per link, under the simulator's key.
-fn authenticators(adj: &[Vec<usize>], n: usize) -> Vec<Authenticator> {
+/// Node `n`'s links authenticated under the simulator's key, as
+/// `[queue.auth]` makes a dataplane's.
+fn authenticate(node: &mut Node<Tap>, adj: &[Vec<usize>], n: usize) {
     let mac = |i: usize| -> [u8; 6] { node_id(i).to_be_bytes()[2..].try_into().expect("6 bytes") };
-    adj[n]
-        .iter()
-        .map(|&peer| {
-            let link = LinkIdentity {
-                local_mac: mac(n),
-                peer_mac: mac(peer),
-                channel: 0,
-            };
-            Authenticator::new(link, 0, &LinkKey([0x5a; 32]))
-        })
-        .collect()
+    for (k, &peer) in adj[n].iter().enumerate() {
+        let link = LinkIdentity {
+            local_mac: mac(n),
+            peer_mac: mac(peer),
+            channel: 0,
+        };
+        node.authenticate_link(
+            k as LinkId,
+            Authenticator::new(link, 0, &LinkKey([0x5a; 32])),
+        )
+        .expect("the node's own link");
+    }
+}
+
+/// What a node's authenticated links dropped, by `AuthError`, and left
+/// unsealed.
+fn auth_counts(node: &Node<Tap>) -> ([u64; 5], u64) {
+    let mut dropped = [0; 5];
+    let mut unsealed = 0;
+    for l in 0..node.links() as LinkId {
+        if let Some(a) = node.link_auth(l) {
+            for (d, x) in dropped.iter_mut().zip(a.stats().dropped) {
+                *d += x;
+            }
+            unsealed += a.stats().unsealed;
+        }
+    }
+    (dropped, unsealed)
 }
 
 /// A node's links and paths.
@@ -1170,7 +1190,7 @@ fn channel_key(target: usize, path: bool) -> u32 {
     (target as u32) << 1 | u32::from(path)
 }
 
-fn new_node(cfg: &SimConfig, i: usize, epoch: u32, links: usize, fabric: bool) -> Node<Tap> {
+fn new_node(cfg: &SimConfig, adj: &[Vec<usize>], i: usize, epoch: u32, fabric: bool) -> Node<Tap> {
     let mut n = Node::with_observer(node_id(i), epoch, Tap::default());
     n.register(RegionSpec {
         id: REGION,
@@ -1179,8 +1199,11 @@ fn new_node(cfg: &SimConfig, i: usize, epoch: u32, links: usize, fabric: bool) -
         permissions: Permissions::ALL,
     })
     .expect("valid region");
-    for _ in 0..links {
+    for _ in &adj[i] {
         n.add_link(cfg.link).expect("valid link config");
+    }
+    if cfg.auth {
+        authenticate(&mut n, adj, i);
     }
     if fabric {
         n.enable_fabric(FabricConfig::for_links(&cfg.link), &cfg.link)

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use oae_common::FaultConfig;
 use oae_pmd::fault::FaultInjector;
 use oae_pmd::mem::{MemConfig, MemDriver, mem_pair};
+use oae_proto::auth::{LinkIdentity, LinkKey};
 use oae_proto::verb::{RegionRef, Verb};
 use oae_proto::{LinkConfig, NoObserver, Node, Permissions, RegionSpec, SharedMemory};
 
@@ -29,6 +30,8 @@ type Core<D = MemDriver> = Pipeline<D, Oae>;
 struct Setup {
     poll: PollSettings,
     link: LinkConfig,
+    /// Links authenticated under one key, as `[queue.auth]` makes them.
+    auth: bool,
 }
 
 impl Setup {
@@ -39,6 +42,7 @@ impl Setup {
                 ..PollSettings::default()
             },
             link: LinkConfig::default(),
+            auth: false,
         }
     }
 }
@@ -70,9 +74,19 @@ fn core<D: Driver>(driver: D, i: usize, setup: Setup) -> (Core<D>, Arc<QueueShar
         // One a link, as the daemon fills it.
         peer_macs: vec![format!("{:02x?}", MACS[1 - i])],
     };
+    let key = setup.auth.then(|| (0, LinkKey([0x42; 32])));
+    let mut transport = Oae::new(node, key);
+    transport.link_identity(
+        0,
+        LinkIdentity {
+            local_mac: MACS[i],
+            peer_mac: MACS[1 - i],
+            channel: 0,
+        },
+    );
     let core = Pipeline::new(
         vec![port],
-        Oae::new(node, None),
+        transport,
         info,
         shared.clone(),
         None,
@@ -239,14 +253,10 @@ fn frames_of_another_ethertype_or_a_stranger_are_counted_not_taken() {
     );
 }
 
-#[test]
-fn verbs_complete_exactly_once_under_injected_loss_and_corruption() {
+/// Two cores over fault injectors, with faults on once the link is up.
+fn faulty_pair(setup: Setup) -> ([Core<FaultInjector<MemDriver>>; 2], [Arc<QueueShared>; 2]) {
     let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
-    let (mut cores, shared) = pair_of(
-        FaultInjector::new(a),
-        FaultInjector::new(b),
-        Setup::kicks(KickPolicy::Immediate),
-    );
+    let (mut cores, shared) = pair_of(FaultInjector::new(a), FaultInjector::new(b), setup);
     for (i, c) in cores.iter_mut().enumerate() {
         c.ports[0]
             .driver
@@ -258,6 +268,12 @@ fn verbs_complete_exactly_once_under_injected_loss_and_corruption() {
             })
             .expect("OAE frames in scope");
     }
+    (cores, shared)
+}
+
+#[test]
+fn verbs_complete_exactly_once_under_injected_loss_and_corruption() {
+    let (mut cores, shared) = faulty_pair(Setup::kicks(KickPolicy::Immediate));
     for round in 0..2 {
         let done = run_faa(&mut cores, &shared, 300);
         // Words of their own: each old value is the round, each verb
@@ -373,6 +389,7 @@ fn sleeping_cores_are_woken_by_frames_submissions_and_requests() {
             min_round: 2_000_000,
             ..LinkConfig::default()
         },
+        auth: false,
     };
     let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
     let (a, sa) = core(a, 0, setup);
@@ -411,4 +428,27 @@ fn sleeping_cores_are_woken_by_frames_submissions_and_requests() {
     assert!(b_idle.sleeps > 0 && b_idle.woken >= 2, "b: {b_idle:?}");
     let a_idle = reports[0].idle;
     assert!(a_idle.sleeps > 0 && a_idle.woken > 0, "a: {a_idle:?}");
+}
+
+#[test]
+fn an_authenticated_link_drops_what_was_corrupted_and_keeps_exactly_once() {
+    let (mut cores, shared) = faulty_pair(Setup {
+        auth: true,
+        ..Setup::kicks(KickPolicy::Immediate)
+    });
+    let done = run_faa(&mut cores, &shared, 300);
+    let want: Vec<(u64, u64)> = (0..300).map(|id| (id, 0)).collect();
+    assert_eq!(olds(&done), want);
+    let corrupted: u64 = cores
+        .iter()
+        .map(|c| c.ports[0].driver.counters().corrupted_by_fault)
+        .sum();
+    // The core opened every frame before reading it: what was corrupted
+    // failed its tag (or, rarely, its replay window or key number) and
+    // never reached the link as a malformed frame.
+    let stats = cores.each_ref().map(|c| c.transport.stats(0));
+    let auth_dropped: u64 = stats.iter().flat_map(|s| s.auth_dropped.values()).sum();
+    let malformed: u64 = stats.iter().map(|s| s.get("malformed_total")).sum();
+    assert!(corrupted > 0, "{stats:?}");
+    assert_eq!((auth_dropped, malformed), (corrupted, 0), "{stats:?}");
 }
