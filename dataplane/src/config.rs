@@ -17,11 +17,59 @@ use serde::{Deserialize, Serialize};
 
 /// A refused configuration: where, and what to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+pub struct ConfigError {
+    pub kind: ConfigErrorKind,
+    /// Where (the file, the dataplane, the setting), what is wrong, and
+    /// what to do: for a person.
+    pub message: String,
+}
+
+/// The kinds of [`ConfigError`], by stable name: programs match on these,
+/// never on the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigErrorKind {
+    /// The file could not be read.
+    Unreadable,
+    /// Not TOML of the configuration's shape: a syntax error, an unknown
+    /// setting, a value of the wrong type.
+    Syntax,
+    /// Well-formed, but a value is out of its range or settings disagree.
+    Invalid,
+    /// A configuration could not be written out (a deployment's per-node
+    /// files).
+    Unwritable,
+}
+
+impl ConfigError {
+    pub fn new(kind: ConfigErrorKind, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A value out of its range, or settings that disagree.
+    pub fn invalid(message: impl Into<String>) -> ConfigError {
+        ConfigError::new(ConfigErrorKind::Invalid, message)
+    }
+}
+
+impl ConfigErrorKind {
+    /// Its stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigErrorKind::Unreadable => "unreadable",
+            ConfigErrorKind::Syntax => "syntax",
+            ConfigErrorKind::Invalid => "invalid",
+            ConfigErrorKind::Unwritable => "unwritable",
+        }
+    }
+}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -778,8 +826,9 @@ impl Config {
 
     /// One dataplane from TOML text (the single-dataplane form).
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
-        cfg.validate().map_err(ConfigError)?;
+        let cfg: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::new(ConfigErrorKind::Syntax, e.to_string()))?;
+        cfg.validate().map_err(ConfigError::invalid)?;
         Ok(cfg)
     }
 
@@ -1050,8 +1099,12 @@ impl Config {
 }
 
 pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::new(
+            ConfigErrorKind::Unreadable,
+            format!("cannot read config {}: {e}", path.display()),
+        )
+    })
 }
 
 /// Refuses regions that together need more than this process may
@@ -1072,11 +1125,11 @@ pub fn regions_fit_memory(specs: &[RegionSpec]) -> Result<(), String> {
 }
 
 pub(crate) fn toml_error(path: &Path, e: toml::de::Error) -> ConfigError {
-    ConfigError(format!("{}: {e}", path.display()))
+    ConfigError::new(ConfigErrorKind::Syntax, format!("{}: {e}", path.display()))
 }
 
 pub(crate) fn in_file(path: &Path, e: String) -> ConfigError {
-    ConfigError(format!("{}: {e}", path.display()))
+    ConfigError::invalid(format!("{}: {e}", path.display()))
 }
 
 /// A fabric's paths are derived from its links' settings (`FabricConfig::
@@ -1260,6 +1313,35 @@ mod tests {
             args.contains(&"--in-memory".to_string()) ^ args.contains(&"--no-huge".to_string()),
             "{args:?}"
         );
+    }
+
+    #[test]
+    fn refusals_carry_a_kind_by_stable_name() {
+        let path = Path::new("/nonexistent/oae.toml");
+        let kind = |r: Result<Config, ConfigError>| r.map(drop).unwrap_err().kind;
+        assert_eq!(kind(Config::load(path, None)), ConfigErrorKind::Unreadable);
+        let unknown = ONE.replace("slots = 128", "slotz = 128");
+        assert_eq!(
+            kind(Config::from_text(&unknown, path, None)),
+            ConfigErrorKind::Syntax
+        );
+        assert_eq!(kind(Config::from_toml("name = [")), ConfigErrorKind::Syntax);
+        let invalid = ONE.replace("slots = 128", "slots = 0");
+        assert_eq!(
+            kind(Config::from_text(&invalid, path, None)),
+            ConfigErrorKind::Invalid
+        );
+        assert_eq!(kind(Config::from_toml(&invalid)), ConfigErrorKind::Invalid);
+        let names: Vec<&str> = [
+            ConfigErrorKind::Unreadable,
+            ConfigErrorKind::Syntax,
+            ConfigErrorKind::Invalid,
+            ConfigErrorKind::Unwritable,
+        ]
+        .iter()
+        .map(|k| k.name())
+        .collect();
+        assert_eq!(names, ["unreadable", "syntax", "invalid", "unwritable"]);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use oae_pmd::netns::parse_mac;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    Config, ConfigError, IdlePolicy, KickPolicy, TransportKind, in_file, read, toml_error,
+    Config, ConfigError, ConfigErrorKind, IdlePolicy, KickPolicy, TransportKind, in_file, read,
+    toml_error,
 };
 
 /// How a multi-dataplane file's network is built.
@@ -269,7 +270,7 @@ impl Deployment {
         if let Some(cores) = &o.cores
             && cores.len() != self.dataplane.len()
         {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::invalid(format!(
                 "give one core per dataplane: the deployment has {}, the override names {}",
                 self.dataplane.len(),
                 cores.len()
@@ -280,14 +281,14 @@ impl Deployment {
             Some("oae") => Some(TransportKind::Oae),
             Some("rc-model") => Some(TransportKind::RcModel),
             Some(other) => {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::invalid(format!(
                     "transport '{other}': use oae or rc-model"
                 )));
             }
         };
         for (i, cfg) in self.dataplane.values_mut().enumerate() {
             if let Some(n) = o.queues {
-                cfg.replicate_first_queue(n).map_err(ConfigError)?;
+                cfg.replicate_first_queue(n).map_err(ConfigError::invalid)?;
             }
             for q in &mut cfg.queues {
                 if let Some(t) = transport {
@@ -313,14 +314,19 @@ impl Deployment {
                     q.poll.busy_poll = on;
                 }
             }
-            cfg.validate().map_err(ConfigError)?;
+            cfg.validate().map_err(ConfigError::invalid)?;
         }
         Ok(())
     }
 
     /// The deployment as a file `oaed --config` reads.
     pub fn to_toml(&self) -> Result<String, ConfigError> {
-        toml::to_string(self).map_err(|e| ConfigError(format!("cannot write the deployment: {e}")))
+        toml::to_string(self).map_err(|e| {
+            ConfigError::new(
+                ConfigErrorKind::Unwritable,
+                format!("cannot write the deployment: {e}"),
+            )
+        })
     }
 }
 
