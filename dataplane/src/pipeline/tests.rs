@@ -74,7 +74,7 @@ fn core<D: Driver>(driver: D, i: usize, setup: Setup) -> (Core<D>, Arc<QueueShar
         // One a link, as the daemon fills it.
         peer_macs: vec![format!("{:02x?}", MACS[1 - i])],
     };
-    let key = setup.auth.then(|| (0, LinkKey([0x42; 32])));
+    let key = setup.auth.then_some((0, LinkKey([0x42; 32])));
     let mut transport = Oae::new(node, key);
     transport.link_identity(
         0,
