@@ -9,7 +9,7 @@
 //! ./target/release/oae-perf check results/<timestamp>  # is it well formed?
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -54,6 +54,16 @@ enum Cmd {
     /// Writes a results directory's report and plots again from its
     /// results.json (measures nothing).
     Report { dir: PathBuf },
+    /// Writes the targets table of a document (docs/BENCHMARKS.md) again
+    /// from the run its generated block names, or from `--run`.
+    Doc {
+        /// The document, e.g. docs/BENCHMARKS.md.
+        file: PathBuf,
+        /// A run's directory under the repository, e.g.
+        /// results/20261124-001023Z.
+        #[arg(long)]
+        run: Option<String>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -153,6 +163,28 @@ fn main() -> ExitCode {
         Cmd::Ipu(a) => (a, vec![Experiment::Ipu]),
         Cmd::Scale(a) => (a, vec![Experiment::Scale]),
         Cmd::Fabric(a) => (a, vec![Experiment::Fabric]),
+        Cmd::Doc { file, run } => {
+            let written = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))
+                .and_then(|doc| {
+                    suite::doc::regenerate(&doc, Path::new("."), run.as_deref())
+                        .map_err(|e| format!("{}: {e}", file.display()))
+                })
+                .and_then(|doc| {
+                    std::fs::write(file, doc)
+                        .map_err(|e| format!("cannot write {}: {e}", file.display()))
+                });
+            return match written {
+                Ok(()) => {
+                    println!("wrote the targets of {}", file.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("oae-perf: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Cmd::Report { dir } => {
             return match suite::rerender(dir) {
                 Ok(()) => {

@@ -17,6 +17,7 @@
 pub mod child;
 pub mod choice;
 pub mod demo;
+pub mod doc;
 pub mod fabric;
 pub mod figures;
 pub mod ipu;
