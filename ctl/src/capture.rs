@@ -3,21 +3,15 @@
 //! per port, nanosecond timestamps from the core's clock, each packet
 //! marked inbound or outbound) for Wireshark and tools/wireshark/oae.lua.
 
-use std::borrow::Cow;
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use oae_client::control::{
     CaptureReport, Client, MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, from_hex,
 };
-use pcap_file::DataLink;
-use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
+use oae_pmd::capture::{PcapFrame, Pcapng};
 
 #[derive(clap::Args)]
 pub struct CaptureArgs {
@@ -34,10 +28,6 @@ pub struct CaptureArgs {
     #[arg(short = 'w', long = "write")]
     file: PathBuf,
 }
-
-/// pcapng's epb_flags direction bits.
-const INBOUND: u32 = 0b01;
-const OUTBOUND: u32 = 0b10;
 
 pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), String> {
     if args.count == 0 || args.count > MAX_CAPTURE_FRAMES {
@@ -104,37 +94,19 @@ struct CaptureSummary {
 
 fn write_pcapng(report: &CaptureReport, path: &Path) -> Result<(), String> {
     let file = File::create(path).map_err(|e| e.to_string())?;
-    let mut writer = PcapNgWriter::new(BufWriter::new(file)).map_err(|e| e.to_string())?;
+    let mut out = Pcapng::new(BufWriter::new(file))?;
     for port in &report.ports {
-        let interface = InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: 0,
-            options: vec![
-                InterfaceDescriptionOption::IfName(Cow::Owned(port.clone())),
-                // pcap-file writes timestamps in nanoseconds.
-                InterfaceDescriptionOption::IfTsResol(9),
-            ],
-        };
-        writer
-            .write_pcapng_block(interface)
-            .map_err(|e| e.to_string())?;
+        out.interface(port)?;
     }
     for frame in &report.frames {
         let data = from_hex(&frame.hex)?;
-        let packet = EnhancedPacketBlock {
-            interface_id: u32::from(frame.port),
-            timestamp: Duration::from_nanos(frame.t_ns),
+        out.frame(&PcapFrame {
+            interface: u32::from(frame.port),
+            t_ns: frame.t_ns,
+            outbound: frame.outbound,
             original_len: frame.original_len,
-            data: Cow::Owned(data),
-            options: vec![EnhancedPacketOption::Flags(if frame.outbound {
-                OUTBOUND
-            } else {
-                INBOUND
-            })],
-        };
-        writer
-            .write_pcapng_block(packet)
-            .map_err(|e| e.to_string())?;
+            data: &data,
+        })?;
     }
-    Ok(())
+    out.into_inner().flush().map_err(|e| e.to_string())
 }

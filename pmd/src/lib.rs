@@ -141,6 +141,7 @@ impl DriverStats {
 #[allow(unsafe_code)]
 pub mod afxdp;
 // DPDK's API is C; the driver's unsafe calls stay in this module.
+pub mod capture;
 #[cfg(feature = "dpdk")]
 #[allow(unsafe_code)]
 pub mod dpdk;

@@ -18,7 +18,7 @@ use oae_client::control::{Answer, ControlError, ErrorCode, OutputView};
 use oae_client::outcome::Outcome;
 use std::sync::mpsc;
 
-const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
+const MACS: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
 const REGION: RegionRef = RegionRef { id: 1, key: 9 };
 /// Outer bound of every loop here: only a hang reaches it.
 const HANG: Duration = Duration::from_secs(60);
@@ -47,9 +47,22 @@ impl Setup {
     }
 }
 
+/// Node `i`'s core with one port, its one link to the other of two.
 fn core<D: Driver>(driver: D, i: usize, setup: Setup) -> (Core<D>, Arc<QueueShared>) {
+    core_with_ports(i, vec![(driver, 1 - i)], setup)
+}
+
+/// Node `i`'s core with a port per `(driver, peer)`: port `p` carries
+/// link `p`, to node `peer` (MAC `MACS[peer]`).
+fn core_with_ports<D: Driver>(
+    i: usize,
+    ports: Vec<(D, usize)>,
+    setup: Setup,
+) -> (Core<D>, Arc<QueueShared>) {
     let mut node = Node::with_memory(i as u64 + 1, 1, NoObserver, SharedMemory::new());
-    node.add_link(setup.link).expect("a link");
+    for _ in &ports {
+        node.add_link(setup.link).expect("a link");
+    }
     node.register(RegionSpec {
         id: REGION.id,
         key: REGION.key,
@@ -57,12 +70,31 @@ fn core<D: Driver>(driver: D, i: usize, setup: Setup) -> (Core<D>, Arc<QueueShar
         permissions: Permissions::ALL,
     })
     .expect("a region");
-    let port = Port::new(
-        driver,
-        format!("mem{i}"),
-        vec![(0, MACS[1 - i])],
-        setup.poll.kicks,
-    );
+    let key = setup.auth.then_some((0, LinkKey([0x42; 32])));
+    let mut transport = Oae::new(node, key);
+    let peers: Vec<usize> = ports.iter().map(|&(_, peer)| peer).collect();
+    for (link, &peer) in peers.iter().enumerate() {
+        transport.link_identity(
+            link as LinkId,
+            LinkIdentity {
+                local_mac: MACS[i],
+                peer_mac: MACS[peer],
+                channel: 0,
+            },
+        );
+    }
+    let ports = ports
+        .into_iter()
+        .enumerate()
+        .map(|(p, (driver, peer))| {
+            Port::new(
+                driver,
+                format!("mem{i}.{p}"),
+                vec![(p as LinkId, MACS[peer])],
+                setup.poll.kicks,
+            )
+        })
+        .collect();
     let shared = Arc::new(QueueShared::new(256).expect("a waker"));
     let info = QueueInfo {
         index: 0,
@@ -72,20 +104,10 @@ fn core<D: Driver>(driver: D, i: usize, setup: Setup) -> (Core<D>, Arc<QueueShar
         driver: "mem".into(),
         mac: String::new(),
         // One a link, as the daemon fills it.
-        peer_macs: vec![format!("{:02x?}", MACS[1 - i])],
+        peer_macs: peers.iter().map(|&p| format!("{:02x?}", MACS[p])).collect(),
     };
-    let key = setup.auth.then_some((0, LinkKey([0x42; 32])));
-    let mut transport = Oae::new(node, key);
-    transport.link_identity(
-        0,
-        LinkIdentity {
-            local_mac: MACS[i],
-            peer_mac: MACS[1 - i],
-            channel: 0,
-        },
-    );
     let core = Pipeline::new(
-        vec![port],
+        ports,
         transport,
         info,
         shared.clone(),
@@ -115,12 +137,12 @@ fn pair_of<D: Driver>(a: D, b: D, setup: Setup) -> ([Core<D>; 2], [Arc<QueueShar
     (cores, [sa, sb])
 }
 
-/// Iterates both cores in turn until `done`; panics saying what was
+/// Iterates every core in turn until `done`; panics saying what was
 /// awaited if only the hang bound ends it.
-fn turn_until<D: Driver>(
-    cores: &mut [Core<D>; 2],
+fn turn_until<D: Driver, const N: usize>(
+    cores: &mut [Core<D>; N],
     what: &str,
-    mut done: impl FnMut(&[Core<D>; 2]) -> bool,
+    mut done: impl FnMut(&[Core<D>; N]) -> bool,
 ) {
     let deadline = Instant::now() + HANG;
     while !done(cores) {
@@ -146,9 +168,9 @@ fn faa(id: u64) -> Submission {
 
 /// Submits `n` FETCH-ADDs at core 0 and iterates until all complete;
 /// their results.
-fn run_faa<D: Driver>(
-    cores: &mut [Core<D>; 2],
-    shared: &[Arc<QueueShared>; 2],
+fn run_faa<D: Driver, const N: usize>(
+    cores: &mut [Core<D>; N],
+    shared: &[Arc<QueueShared>; N],
     n: u64,
 ) -> Vec<Completion> {
     let mut done = Vec::new();
@@ -307,8 +329,8 @@ fn command(
 }
 
 /// Iterates both cores until `answer` comes.
-fn answered<D: Driver>(
-    cores: &mut [Core<D>; 2],
+fn answered<D: Driver, const N: usize>(
+    cores: &mut [Core<D>; N],
     answer: &mpsc::Receiver<Result<Answer, ControlError>>,
 ) -> Result<Answer, ControlError> {
     let mut got = None;
@@ -451,4 +473,46 @@ fn an_authenticated_link_drops_what_was_corrupted_and_keeps_exactly_once() {
     let malformed: u64 = stats.iter().map(|s| s.get("malformed_total")).sum();
     assert!(corrupted > 0, "{stats:?}");
     assert_eq!((auth_dropped, malformed), (corrupted, 0), "{stats:?}");
+}
+
+#[test]
+fn a_core_with_two_ports_serves_both_links_in_turn() {
+    let (ab, ba) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
+    let (ac, ca) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[2]));
+    let setup = Setup::kicks(KickPolicy::Adaptive);
+    let (a, sa) = core_with_ports(0, vec![(ab, 1), (ac, 2)], setup);
+    let (b, sb) = core_with_ports(1, vec![(ba, 0)], setup);
+    let (c, sc) = core_with_ports(2, vec![(ca, 0)], setup);
+    let mut cores = [a, b, c];
+    let shared = [sa, sb, sc];
+    turn_until(&mut cores, "every link up", |cores| {
+        cores
+            .iter()
+            .all(|c| (0..c.links as LinkId).all(|l| c.transport.status(l).is_some_and(|s| s.up)))
+    });
+    // Submissions go to a's first link (port 0, to b); control verbs name
+    // its second (port 1, to c).
+    let done = run_faa(&mut cores, &shared, 100);
+    let want: Vec<(u64, u64)> = (0..100).map(|id| (id, 0)).collect();
+    assert_eq!(olds(&done), want);
+    for k in 0..5u32 {
+        let verb = Box::new(Verb::FetchAdd {
+            target: REGION,
+            offset: 8 * k,
+            add: 1,
+        });
+        match answered(&mut cores, &command(&shared[0], CommandKind::Verb(1, verb))) {
+            Ok(Answer::Verb(v)) => assert_eq!(v.result, OutputView::Faa { old: 0 }, "word {k}"),
+            other => panic!("word {k} on link 1: {other:?}"),
+        }
+    }
+    // Each of a's ports carried its own link's frames both ways, and no
+    // core took a frame for a link it does not have.
+    for (p, port) in cores[0].ports.iter_mut().enumerate() {
+        let s = port.driver.stats();
+        assert!(s.tx_packets > 0 && s.rx_packets > 0, "port {p}: {s:?}");
+    }
+    for c in &cores {
+        assert_eq!(c.counters.rx_foreign, 0, "{:?}", c.counters);
+    }
 }
