@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::os::fd::BorrowedFd;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pcap_file::DataLink;
@@ -16,7 +15,7 @@ use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
 
-use crate::{Burst, Driver, DriverStats};
+use crate::{Burst, Driver};
 
 /// pcapng's epb_flags direction bits.
 const INBOUND: u32 = 0b01;
@@ -170,22 +169,6 @@ impl<D: Driver, W: Write> Driver for Capture<D, W> {
         n
     }
 
-    fn alloc(&mut self, out: &mut Burst<D::Buf>, n: usize) -> usize {
-        self.inner.alloc(out, n)
-    }
-
-    fn frame<'a>(&'a self, buf: &'a D::Buf) -> &'a [u8] {
-        self.inner.frame(buf)
-    }
-
-    fn frame_mut<'a>(&'a mut self, buf: &'a mut D::Buf, len: usize) -> &'a mut [u8] {
-        self.inner.frame_mut(buf, len)
-    }
-
-    fn frame_capacity(&self) -> usize {
-        self.inner.frame_capacity()
-    }
-
     fn tx_burst(&mut self, bufs: &mut Burst<D::Buf>) -> usize {
         // Copied before they go: the driver takes the buffers it accepts,
         // and only then says how many (those it turns away are the tail).
@@ -207,33 +190,7 @@ impl<D: Driver, W: Write> Driver for Capture<D, W> {
         accepted
     }
 
-    fn release(&mut self, bufs: &mut Burst<D::Buf>) {
-        self.inner.release(bufs)
-    }
-
-    fn stats(&mut self) -> DriverStats {
-        self.inner.stats()
-    }
-
-    fn mac(&self) -> [u8; 6] {
-        self.inner.mac()
-    }
-
-    fn hold_kicks(&mut self, hold: bool) {
-        self.inner.hold_kicks(hold)
-    }
-
-    fn unkicked(&mut self) -> usize {
-        self.inner.unkicked()
-    }
-
-    fn kick(&mut self) {
-        self.inner.kick()
-    }
-
-    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.inner.wait_fd()
-    }
+    forward_to_inner!();
 }
 
 #[cfg(test)]

@@ -5,11 +5,9 @@
 //! `phy::Device`). A seed gives the same faults to the same frames here as
 //! in the XDP program on one CPU.
 
-use std::os::fd::BorrowedFd;
-
 use oae_common::{ETH_HEADER_LEN, FaultConfig, FaultRoll, FaultScope, OAE_ETHERTYPE, RngState};
 
-use crate::{Burst, Driver, DriverStats};
+use crate::{Burst, Driver};
 
 /// What the injector did to the frames it saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,53 +116,11 @@ impl<D: Driver> Driver for FaultInjector<D> {
         received - lost
     }
 
-    fn alloc(&mut self, out: &mut Burst<D::Buf>, n: usize) -> usize {
-        self.inner.alloc(out, n)
-    }
-
-    fn frame<'a>(&'a self, buf: &'a D::Buf) -> &'a [u8] {
-        self.inner.frame(buf)
-    }
-
-    fn frame_mut<'a>(&'a mut self, buf: &'a mut D::Buf, len: usize) -> &'a mut [u8] {
-        self.inner.frame_mut(buf, len)
-    }
-
-    fn frame_capacity(&self) -> usize {
-        self.inner.frame_capacity()
-    }
-
     fn tx_burst(&mut self, bufs: &mut Burst<D::Buf>) -> usize {
         self.inner.tx_burst(bufs)
     }
 
-    fn release(&mut self, bufs: &mut Burst<D::Buf>) {
-        self.inner.release(bufs)
-    }
-
-    fn stats(&mut self) -> DriverStats {
-        self.inner.stats()
-    }
-
-    fn mac(&self) -> [u8; 6] {
-        self.inner.mac()
-    }
-
-    fn hold_kicks(&mut self, hold: bool) {
-        self.inner.hold_kicks(hold)
-    }
-
-    fn unkicked(&mut self) -> usize {
-        self.inner.unkicked()
-    }
-
-    fn kick(&mut self) {
-        self.inner.kick()
-    }
-
-    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.inner.wait_fd()
-    }
+    forward_to_inner!();
 }
 
 #[cfg(test)]

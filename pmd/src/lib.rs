@@ -136,6 +136,57 @@ impl DriverStats {
     }
 }
 
+/// The [`Driver`] methods a wrapper (`fault::FaultInjector`,
+/// `capture::Capture`) leaves to its `inner` driver: every one but
+/// `rx_burst` and `tx_burst`, which wrappers change.
+macro_rules! forward_to_inner {
+    () => {
+        fn alloc(&mut self, out: &mut $crate::Burst<D::Buf>, n: usize) -> usize {
+            self.inner.alloc(out, n)
+        }
+
+        fn frame<'a>(&'a self, buf: &'a D::Buf) -> &'a [u8] {
+            self.inner.frame(buf)
+        }
+
+        fn frame_mut<'a>(&'a mut self, buf: &'a mut D::Buf, len: usize) -> &'a mut [u8] {
+            self.inner.frame_mut(buf, len)
+        }
+
+        fn frame_capacity(&self) -> usize {
+            self.inner.frame_capacity()
+        }
+
+        fn release(&mut self, bufs: &mut $crate::Burst<D::Buf>) {
+            self.inner.release(bufs)
+        }
+
+        fn stats(&mut self) -> $crate::DriverStats {
+            self.inner.stats()
+        }
+
+        fn mac(&self) -> [u8; 6] {
+            self.inner.mac()
+        }
+
+        fn hold_kicks(&mut self, hold: bool) {
+            self.inner.hold_kicks(hold)
+        }
+
+        fn unkicked(&mut self) -> usize {
+            self.inner.unkicked()
+        }
+
+        fn kick(&mut self) {
+            self.inner.kick()
+        }
+
+        fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+            self.inner.wait_fd()
+        }
+    };
+}
+
 // AF_XDP rings and UMEM memory are only reachable through unsafe code,
 // which stays in this module.
 #[allow(unsafe_code)]
