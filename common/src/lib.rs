@@ -11,6 +11,8 @@ extern crate std;
 #[cfg(feature = "std")]
 pub mod hex;
 #[cfg(feature = "std")]
+pub mod mac;
+#[cfg(feature = "std")]
 pub mod rng;
 #[cfg(feature = "std")]
 pub mod topology;

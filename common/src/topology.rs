@@ -85,6 +85,13 @@ impl Shape {
     }
 }
 
+/// The MAC of node `i`'s end of the link to node `j`: a locally
+/// administered address that names both ends, so a capture reads as the
+/// topology (`02:0a:f0:00:<i+1>:<j+1>`).
+pub fn link_mac(i: usize, j: usize) -> [u8; 6] {
+    [2, 0x0a, 0xf0, 0, i as u8 + 1, j as u8 + 1]
+}
+
 /// Whether every node reaches every other over the links not marked down.
 pub fn connected(adj: &[Vec<usize>], down: &[Vec<bool>]) -> bool {
     let mut seen = vec![false; adj.len()];

@@ -21,10 +21,11 @@ use oae_client::control::{Client, FaultChange, WorkloadReport, WorkloadSpec};
 use oae_client::demo::{DemoReport, DemoRun, HostDemoReport};
 use oae_client::host::HostMode;
 use oae_client::stats::DataplaneStats;
+use oae_common::mac::parse_mac;
 use oae_dataplane::config::{IdlePolicy, KickPolicy};
 use oae_dataplane::deployment::{DemoSettings, Deployment, QueueOverrides, flap_times};
 use oae_os::cpu::CpuTime;
-use oae_pmd::netns::{VethPair, parse_mac};
+use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::FaultScope;
 
 const EMBEDDED: &str = include_str!("../../configs/veth-pair.toml");

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use oae_pmd::netns::parse_mac;
+use oae_common::mac::parse_mac;
 use oae_proto::auth::LinkKey;
 use oae_proto::config::LinkConfig;
 use oae_proto::memory::{MAX_REGIONS, Permissions, RegionSpec};

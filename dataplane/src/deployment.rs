@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use oae_pmd::netns::parse_mac;
+use oae_common::mac::parse_mac;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
@@ -345,7 +345,7 @@ pub fn fabric_node_toml(i: usize, neighbours: &[usize], min_round_ns: u64) -> St
     let peers: String = neighbours
         .iter()
         .map(|&j| {
-            let mac = oae_pmd::netns::format_mac(oae_pmd::netns::Graph::mac(j, i));
+            let mac = oae_common::mac::format_mac(oae_common::topology::link_mac(j, i));
             format!("[[queue.peer]]\nmac = \"{mac}\"\niface = \"f{j}\"\n")
         })
         .collect();

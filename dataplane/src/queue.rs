@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use oae_common::mac::{format_mac, parse_mac};
 use oae_pmd::Driver;
 use oae_pmd::afxdp::{AfXdp, AfXdpConfig, BindMode, BusyPoll};
 #[cfg(feature = "dpdk")]
 use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
-use oae_pmd::netns::{format_mac, parse_mac};
 use oae_pmd::xdp::{Steering, XdpMode};
 use oae_proto::LinkId;
 use oae_proto::auth::LinkIdentity;

@@ -5,11 +5,12 @@
 use std::time::{Duration, Instant};
 
 use oae_client::control::{Percentiles, WorkloadSpec};
+use oae_common::mac::format_mac;
 use oae_dataplane::config::Config;
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_dataplane::pipeline::FinalReport;
 use oae_dataplane::workload::Aim;
-use oae_pmd::netns::{VethPair, format_mac};
+use oae_pmd::netns::VethPair;
 
 /// How long a control question to a polling core may take.
 const ASK: Duration = Duration::from_secs(10);

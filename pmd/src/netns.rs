@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use nix::sched::{CloneFlags, setns};
+use oae_common::mac::{format_mac, parse_mac};
 
 /// Two namespaces, `ns[0]` and `ns[1]`, with interface `ifname[i]` of the
 /// veth pair in `ns[i]`, addressed `ip[i]/24`, both up.
@@ -319,7 +320,7 @@ impl Graph {
 
     /// The MAC of node `i`'s end of the pair to node `j`.
     pub fn mac(i: usize, j: usize) -> [u8; 6] {
-        [2, 0x0a, 0xf0, 0, i as u8 + 1, j as u8 + 1]
+        oae_common::topology::link_mac(i, j)
     }
 
     /// Takes the pair between `a` and `b` down (both ends), or brings it
@@ -403,38 +404,9 @@ fn read_mac(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
     parse_mac(addr).ok_or_else(|| io::Error::other(format!("bad MAC address '{addr}'")))
 }
 
-/// Formats `aa:bb:cc:dd:ee:ff`.
-pub fn format_mac(m: [u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
-}
-
-/// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for byte in &mut mac {
-        *byte = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_macs() {
-        assert_eq!(
-            parse_mac("02:00:0a:ff:10:01"),
-            Some([2, 0, 0x0a, 0xff, 0x10, 1])
-        );
-        assert_eq!(parse_mac("02:00:0a:ff:10"), None);
-        assert_eq!(parse_mac("02:00:0a:ff:10:01:07"), None);
-        assert_eq!(parse_mac("zz:00:0a:ff:10:01"), None);
-    }
 
     #[test]
     fn pair_pings_and_vanishes_on_drop() {

@@ -11,10 +11,11 @@ use std::time::Duration;
 use oae_client::control::{Client, ControlError, VerbAnswer, VerbSpec};
 use oae_client::stats::{DataplaneStats, HostPortCounters, LinkCounters};
 use oae_client::status::{DataplaneStatus, LinkStatus, OaeLinkStatus};
+use oae_common::mac::format_mac;
 use oae_dataplane::config::Config;
 use oae_dataplane::deployment::Deployment;
 use oae_os::child::Supervised;
-use oae_pmd::netns::{VethPair, format_mac};
+use oae_pmd::netns::VethPair;
 
 pub use crate::oaed::{
     LOCAL_REGION, SHARED_CPU_MIN_ROUND_NS, SHARED_CPU_UNREACHABLE_ROUNDS, TARGET_KEY,

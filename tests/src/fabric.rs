@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use oae_client::control::Client;
 use oae_client::status::{FabricStatus, LinkStatus};
+use oae_common::mac::format_mac;
 use oae_dataplane::deployment::fabric_node_toml;
 use oae_os::child::Supervised;
-use oae_pmd::netns::{Graph, Segment, format_mac};
+use oae_pmd::netns::{Graph, Segment};
 use oae_sim::Shape;
 
 use crate::oaed::{

@@ -14,7 +14,8 @@ use oae_client::control::{
 };
 use oae_client::stats::LinkCounters;
 use oae_client::status::{DataplaneStatus, ProtocolStatus};
-use oae_pmd::netns::{VethPair, format_mac};
+use oae_common::mac::format_mac;
+use oae_pmd::netns::VethPair;
 use oae_proto::DownReason;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,

@@ -2,7 +2,7 @@
 //! plays its peer from b's namespace with b's MAC, over the real veth
 //! pair, AF_XDP and XDP program. Every clause must pass. Needs root.
 
-use oae_pmd::netns::format_mac;
+use oae_common::mac::format_mac;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
 };

@@ -13,7 +13,8 @@ use oae_client::control::{
 };
 use oae_client::stats::{DataplaneStats, IdleCounters};
 use oae_client::status::{DataplaneStatus, FabricStatus};
-use oae_pmd::netns::{VethPair, format_mac, parse_mac};
+use oae_common::mac::{format_mac, parse_mac};
+use oae_pmd::netns::VethPair;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
     TestDriver, binary, polling_turn, shut_down, start_oaed,
