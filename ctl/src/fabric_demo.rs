@@ -14,7 +14,7 @@ use oae_client::control::{Client, WorkloadReport, WorkloadSpec};
 use oae_client::demo::{FabricDemoReport, PairReport};
 use oae_client::status::FabricStatus;
 use oae_common::topology::Shape;
-use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
+use oae_config::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
 use oae_pmd::netns::Graph;
 
 use crate::running::Running;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use oae_client::control::Client;
 use oae_client::host::HostMode;
 use oae_client::host::load::{CheckedLoad, LoadReport};
-use oae_dataplane::config::HostSettings;
-use oae_dataplane::deployment::Deployment;
+use oae_config::HostSettings;
+use oae_config::deployment::Deployment;
 use oae_os::child::Supervised;
 use oae_os::private_dir::PrivateDir;
 

@@ -21,7 +21,6 @@ use oae_proto::{LinkId, SharedMemory, Store};
 
 use crate::workload::Aim;
 
-use crate::config::{Config, MetricsSettings};
 use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
 use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
@@ -34,6 +33,7 @@ use oae_client::stats::{
     Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters,
 };
 use oae_client::status::DataplaneStatus;
+use oae_config::{Config, MetricsSettings};
 use serde::Serialize;
 
 /// How long a stopping queue keeps running to finish or reverse what is in
@@ -798,7 +798,7 @@ fn handle(request: Request, shared: &Shared) -> Result<Answer, ControlError> {
             len,
             perms,
         } => {
-            let spec = crate::config::RegionConfig {
+            let spec = oae_config::RegionConfig {
                 id,
                 key,
                 len,
@@ -808,7 +808,7 @@ fn handle(request: Request, shared: &Shared) -> Result<Answer, ControlError> {
             .map_err(ControlError::bad_request)?;
             let mut all = shared.memory.region_specs();
             all.push(spec);
-            crate::config::regions_fit_memory(&all).map_err(ControlError::bad_request)?;
+            oae_config::regions_fit_memory(&all).map_err(ControlError::bad_request)?;
             // One memory for every queue: registering once is enough.
             ask(0, CommandKind::RegionAdd(spec))
         }

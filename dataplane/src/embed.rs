@@ -14,12 +14,12 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::config::Config;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
 pub use crate::queue::build_memory;
 use crate::queue::{AuthenticatedLinks, BuiltQueue, build_queue};
 use crate::workload::Aim;
 use oae_client::control::{Answer, ControlError, WorkloadReport, WorkloadSpec};
+use oae_config::Config;
 use oae_pmd::xdp::Steering;
 use oae_proto::SharedMemory;
 use oae_proto::auth::LinkIdentity;

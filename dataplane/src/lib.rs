@@ -2,10 +2,7 @@
 //! verbs → transmit burst over AF_XDP, a control socket, and in-process
 //! submission/completion queues for applications.
 
-pub mod cli_docs;
-pub mod config;
 pub mod daemon;
-pub mod deployment;
 pub mod embed;
 pub mod epoch;
 pub mod host;

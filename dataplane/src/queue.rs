@@ -18,13 +18,13 @@ use oae_proto::auth::LinkIdentity;
 use oae_proto::{FabricConfig, NoObserver, Node, SharedMemory, Store};
 use oae_rc_model::RcEndpoint;
 
-use crate::config::{
-    BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, SteerBy, TransportKind,
-    XdpModeSetting,
-};
 use crate::host::HostPort;
 use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
 use crate::transport::{Oae, RcModel, Transport};
+use oae_config::{
+    BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, SteerBy, TransportKind,
+    XdpModeSetting,
+};
 
 /// A queue ready to run: its polling loop, whatever its driver, and what
 /// the rest of the process shares with it.
@@ -176,7 +176,7 @@ pub fn build_queue(
             assemble(ports, name, transport, parts)?
         }
         #[cfg(not(feature = "dpdk"))]
-        DriverKind::Dpdk => return Err(crate::config::NO_DPDK.into()),
+        DriverKind::Dpdk => return Err(oae_config::NO_DPDK.into()),
     };
     Ok(BuiltQueue { shared, run })
 }

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use oae_dataplane::config::Config;
+use oae_config::Config;
 use oae_dataplane::queue::rehearse;
 use proptest::prelude::*;
 

@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use oae_dataplane::config::Config;
+use oae_config::Config;
 use oae_dataplane::queue::rehearse;
 
 /// What the fuzzer's memory allows one input to allocate.

@@ -13,7 +13,8 @@
 use libfuzzer_sys::fuzz_target;
 use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
 use oae_client::host::HostMode;
-use oae_dataplane::host::{HostOrigin, HostPort, HostRing};
+use oae_config::HostRing;
+use oae_dataplane::host::{HostOrigin, HostPort};
 use oae_swapring::cost::CostModel;
 use oae_swapring::region::{Region, unique_shm_path};
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use oae_client::control::{Percentiles, WorkloadSpec};
 use oae_common::mac::format_mac;
-use oae_dataplane::config::Config;
+use oae_config::Config;
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_dataplane::pipeline::FinalReport;
 use oae_dataplane::workload::Aim;

@@ -12,8 +12,8 @@ use oae_client::control::{Client, ControlError, VerbAnswer, VerbSpec};
 use oae_client::stats::{DataplaneStats, HostPortCounters, LinkCounters};
 use oae_client::status::{DataplaneStatus, LinkStatus, OaeLinkStatus};
 use oae_common::mac::format_mac;
-use oae_dataplane::config::Config;
-use oae_dataplane::deployment::Deployment;
+use oae_config::Config;
+use oae_config::deployment::Deployment;
 use oae_os::child::Supervised;
 use oae_pmd::netns::VethPair;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use oae_client::control::Client;
 use oae_client::status::{FabricStatus, LinkStatus};
 use oae_common::mac::format_mac;
-use oae_dataplane::deployment::fabric_node_toml;
+use oae_config::deployment::fabric_node_toml;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment};
 use oae_sim::Shape;

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use oae_client::control::{WorkloadReport, WorkloadSpec};
-use oae_dataplane::deployment::{FABRIC_LOCAL, FABRIC_TARGET};
+use oae_config::deployment::{FABRIC_LOCAL, FABRIC_TARGET};
 use oae_sim::Shape;
 use oae_tests::fabric::{Fabric, Net};
 

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use oae_dataplane::cli_docs::{self, Shell};
-use oae_dataplane::config::Config;
+use oae_config::Config;
+use oae_config::cli_docs::{self, Shell};
 use oae_dataplane::daemon::{self, Overrides};
 
 /// Runs an OAE dataplane: one pinned polling core per configured queue,

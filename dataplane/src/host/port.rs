@@ -25,12 +25,13 @@ use oae_swapring::region::{Region, RegionConfig, Side};
 use oae_swapring::ring::{RECORD_WORDS, Record};
 use oae_swapring::verbs::{VerbRecord, VerbsDevice};
 
-use super::{HostMode, HostRing};
 use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::host::HostMode;
 use oae_client::host::codec::{
     MAX_VERB_RECORDS, decode_submission, encode_completion, generation, message_records,
 };
 use oae_client::stats::HostPortCounters;
+use oae_config::HostRing;
 
 /// Which host process a verb came from: its slot (0 on a FITO ring) and the
 /// generation of that process's claim.

@@ -19,8 +19,8 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeSpec;
 use oae_proto::Nanos;
 
-use crate::config::{IdlePolicy, PollSettings};
 use oae_client::stats::IdleCounters;
+use oae_config::{IdlePolicy, PollSettings};
 
 /// Longest sleep: control requests that arrive meanwhile wake the core, but
 /// a bound keeps anything unforeseen from stalling it for long.

@@ -33,7 +33,6 @@ use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
 
-use crate::config::PollSettings;
 use crate::host::{HostOrigin, HostPort};
 use crate::transport::{Transport, TransportEvent};
 use crate::workload::{Aim, LinkWorkloads};
@@ -42,6 +41,7 @@ use oae_client::control::{Answer, ControlError, ErrorCode, OutputView, VerbAnswe
 use oae_client::outcome::Outcome;
 use oae_client::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
 pub use oae_client::status::QueueInfo;
+use oae_config::PollSettings;
 use oae_os::cpu::CpuTime;
 use oae_proto::Opcode;
 use outcomes::VerbOutcomes;

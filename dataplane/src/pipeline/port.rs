@@ -10,9 +10,9 @@ use oae_proto::wire::{ETH_HEADER_LEN, eth};
 use oae_proto::{Nanos, TransmitBuffers};
 
 use super::tap::Tap;
-use crate::config::KickPolicy;
 use crate::transport::Transport;
 use oae_client::stats::PipelineCounters;
+use oae_config::KickPolicy;
 
 /// Adaptive kicks: frames held at most before a kick…
 const KICK_AT_FRAMES: usize = 32;

@@ -12,10 +12,10 @@ use oae_proto::verb::{RegionRef, Verb};
 use oae_proto::{LinkConfig, NoObserver, Node, Permissions, RegionSpec, SharedMemory};
 
 use super::*;
-use crate::config::{IdlePolicy, KickPolicy};
 use crate::transport::Oae;
 use oae_client::control::{Answer, ControlError, ErrorCode, OutputView};
 use oae_client::outcome::Outcome;
+use oae_config::{IdlePolicy, KickPolicy};
 use std::sync::mpsc;
 
 const MACS: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use oae_common::CORRUPT_RANDOM_OFFSET;
-use oae_dataplane::deployment::{Deployment, flap_times};
+use oae_config::deployment::{Deployment, flap_times};
 use oae_pmd::netns::VethPair;
 use oae_pmd::xdp::{FaultConfig, FaultScope, Steering, XdpCounters, XdpMode};
 

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use oae_dataplane::config::{Config, LinkSettings};
-use oae_dataplane::deployment::Deployment;
+use oae_config::deployment::Deployment;
+use oae_config::{Config, LinkSettings};
 
 const PROBE: &str = "zz_not_a_key";
 

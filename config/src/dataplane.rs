@@ -158,6 +158,21 @@ fn default_host_batch() -> u64 {
     oae_swapring::bilateral::MAX_SLOT_BATCH
 }
 
+/// A host ring as [`HostSettings::to_host_ring`] checked it: where host
+/// programs attach, and what the region emulates.
+#[derive(Debug, Clone)]
+pub struct HostRing {
+    pub path: PathBuf,
+    /// Verbs one host process may have in flight (records per FITO ring).
+    pub capacity: u64,
+    pub cost: oae_swapring::cost::CostModel,
+    pub mode: oae_client::host::HostMode,
+    /// Host processes a bilateral ring serves at once (its slots).
+    pub processes: u64,
+    /// Records one bilateral exchange carries each way.
+    pub batch: u64,
+}
+
 impl HostSettings {
     /// A ring at `ring` in `mode`, every other setting its default.
     pub fn new(ring: PathBuf, mode: oae_client::host::HostMode) -> HostSettings {
@@ -172,7 +187,7 @@ impl HostSettings {
         }
     }
 
-    pub fn to_host_ring(&self) -> Result<crate::host::HostRing, String> {
+    pub fn to_host_ring(&self) -> Result<HostRing, String> {
         let cost = match &self.pcie_cost {
             Some(spec) => oae_swapring::cost::CostModel::parse(spec)
                 .map_err(|e| format!("host.pcie_cost = \"{spec}\": {e}"))?,
@@ -212,7 +227,7 @@ impl HostSettings {
             }
             _ => {}
         }
-        Ok(crate::host::HostRing {
+        Ok(HostRing {
             path: self.ring.clone(),
             capacity: self.capacity,
             cost,
@@ -705,7 +720,7 @@ impl RegionConfig {
 impl Config {
     /// Makes the queues `n` copies of the first, queue `k` on queue `k` of
     /// its interface (AF_XDP, steered by queue) or on memif interface `k`.
-    pub(crate) fn replicate_first_queue(&mut self, n: u32) -> Result<(), String> {
+    pub fn replicate_first_queue(&mut self, n: u32) -> Result<(), String> {
         if !(1..=64).contains(&n) {
             return Err(format!("queues = {n}: give 1 to 64"));
         }

@@ -9,7 +9,7 @@ use std::path::Path;
 use oae_common::mac::parse_mac;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{
+use crate::{
     Config, ConfigError, ConfigErrorKind, IdlePolicy, KickPolicy, TransportKind, in_file, read,
     toml_error,
 };
@@ -383,7 +383,7 @@ perms = "rw"
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::SteerBy;
+    use crate::SteerBy;
 
     #[test]
     fn a_fabric_node_has_a_port_per_neighbour_and_validates() {
@@ -451,6 +451,23 @@ mod tests {
             assert_eq!(ids, [0, 1]);
             assert!(cfg.queues.iter().all(|q| q.steer_by == SteerBy::Queue));
         }
+        let e = Deployment::parse(text, Path::new("x"))
+            .unwrap()
+            .apply(&QueueOverrides {
+                queues: Some(0),
+                ..QueueOverrides::default()
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("1 to 64"), "{e}");
+    }
+
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn memif_queues_are_copies_of_the_first_on_interfaces_of_their_own() {
+        let two = QueueOverrides {
+            queues: Some(2),
+            ..QueueOverrides::default()
+        };
         let memif = include_str!("../../configs/dpdk-memif.toml");
         let mut d = Deployment::parse(memif, Path::new("x")).unwrap();
         d.apply(&two).unwrap();
@@ -466,14 +483,6 @@ mod tests {
             vdevs[1].starts_with("net_memif1,") && vdevs[1].ends_with(",id=1"),
             "{vdevs:?}"
         );
-        let e = Deployment::parse(text, Path::new("x"))
-            .unwrap()
-            .apply(&QueueOverrides {
-                queues: Some(0),
-                ..QueueOverrides::default()
-            })
-            .unwrap_err();
-        assert!(e.to_string().contains("1 to 64"), "{e}");
     }
 
     #[test]
