@@ -10,8 +10,14 @@
 //! target must apply: keys are OAE's only access control). Afterwards the
 //! pair talks and lets time pass, and memory is checked again.
 //!
-//! Input: one byte choosing the node (bit 0), then chunks, each starting
-//! with a mode byte:
+//! With bit 1 of the first byte the pair's link is authenticated (as
+//! `oaed` runs it with a key): no input was sealed for the node, so each
+//! frame must be dropped by its authenticator, counted once, before the
+//! link sees it, and the pair must talk on (the harness's `SealedFeeder`).
+//! The captured frames are then the authenticated pair's own.
+//!
+//! Input: one byte choosing the node (bit 0) and the pair (bit 1), then
+//! chunks, each starting with a mode byte:
 //! - `0`: raw, `len: u16 BE` (mod 1100), then `len` bytes fed as they are;
 //! - `1`: the same, with the CRC recomputed;
 //! - `2`: a captured real frame (`index: u8`), `at: u16 BE`, `n: u8` (mod 64)
@@ -48,6 +54,14 @@ fn setup() -> &'static Setup {
             now,
             frames: harness::captured_frames(),
         }
+    })
+}
+
+fn sealed_setup() -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        let (nodes, now, frames) = harness::live_sealed_pair();
+        Setup { nodes, now, frames }
     })
 }
 
@@ -105,12 +119,24 @@ impl<'a> Input<'a> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let s = setup();
     let mut input = Input { data };
     let Some(first) = input.u8() else {
         return;
     };
     let to = usize::from(first & 1);
+    if first & 2 != 0 {
+        let s = sealed_setup();
+        let mut feeder = harness::SealedFeeder::new(s.nodes.clone(), s.now, to);
+        for _ in 0..MAX_CHUNKS {
+            let Some(frame) = input.next_frame(&s.frames) else {
+                break;
+            };
+            feeder.feed(&frame);
+        }
+        feeder.finish();
+        return;
+    }
+    let s = setup();
     let mut feeder = harness::Feeder::new(s.nodes.clone(), s.now, to);
     for _ in 0..MAX_CHUNKS {
         let Some(frame) = input.next_frame(&s.frames) else {

@@ -12,6 +12,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use oae_proto::auth::{AuthStats, Authenticator, LinkIdentity, LinkKey};
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
     Event, LinkConfig, LinkId, LinkStats, Nanos, Node, Output, Permissions, RegionRef, RegionSpec,
@@ -178,9 +179,29 @@ impl Pair {
     }
 
     pub fn with_config(cfg: LinkConfig) -> Pair {
+        Pair::build(cfg, false)
+    }
+
+    /// As [`Pair::new`], with the link authenticated (AES-GCM trailer,
+    /// replay window) on both ends: every frame sealed and opened, as an
+    /// authenticated link of `oaed` does.
+    pub fn sealed() -> Pair {
+        Pair::build(LinkConfig::default(), true)
+    }
+
+    fn build(cfg: LinkConfig, sealed: bool) -> Pair {
+        let identity = LinkIdentity {
+            local_mac: [2, 0, 0, 0, 0, 0xa],
+            peer_mac: [2, 0, 0, 0, 0, 0xb],
+            channel: 0,
+        };
         let mut nodes = [Node::new(0xA, 1), Node::new(0xB, 1)];
-        for n in &mut nodes {
+        for (n, identity) in nodes.iter_mut().zip([identity, identity.reversed()]) {
             n.add_link(cfg).expect("valid link config");
+            if sealed {
+                let auth = Authenticator::new(identity, 0, &LinkKey([0x5e; 32]));
+                n.authenticate_link(LINK, auth).expect("the link exists");
+            }
             n.register(RegionSpec {
                 id: REGION.id,
                 key: REGION.key,
@@ -330,6 +351,14 @@ impl Pair {
 
     pub fn target_stats(&self) -> &LinkStats {
         self.target.link_stats(LINK).expect("link exists")
+    }
+
+    /// Both ends' authentication counters (initiator, target), if the
+    /// link is authenticated.
+    pub fn auth_stats(&self) -> Option<(&AuthStats, &AuthStats)> {
+        let i = self.initiator.link_auth(LINK)?.stats();
+        let t = self.target.link_auth(LINK)?.stats();
+        Some((i, t))
     }
 
     /// Nothing left to send on either end (panics if something was).
@@ -497,6 +526,24 @@ mod tests {
         assert_eq!(t.transfers_committed, 100);
         assert_eq!(i.tx_frames, t.rx_frames, "a perfect wire");
         assert_eq!(i.retries + i.echo_mismatches + t.protocol_violations, 0);
+    }
+
+    #[test]
+    fn a_sealed_pair_seals_and_opens_every_frame() {
+        let mut p = Pair::sealed();
+        for _ in 0..100 {
+            p.cas_piggybacked_commit();
+        }
+        assert_eq!(p.target_word(), 100);
+        let (i, t) = p.auth_stats().expect("authenticated");
+        assert_eq!(
+            i.sealed, t.verified,
+            "every frame the initiator sent opened"
+        );
+        assert_eq!(t.sealed, i.verified, "every frame the target sent opened");
+        assert!(i.sealed >= 100 && t.sealed >= 100, "{i:?} {t:?}");
+        assert_eq!(i.dropped.iter().chain(&t.dropped).sum::<u64>(), 0);
+        assert!(Pair::new().auth_stats().is_none());
     }
 
     #[test]

@@ -125,7 +125,8 @@ pub fn pair(key: u32) -> [Node; 2] {
 /// Moves frames both ways until neither side has anything to say, keeping a
 /// copy of every frame in `capture`.
 pub fn pump(nodes: &mut [Node; 2], now: Nanos, capture: &mut Vec<Vec<u8>>) {
-    let mut buf = [0u8; MAX_FRAME];
+    // Room for the trailer of an authenticated link's largest frame.
+    let mut buf = [0u8; MAX_FRAME + auth::AUTH_TRAILER_LEN];
     for _ in 0..PUMP_LIMIT {
         let mut moved = false;
         for from in 0..2 {
@@ -167,7 +168,29 @@ pub fn run_rounds(
 /// A pair whose link is up and has exchanged ticks and tocks; returns it,
 /// the current time and every frame it sent.
 pub fn live_pair() -> ([Node; 2], Nanos, Vec<Vec<u8>>) {
+    live(pair(REGION.key))
+}
+
+/// The identity of the live pair's link, as node 0 names it.
+const SEALED_LINK: auth::LinkIdentity = auth::LinkIdentity {
+    local_mac: [2, 0, 0, 0, 0, 0xa],
+    peer_mac: [2, 0, 0, 0, 0, 0xb],
+    channel: 0,
+};
+
+/// As [`live_pair`], with the link authenticated on both ends: every
+/// frame returned is sealed (AES-GCM trailer), and was accepted once.
+pub fn live_sealed_pair() -> ([Node; 2], Nanos, Vec<Vec<u8>>) {
     let mut nodes = pair(REGION.key);
+    let key = auth::LinkKey([0x5e; 32]);
+    for (n, identity) in nodes.iter_mut().zip([SEALED_LINK, SEALED_LINK.reversed()]) {
+        n.authenticate_link(0, auth::Authenticator::new(identity, 0, &key))
+            .unwrap();
+    }
+    live(nodes)
+}
+
+fn live(mut nodes: [Node; 2]) -> ([Node; 2], Nanos, Vec<Vec<u8>>) {
     let mut capture = Vec::new();
     pump(&mut nodes, 0, &mut capture);
     let now = run_rounds(&mut nodes, 0, 4, &mut capture);
@@ -600,6 +623,88 @@ impl Feeder {
                 assert_eq!(n.memory(), &self.memory[i], "node {i}'s memory changed");
                 assert_eq!(n.memory().locked_words(), 0);
             }
+        }
+    }
+}
+
+/// Feeds frames to one node of an authenticated live pair (see
+/// [`live_sealed_pair`]). None was sealed for that node at that moment
+/// (garbage, a sealed frame changed, or one it already accepted), so the
+/// oracle is short: each is dropped by the node's authenticator and
+/// counted there once, and the link never sees it.
+pub struct SealedFeeder {
+    pub nodes: [Node; 2],
+    pub now: Nanos,
+    /// The node that gets the frames.
+    pub to: usize,
+    memory: [Memory; 2],
+    start: LinkStats,
+    start_auth: auth::AuthStats,
+    pub fed: u64,
+}
+
+fn auth_stats(node: &Node) -> auth::AuthStats {
+    node.link_auth(0)
+        .expect("an authenticated link")
+        .stats()
+        .clone()
+}
+
+impl SealedFeeder {
+    pub fn new(nodes: [Node; 2], now: Nanos, to: usize) -> SealedFeeder {
+        SealedFeeder {
+            memory: [nodes[0].memory().clone(), nodes[1].memory().clone()],
+            start: nodes[to].link_stats(0).unwrap().clone(),
+            start_auth: auth_stats(&nodes[to]),
+            nodes,
+            now,
+            to,
+            fed: 0,
+        }
+    }
+
+    /// Feeds one frame; it must be dropped by reason.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let node = &mut self.nodes[self.to];
+        let before: u64 = auth_stats(node).dropped.iter().sum();
+        node.handle_frame(0, bytes, self.now);
+        let after: u64 = auth_stats(node).dropped.iter().sum();
+        assert_eq!(
+            after,
+            before + 1,
+            "a frame no one sealed for this node was not dropped by its \
+             authenticator: {bytes:02x?}"
+        );
+        self.fed += 1;
+    }
+
+    /// The link saw none of it, and the pair still works.
+    pub fn finish(mut self) {
+        let node = &self.nodes[self.to];
+        assert_eq!(
+            node.link_stats(0).unwrap(),
+            &self.start,
+            "the link saw a frame"
+        );
+        assert_eq!(auth_stats(node).verified, self.start_auth.verified);
+        let verified = self.nodes.each_ref().map(|n| auth_stats(n).verified);
+        let mut sink = Vec::new();
+        pump(&mut self.nodes, self.now, &mut sink);
+        run_rounds(&mut self.nodes, self.now, 3, &mut sink);
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            assert!(
+                auth_stats(n).verified > verified[i],
+                "node {i} heard nothing after"
+            );
+            let status = n.link_status(0).unwrap();
+            assert!(status.up && !status.unreachable, "node {i}: {status:?}");
+            while let Some(e) = n.poll_event() {
+                assert!(
+                    matches!(e, Event::Link { .. }),
+                    "nothing was submitted, yet node {i} raised {e:?}"
+                );
+            }
+            assert_eq!(n.memory(), &self.memory[i], "node {i}'s memory changed");
         }
     }
 }
