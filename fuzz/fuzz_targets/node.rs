@@ -118,6 +118,18 @@ impl<'a> Input<'a> {
     }
 }
 
+impl Input<'_> {
+    /// Each frame of the input, up to [`MAX_CHUNKS`], made from `frames`.
+    fn each_frame(&mut self, frames: &[Vec<u8>], mut feed: impl FnMut(&[u8])) {
+        for _ in 0..MAX_CHUNKS {
+            let Some(frame) = self.next_frame(frames) else {
+                break;
+            };
+            feed(&frame);
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut input = Input { data };
     let Some(first) = input.u8() else {
@@ -127,22 +139,12 @@ fuzz_target!(|data: &[u8]| {
     if first & 2 != 0 {
         let s = sealed_setup();
         let mut feeder = harness::SealedFeeder::new(s.nodes.clone(), s.now, to);
-        for _ in 0..MAX_CHUNKS {
-            let Some(frame) = input.next_frame(&s.frames) else {
-                break;
-            };
-            feeder.feed(&frame);
-        }
+        input.each_frame(&s.frames, |f| feeder.feed(f));
         feeder.finish();
-        return;
+    } else {
+        let s = setup();
+        let mut feeder = harness::Feeder::new(s.nodes.clone(), s.now, to);
+        input.each_frame(&s.frames, |f| feeder.feed(f));
+        feeder.finish();
     }
-    let s = setup();
-    let mut feeder = harness::Feeder::new(s.nodes.clone(), s.now, to);
-    for _ in 0..MAX_CHUNKS {
-        let Some(frame) = input.next_frame(&s.frames) else {
-            break;
-        };
-        feeder.feed(&frame);
-    }
-    feeder.finish();
 });
