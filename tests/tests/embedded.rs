@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use oae_dataplane::embed::EmbeddedQueue;
 use oae_client::api::{AppError, Completion, Submission};
+use oae_dataplane::embed::EmbeddedQueue;
 use oae_pmd::netns::VethPair;
 use oae_proto::verb::{Output, Refusal, RegionRef, Verb, VerbError};
 use oae_tests::dataplanes::{MACS, Options, TARGET_KEY, TARGET_REGION, configs, polling_turn};

@@ -7,10 +7,10 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
 use oae_client::control::{OutputView, VerbSpec};
 use oae_client::host::load::LoadReport;
 use oae_client::host::{AttachError, HostQueue, MAX_READ, MAX_WRITE, RegionError};
-use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
 use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, Verb, VerbError};
 use oae_swapring::report::RegionReport;
 use oae_tests::dataplanes::{
