@@ -29,6 +29,7 @@ pub mod report;
 pub mod sockperf;
 pub mod svg;
 pub mod testpmd;
+pub mod testpmd_pair;
 pub mod trial;
 
 use std::collections::BTreeMap;

@@ -175,6 +175,33 @@ fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
         &[("role", "macswap".into())],
         Trial::Testpmd,
     ));
+    // Without a kernel: OAE over net_memif with one verb in flight too
+    // (the per-driver row above has `slots`), and two testpmd bouncing as
+    // many frames over net_memif, on the same cores.
+    if slots != 1 {
+        items.push(PlanItem::new(
+            e,
+            "oae",
+            &[
+                ("verb", "cas".into()),
+                ("slots", "1".into()),
+                ("driver", DriverChoice::DpdkMemif.name().into()),
+            ],
+            Trial::Demo(DemoTrial::line(DriverChoice::DpdkMemif, "cas", 1)),
+        ));
+    }
+    let in_flights = if slots == 1 { vec![1] } else { vec![slots, 1] };
+    for in_flight in in_flights {
+        items.push(PlanItem::new(
+            e,
+            "testpmd-pair",
+            &[
+                ("driver", "net_memif".into()),
+                ("in_flight", in_flight.to_string()),
+            ],
+            Trial::TestpmdPair { in_flight },
+        ));
+    }
 }
 
 fn latency(items: &mut Vec<PlanItem>) {
@@ -346,11 +373,13 @@ mod tests {
                 .filter(|i| i.experiment == e && i.subject == subject)
                 .count()
         };
-        // Two verbs over the sweep, the polling choices, the two DPDK drivers.
+        // Two verbs over the sweep, the polling choices, the two DPDK
+        // drivers, and one in flight over net_memif.
         assert_eq!(
             count(Experiment::LineRate, "oae"),
-            2 * o.slots.len() + LINE_RATE_POLLING.len() + 2
+            2 * o.slots.len() + LINE_RATE_POLLING.len() + 3
         );
+        assert_eq!(count(Experiment::LineRate, "testpmd-pair"), 2);
         assert_eq!(count(Experiment::Latency, "oae"), 2 * 3);
         assert_eq!(count(Experiment::LineRate, "testpmd"), 1);
         assert_eq!(count(Experiment::Latency, "sockperf"), 2);

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::choice::PollChoice;
+use super::choice::{DriverChoice, PollChoice};
 use super::figures::{find, fmt_fig, ratio};
 use super::plan::{CONDITIONS, LINE_RATE_POLLING, driver_slots};
 use super::redis::REDIS_PORT;
@@ -314,6 +314,85 @@ fn latency_targets(ms: &[Measurement], out: &mut Vec<Target>) {
     });
 }
 
+/// OAE over `net_memif` against two testpmd bouncing frames over
+/// `net_memif` on the same cores: with no kernel on the path, what a verb
+/// costs beyond a bounced frame is OAE's own.
+fn memif_targets(ms: &[Measurement], out: &mut Vec<Target>) {
+    let oae = |slots: &str| {
+        find(
+            ms,
+            Experiment::LineRate,
+            "oae",
+            &[
+                ("verb", "cas"),
+                ("slots", slots),
+                ("driver", DriverChoice::DpdkMemif.name()),
+            ],
+        )
+    };
+    let pair = |in_flight: &str| {
+        find(
+            ms,
+            Experiment::LineRate,
+            "testpmd-pair",
+            &[("driver", "net_memif"), ("in_flight", in_flight)],
+        )
+    };
+    let pairs = ms
+        .iter()
+        .filter(|m| m.subject == "testpmd-pair")
+        .filter_map(|m| m.param("in_flight"));
+    let mut in_flights: Vec<&str> = pairs.collect();
+    in_flights.sort_by_key(|n| std::cmp::Reverse(n.parse::<u32>().unwrap_or(0)));
+    in_flights.dedup();
+    for n in in_flights {
+        let wanted = if n == "1" { 0.7 } else { 0.8 };
+        let verbs = oae(n).and_then(|m| m.median("verbs_per_s"));
+        let trips = pair(n).and_then(|m| m.median("round_trips_per_s"));
+        let r = ratio(verbs, trips);
+        out.push(Target {
+            name: format!("OAE CAS over net_memif vs the testpmd pair, {n} in flight"),
+            ratio_of: format!(
+                "OAE CAS verbs/s over DPDK net_memif, {n} in flight / round trips/s of two \
+                 dpdk-testpmd (macswap) over net_memif, {n} in flight"
+            ),
+            ratio: r,
+            wanted: format!(">= {wanted}"),
+            met: r.map(|r| r >= wanted),
+            why: match (r, verbs, trips) {
+                (Some(r), Some(v), Some(t)) => format!(
+                    "{}: {:.2} us of each core per verb against {:.2} us per bounced frame, \
+                     with no kernel on either path",
+                    met_word(r >= wanted),
+                    1e6 / v,
+                    1e6 / t
+                ),
+                _ => "not measured (see the failed trials)".into(),
+            },
+        });
+    }
+    let p50 = oae("1").and_then(|m| m.median("p50_us"));
+    let trip = pair("1").and_then(|m| m.median("round_trip_us"));
+    if p50.is_some() || trip.is_some() {
+        let r = ratio(p50, trip);
+        out.push(Target {
+            name: "OAE CAS p50 over net_memif vs the testpmd pair's round trip".into(),
+            ratio_of: "OAE CAS p50 over DPDK net_memif, 1 in flight / the round trip of one \
+                       frame between two dpdk-testpmd over net_memif (mean)"
+                .into(),
+            ratio: r,
+            wanted: "<= 1.3".into(),
+            met: r.map(|r| r <= 1.3),
+            why: match (r, p50, trip) {
+                (Some(r), Some(a), Some(b)) => {
+                    format!("{}: {a:.2} us against {b:.2} us", met_word(r <= 1.3))
+                }
+                _ => "not measured (see the failed trials)".into(),
+            },
+        });
+    }
+}
+
 /// Why OAE's verbs/s trail a reflector's frames/s, from the figures: both
 /// are round trips, each side sending one frame per round trip through
 /// veth's copy path on its own core, so the difference is what a verb costs
@@ -372,6 +451,7 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
     }
     if has(Experiment::LineRate) {
         line_rate_targets(ms, &mut out);
+        memif_targets(ms, &mut out);
     }
     if has(Experiment::Latency) {
         latency_targets(ms, &mut out);
@@ -676,6 +756,36 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         ] {
             let m = find(ms, Experiment::LineRate, subject, &[]);
             row(&mut out, name, m, "frames_per_s");
+        }
+        let one_memif = find(
+            ms,
+            Experiment::LineRate,
+            "oae",
+            &[
+                ("verb", "cas"),
+                ("slots", "1"),
+                ("driver", "dpdk net_memif"),
+            ],
+        );
+        row(
+            &mut out,
+            "OAE CAS over dpdk net_memif, 1 in flight (verbs/s)",
+            one_memif,
+            "verbs_per_s",
+        );
+        for n in [slots.as_str(), "1"] {
+            let m = find(
+                ms,
+                Experiment::LineRate,
+                "testpmd-pair",
+                &[("driver", "net_memif"), ("in_flight", n)],
+            );
+            row(
+                &mut out,
+                &format!("two dpdk-testpmd macswap over net_memif, {n} in flight (round trips/s)"),
+                m,
+                "round_trips_per_s",
+            );
         }
         out.push('\n');
     }

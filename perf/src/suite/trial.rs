@@ -15,6 +15,7 @@ use super::raw_xdp::{raw_flood, raw_ping_pong};
 use super::redis::{RedisTrial, redis};
 use super::sockperf::sockperf;
 use super::testpmd::testpmd;
+use super::testpmd_pair::testpmd_pair;
 use oae_swapring::wave::{Variant, Workload};
 
 #[derive(Clone, Debug)]
@@ -29,6 +30,11 @@ pub enum Trial {
     RawPingPong(Placement),
     /// `dpdk-testpmd` in macswap mode in namespace b, fed by the raw flood.
     Testpmd,
+    /// Two `dpdk-testpmd` in macswap mode bouncing `in_flight` frames over
+    /// `net_memif`, the reference without a kernel.
+    TestpmdPair {
+        in_flight: u16,
+    },
     Sockperf(Placement),
     /// One run of the Wave-like offload over emulated PCIe.
     Offload {
@@ -58,6 +64,7 @@ pub fn run(trial: &Trial, opts: &Options, log: &Path, rep: usize) -> Result<Outc
         Trial::RawFlood => raw_flood(opts),
         Trial::RawPingPong(p) => raw_ping_pong(opts, *p),
         Trial::Testpmd => testpmd(opts, log),
+        Trial::TestpmdPair { in_flight } => testpmd_pair(opts, log, *in_flight),
         Trial::Sockperf(p) => sockperf(opts, *p, log),
     }
 }
