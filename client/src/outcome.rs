@@ -79,6 +79,15 @@ impl Outcome {
         }
     }
 
+    /// [`Outcome::of`] for a verb that reached a link, without copying its
+    /// result (an `Output` can be a kilobyte).
+    pub fn of_verb<T>(result: &Result<T, VerbError>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Ok,
+            Err(e) => Outcome::of_verb_error(e),
+        }
+    }
+
     fn of_verb_error(e: &VerbError) -> Outcome {
         match e {
             VerbError::Refused(r) => match r {
@@ -217,5 +226,22 @@ mod tests {
         }
         let refused = Outcome::of::<()>(&Err(AppError::Verb(VerbError::Refused(Refusal::Locked))));
         assert_eq!(refused.code(), Refusal::Locked as u8);
+    }
+
+    #[test]
+    fn a_verb_result_has_the_outcome_it_has_as_an_application_result() {
+        let results: [Result<u8, VerbError>; 5] = [
+            Ok(7),
+            Err(VerbError::Refused(Refusal::BadKey)),
+            Err(VerbError::Unreachable),
+            Err(VerbError::PeerRestarted),
+            Err(VerbError::LocalLocked),
+        ];
+        for r in results {
+            assert_eq!(
+                Outcome::of_verb(&r),
+                Outcome::of(&r.map_err(AppError::Verb))
+            );
+        }
     }
 }

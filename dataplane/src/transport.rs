@@ -75,10 +75,10 @@ pub trait Transport: Send + 'static {
     }
     fn poll_timeout(&self) -> Option<Nanos>;
     fn handle_timeout(&mut self, now: Nanos);
-    fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted>;
+    fn submit(&mut self, link: LinkId, id: VerbId, verb: &Verb) -> Result<(), NotSubmitted>;
     /// Queues a verb for node `node` wherever it is: a link to it, or a
     /// path through the fabric. Returns the link or path that took it.
-    fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, NotSubmitted>;
+    fn submit_to(&mut self, node: u64, id: VerbId, verb: &Verb) -> Result<LinkId, NotSubmitted>;
     /// The fabric's status, if the transport runs one.
     fn fabric(&self) -> Option<FabricStatus> {
         None
@@ -191,11 +191,11 @@ impl Transport for Oae {
         self.node.handle_timeout(now);
     }
 
-    fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted> {
+    fn submit(&mut self, link: LinkId, id: VerbId, verb: &Verb) -> Result<(), NotSubmitted> {
         self.node.submit(link, id, verb).map_err(NotSubmitted::from)
     }
 
-    fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, NotSubmitted> {
+    fn submit_to(&mut self, node: u64, id: VerbId, verb: &Verb) -> Result<LinkId, NotSubmitted> {
         self.node
             .submit_to(node, id, verb)
             .map_err(NotSubmitted::from)
@@ -352,16 +352,16 @@ impl Transport for RcModel {
         self.endpoint.handle_timeout(now);
     }
 
-    fn submit_to(&mut self, node: u64, _: VerbId, _: Verb) -> Result<LinkId, NotSubmitted> {
+    fn submit_to(&mut self, node: u64, _: VerbId, _: &Verb) -> Result<LinkId, NotSubmitted> {
         // One queue pair to one peer, addressed by link only.
         Err(NotSubmitted::NoRoute(node))
     }
 
-    fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), NotSubmitted> {
+    fn submit(&mut self, link: LinkId, id: VerbId, verb: &Verb) -> Result<(), NotSubmitted> {
         if link != 0 {
             return Err(NotSubmitted::NoSuchLink(link));
         }
-        self.endpoint.submit(id, verb).map_err(|e| match e {
+        self.endpoint.submit(id, *verb).map_err(|e| match e {
             oae_rc_model::SubmitError::QueueFull => NotSubmitted::QueueFull,
             oae_rc_model::SubmitError::NotAnRcVerb => NotSubmitted::NotForTransport,
             oae_rc_model::SubmitError::QpError => NotSubmitted::QpFailed,
@@ -561,7 +561,7 @@ mod tests {
             offset: 0,
             data: oae_proto::Block::new(&[0x5a; 960]).unwrap(),
         };
-        ends[0].submit(0, id, write).unwrap();
+        ends[0].submit(0, id, &write).unwrap();
         ends
     }
 

@@ -285,7 +285,7 @@ impl Pair {
             expected: self.value,
             new: self.value.wrapping_add(1),
         };
-        if let Err(e) = self.initiator.submit(LINK, id, verb) {
+        if let Err(e) = self.initiator.submit(LINK, id, &verb) {
             refused(e);
         }
         id

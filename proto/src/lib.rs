@@ -348,12 +348,12 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// Queues a verb for `link` (or for a path, ids from [`PATH_BASE`]).
     /// Accepted verbs get exactly one [`Event::Completed`]; refused ones get
     /// an error here and nothing else.
-    pub fn submit(&mut self, link: LinkId, id: VerbId, verb: Verb) -> Result<(), SubmitError> {
+    pub fn submit(&mut self, link: LinkId, id: VerbId, verb: &Verb) -> Result<(), SubmitError> {
         let max_class = self
             .any_link(link)
             .ok_or(SubmitError::UnknownLink(link))?
             .max_class();
-        check_verb(&verb, &self.memory)?;
+        check_verb(verb, &self.memory)?;
         if verb.class(max_class).is_none() {
             return Err(SubmitError::Invalid(
                 "needs a larger frame than this link's max_class",
@@ -365,7 +365,7 @@ impl<O: Observer, M: Store> Node<O, M> {
         } else {
             &mut links[usize::from(link)]
         };
-        if l.submit(id, &verb, &mut sh) {
+        if l.submit(id, verb, &mut sh) {
             Ok(())
         } else {
             Err(SubmitError::QueueFull)
@@ -379,7 +379,7 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// (which may come back). Returns the link or path that took it; if
     /// the link later becomes unusable, the verb may move to the path and
     /// its completion then names the path.
-    pub fn submit_to(&mut self, node: u64, id: VerbId, verb: Verb) -> Result<LinkId, SubmitError> {
+    pub fn submit_to(&mut self, node: u64, id: VerbId, verb: &Verb) -> Result<LinkId, SubmitError> {
         let direct = self
             .links
             .iter()
@@ -392,7 +392,7 @@ impl<O: Observer, M: Store> Node<O, M> {
         }
         if let Some(p) = self.fabric.as_deref_mut().and_then(|f| f.path_for(node)) {
             let path = PATH_BASE + p as LinkId;
-            let carried = self.any_link(path).is_some_and(|l| l.carries(&verb));
+            let carried = self.any_link(path).is_some_and(|l| l.carries(verb));
             // A verb too large for a path's frames waits for the link.
             if carried || direct.is_none() {
                 return self.submit(path, id, verb).map(|()| path);

@@ -101,7 +101,7 @@ fn forge_the_addend(auth: bool) -> (u64, Result<(), AuthError>) {
     let mut n = pair_with(LinkConfig::default());
     let mut w = Wire::new(&mut n, auth);
     w.pump(&mut n, 0);
-    n[0].submit(0, VerbId(1), faa(1)).unwrap();
+    n[0].submit(0, VerbId(1), &faa(1)).unwrap();
     let mut forged = w.take(&mut n, 0, 1).expect("the request");
     forged[ADD_AT..ADD_AT + 8].copy_from_slice(&1000u64.to_be_bytes());
     let oae_len = forged.len() - if auth { AUTH_TRAILER_LEN } else { 0 };
@@ -148,7 +148,7 @@ fn replay_after_the_sequence_wraps(auth: bool) -> (u64, Result<(), AuthError>) {
     let mut captured = None;
     let mut now = 1;
     for i in 0..65_536u64 {
-        n[0].submit(0, VerbId(i), faa(1)).unwrap();
+        n[0].submit(0, VerbId(i), &faa(1)).unwrap();
         if i == 0 {
             let f = w.take(&mut n, 0, now).expect("the first request");
             w.give(&mut n, 1, &f, now).unwrap();

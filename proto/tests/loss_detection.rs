@@ -119,7 +119,7 @@ impl Wire {
     /// Brings the link up and measures its RTT with a few verbs.
     fn warm_up(&mut self) {
         for k in 0..8 {
-            self.nodes[0].submit(0, VerbId(1000 + k), faa(8)).unwrap();
+            self.nodes[0].submit(0, VerbId(1000 + k), &faa(8)).unwrap();
             self.run(100 * RTT);
         }
         self.completed.clear();
@@ -152,7 +152,7 @@ fn one_verb_alone(cfg: LinkConfig, drop: Drop) -> (Wire, f64) {
     let mut w = Wire::new(cfg);
     w.warm_up();
     w.drop = Some(drop);
-    w.nodes[0].submit(0, VerbId(1), faa(0)).unwrap();
+    w.nodes[0].submit(0, VerbId(1), &faa(0)).unwrap();
     w.run(1000 * RTT);
     assert_eq!(w.completions(), vec![Ok(Output::FetchAdd { old: 0 })]);
     let word = &w.nodes[1].memory().bytes(1).unwrap()[..8];
@@ -206,7 +206,7 @@ fn a_lost_request_among_others_is_found_by_the_next_answer() {
     });
     for k in 0..8 {
         w.nodes[0]
-            .submit(0, VerbId(k), faa(16 + 8 * k as u32))
+            .submit(0, VerbId(k), &faa(16 + 8 * k as u32))
             .unwrap();
     }
     w.run(1000 * RTT);
@@ -259,8 +259,8 @@ fn a_verb_refused_locked_goes_again_right_after_the_commit() {
     let mut w = Wire::new(LinkConfig::default());
     w.warm_up();
     let start = w.now;
-    w.nodes[0].submit(0, VerbId(1), faa(0)).unwrap();
-    w.nodes[0].submit(0, VerbId(2), faa(0)).unwrap();
+    w.nodes[0].submit(0, VerbId(1), &faa(0)).unwrap();
+    w.nodes[0].submit(0, VerbId(2), &faa(0)).unwrap();
     w.run(1000 * RTT);
     let st = w.nodes[0].link_stats(0).unwrap();
     assert_eq!(st.refusals_received, 1, "{st:?}");

@@ -28,7 +28,7 @@ fn pump(nodes: &mut [Node; 2], now: Nanos) {
 }
 
 fn run(nodes: &mut [Node; 2], verb: Verb) -> Result<Output, VerbError> {
-    nodes[0].submit(0, VerbId(7), verb).unwrap();
+    nodes[0].submit(0, VerbId(7), &verb).unwrap();
     pump(nodes, 10);
     loop {
         match nodes[0].poll_event() {
@@ -176,7 +176,7 @@ fn word0(n: &Node) -> u64 {
 /// request, and only its request, to node 1.
 fn request_applied_at_target(n: &mut [Node; 2], buf: &mut [u8]) {
     pump(n, 0);
-    n[0].submit(0, VerbId(1), FAA).unwrap();
+    n[0].submit(0, VerbId(1), &FAA).unwrap();
     let len = n[0].poll_transmit(0, 1, buf).unwrap();
     n[1].handle_frame(0, &buf[..len], 1);
 }
@@ -216,14 +216,14 @@ fn unreachable_after_k_silent_rounds_then_in_doubt_resolved() {
     let mut n = pair();
     pump(&mut n, 0);
     let k = LinkConfig::default().unreachable_after_rounds;
-    n[0].submit(0, VerbId(1), FAA).unwrap();
+    n[0].submit(0, VerbId(1), &FAA).unwrap();
     let mut buf = [0u8; MAX_FRAME];
     let len = n[0].poll_transmit(0, 1, &mut buf).unwrap();
     n[1].handle_frame(0, &buf[..len], 1); // applied; the echo will be lost
-    n[0].submit(0, VerbId(2), FAA).unwrap();
+    n[0].submit(0, VerbId(2), &FAA).unwrap();
     // Queue more verbs than credits so one waits unsent.
     for i in 3..=70 {
-        n[0].submit(0, VerbId(i), FAA).unwrap();
+        n[0].submit(0, VerbId(i), &FAA).unwrap();
     }
     let mut now;
     let first_round = n[0].link_status(0).unwrap().round;
@@ -349,7 +349,7 @@ fn a_burst_is_the_frames_one_by_one_in_one_call() {
                 offset: 8 * i,
                 add: 1,
             };
-            n[0].submit(0, VerbId(u64::from(i)), verb).unwrap();
+            n[0].submit(0, VerbId(u64::from(i)), &verb).unwrap();
         }
         let mut out = Burst {
             frames: Vec::new(),

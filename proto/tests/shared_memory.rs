@@ -322,7 +322,7 @@ impl Core {
             let verb = self.verb(self.next);
             self.pair
                 .initiator
-                .submit(0, VerbId(self.next), verb)
+                .submit(0, VerbId(self.next), &verb)
                 .expect("one verb at a time fits");
             self.next += 1;
             self.in_flight = true;

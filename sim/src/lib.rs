@@ -831,10 +831,10 @@ impl Sim {
                 };
                 let id = VerbId(self.issued as u64);
                 let submitted = if self.fabric {
-                    self.nodes[i].submit_to(node_id(j), id, verb).map(|_| ())
+                    self.nodes[i].submit_to(node_id(j), id, &verb).map(|_| ())
                 } else {
                     let link = self.adj[i].iter().position(|&n| n == j).expect("meshed");
-                    self.nodes[i].submit(link as LinkId, id, verb)
+                    self.nodes[i].submit(link as LinkId, id, &verb)
                 };
                 match submitted {
                     Ok(()) => {}

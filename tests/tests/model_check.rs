@@ -378,7 +378,7 @@ impl Model for LinkModel {
                 let (i, verb) = self.script[usize::from(k)];
                 let i = usize::from(i);
                 s.nodes[i]
-                    .submit(LINK, VerbId(u64::from(k)), verb)
+                    .submit(LINK, VerbId(u64::from(k)), &verb)
                     .expect("the script's verbs are valid and the queue has room");
                 s.submitted += 1;
                 s.pull_events(i);

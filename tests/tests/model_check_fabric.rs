@@ -297,7 +297,7 @@ impl Model for FabricModel {
             Action::Submit => {
                 s.submitted = true;
                 s.nodes[A]
-                    .submit_to(IDS[B], VerbId(0), CAS)
+                    .submit_to(IDS[B], VerbId(0), &CAS)
                     .expect("a usable link to B");
                 s.pull_events(A);
                 s.drain(A);

@@ -186,9 +186,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                             self.control_waiting.len() - 1
                         }
                     };
-                    let to = match verb {
-                        CommandKind::Verb(link, verb) => Target::Link(link, *verb),
-                        CommandKind::VerbTo(node, verb) => Target::Node(node, *verb),
+                    let to = match &verb {
+                        CommandKind::Verb(link, verb) => Target::Link(*link, verb),
+                        CommandKind::VerbTo(node, verb) => Target::Node(*node, verb),
                         _ => unreachable!("matched above"),
                     };
                     match self.submit(Origin::Control(slot), to, now) {

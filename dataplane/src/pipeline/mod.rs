@@ -47,10 +47,12 @@ use oae_proto::Opcode;
 use outcomes::VerbOutcomes;
 
 /// Where a verb goes: a link of this queue, or a node that a link or the
-/// fabric's paths reach.
-pub(crate) enum Target {
-    Link(LinkId, Verb),
-    Node(u64, Verb),
+/// fabric's paths reach. The verb is borrowed from whoever holds it: a
+/// verb can be a kilobyte (a WRITE's block inline), and the link keeps
+/// its own copy of what it sends.
+pub(crate) enum Target<'a> {
+    Link(LinkId, &'a Verb),
+    Node(u64, &'a Verb),
 }
 
 /// Why an application's MULTI-WORD COMMIT that names one word twice is
@@ -305,7 +307,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         self.free_ids.push(index as u32);
         let latency = now.saturating_sub(entry.submitted);
         let _ = self.latency.record(latency.max(1));
-        let outcome = Outcome::of(&result.map_err(AppError::Verb));
+        let outcome = Outcome::of_verb(result);
         self.outcomes.count(entry.kind, outcome);
         match entry.origin {
             Origin::App(app_id) => {
@@ -348,8 +350,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
-    fn submit(&mut self, origin: Origin, to: Target, now: Nanos) -> Result<(), NotSubmitted> {
-        let verb = match &to {
+    fn submit(&mut self, origin: Origin, to: Target<'_>, now: Nanos) -> Result<(), NotSubmitted> {
+        let verb = match to {
             Target::Link(_, verb) | Target::Node(_, verb) => verb,
         };
         let kind = verb.opcode();
@@ -394,7 +396,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             };
             // In-process applications and host programs reach the queue's
             // first link; oaectl and workloads name theirs.
-            match self.submit(Origin::App(s.id), Target::Link(0, s.verb), now) {
+            match self.submit(Origin::App(s.id), Target::Link(0, &s.verb), now) {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(why) => {
                     self.counters.app_refused += 1;
@@ -415,7 +417,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             return;
         };
         host.take(MAX_BURST, |origin, s| {
-            let submitted = self.submit(Origin::Host(origin, s.id), Target::Link(0, s.verb), now);
+            let submitted = self.submit(Origin::Host(origin, s.id), Target::Link(0, &s.verb), now);
             match submitted {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(_) => self.counters.app_refused += 1,
@@ -467,8 +469,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let mut workloads = std::mem::take(&mut self.workloads);
         workloads.poll(now, |aim, slot, lane, verb| {
             let to = match aim {
-                Aim::Link(link) => Target::Link(link, *verb),
-                Aim::Node(node) => Target::Node(node, *verb),
+                Aim::Link(link) => Target::Link(link, verb),
+                Aim::Node(node) => Target::Node(node, verb),
             };
             self.submit(Origin::Workload(slot, lane), to, now).is_ok()
         });

@@ -55,7 +55,7 @@ pub fn replay(name: &str, text: &str) -> usize {
             }
             "submit" => {
                 verbs += 1;
-                iut.submit(0, VerbId(verbs), parse_verb(rest))
+                iut.submit(0, VerbId(verbs), &parse_verb(rest))
                     .unwrap_or_else(|e| panic!("{at}: refused: {e}"));
             }
             "done" => {

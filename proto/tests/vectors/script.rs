@@ -253,7 +253,7 @@ impl Script {
         writeln!(self.text, "submit {}", verb_text(&verb)).unwrap();
         self.verbs += 1;
         self.iut
-            .submit(0, VerbId(self.verbs), verb)
+            .submit(0, VerbId(self.verbs), &verb)
             .expect("accepted");
     }
 

@@ -283,7 +283,7 @@ pub fn donor_frames() -> Vec<Vec<u8>> {
         },
     ];
     for (i, v) in verbs.into_iter().enumerate() {
-        n[0].submit(0, VerbId(i as u64), v).unwrap();
+        n[0].submit(0, VerbId(i as u64), &v).unwrap();
         pump(&mut n, now, &mut cap);
     }
     // A request lost on the wire: the initiator reverses it after its
@@ -291,7 +291,7 @@ pub fn donor_frames() -> Vec<Vec<u8>> {
     n[0].submit(
         0,
         VerbId(99),
-        Verb::Swap {
+        &Verb::Swap {
             target: t,
             offset: 88,
             new: 5,
