@@ -26,10 +26,11 @@ use oae_proto::auth::{Authenticator, LinkIdentity, LinkKey};
 /// What a transport tells the pipeline.
 // Results carry their bytes inline, as the cores' events do.
 #[allow(clippy::large_enum_variant)]
-pub enum TransportEvent {
+pub enum TransportEvent<'a> {
+    /// A verb's one completion, lent where the transport keeps it.
     Completed {
         id: VerbId,
-        result: Result<Output, VerbError>,
+        result: &'a Result<Output, VerbError>,
     },
     /// Something worth a log line (a link came up, the QP failed).
     Notice(String),
@@ -83,7 +84,8 @@ pub trait Transport: Send + 'static {
     fn fabric(&self) -> Option<FabricStatus> {
         None
     }
-    fn poll_event(&mut self) -> Option<TransportEvent>;
+    /// Hands every event raised so far to `on`, oldest first.
+    fn drain_events(&mut self, on: impl FnMut(TransportEvent<'_>));
     /// Nothing in flight and nothing owed to any peer.
     fn is_quiescent(&self) -> bool;
     /// The peer's node id, once the link has heard it.
@@ -123,6 +125,33 @@ pub struct Oae {
 }
 
 impl Oae {
+    /// A link's change as the pipeline logs it; a link that came up may
+    /// tell its reasons for being down again at its next outage.
+    fn link_event(&mut self, link: LinkId, change: LinkChange) -> TransportEvent<'static> {
+        let status = self.node.link_status(link);
+        let (epoch, peer) = status.map_or((0, 0), |s| (s.peer_epoch, s.peer_id));
+        let what = match change {
+            LinkChange::Up => "up",
+            LinkChange::Unreachable => "unreachable",
+            LinkChange::PeerRestarted => "peer restarted",
+        };
+        if change == LinkChange::Up
+            && let Some(told) = self.told.get_mut(usize::from(link))
+        {
+            *told = 0;
+        }
+        let kind = if link >= PATH_BASE { "path" } else { "link" };
+        let notice = format!("{kind} {link} {what} (peer node {peer}, epoch {epoch})");
+        match change {
+            LinkChange::PeerRestarted => TransportEvent::PeerRestarted {
+                link,
+                node: self.node.link_peer(link).unwrap_or(peer),
+                notice,
+            },
+            _ => TransportEvent::Notice(notice),
+        }
+    }
+
     pub fn new(node: Node<NoObserver, SharedMemory>, key: Option<(u8, LinkKey)>) -> Oae {
         Oae {
             told: vec![0; node.links()],
@@ -237,42 +266,29 @@ impl Transport for Oae {
         })
     }
 
-    fn poll_event(&mut self) -> Option<TransportEvent> {
-        if let Some((link, reason)) = self.down_notices.pop_front() {
-            return Some(TransportEvent::Notice(format!(
+    fn drain_events(&mut self, mut on: impl FnMut(TransportEvent<'_>)) {
+        while let Some((link, reason)) = self.down_notices.pop_front() {
+            on(TransportEvent::Notice(format!(
                 "link {link} is not coming up: {} (code {}): {}",
                 reason.name(),
                 reason.code(),
                 reason.text()
             )));
         }
-        Some(match self.node.poll_event()? {
-            Event::Completed { id, result, .. } => TransportEvent::Completed { id, result },
-            Event::Link { link, change } => {
-                let status = self.node.link_status(link);
-                let (epoch, peer) = status.map_or((0, 0), |s| (s.peer_epoch, s.peer_id));
-                let what = match change {
-                    LinkChange::Up => "up",
-                    LinkChange::Unreachable => "unreachable",
-                    LinkChange::PeerRestarted => "peer restarted",
-                };
-                if change == LinkChange::Up
-                    && let Some(told) = self.told.get_mut(usize::from(link))
-                {
-                    *told = 0;
+        loop {
+            let changed = match self.node.peek_event() {
+                None => break,
+                Some(Event::Completed { id, result, .. }) => {
+                    on(TransportEvent::Completed { id: *id, result });
+                    None
                 }
-                let kind = if link >= PATH_BASE { "path" } else { "link" };
-                let notice = format!("{kind} {link} {what} (peer node {peer}, epoch {epoch})");
-                match change {
-                    LinkChange::PeerRestarted => TransportEvent::PeerRestarted {
-                        link,
-                        node: self.node.link_peer(link).unwrap_or(peer),
-                        notice,
-                    },
-                    _ => TransportEvent::Notice(notice),
-                }
+                Some(&Event::Link { link, change }) => Some((link, change)),
+            };
+            self.node.pop_event();
+            if let Some((link, change)) = changed {
+                on(self.link_event(link, change));
             }
-        })
+        }
     }
 
     fn is_quiescent(&self) -> bool {
@@ -368,13 +384,22 @@ impl Transport for RcModel {
         })
     }
 
-    fn poll_event(&mut self) -> Option<TransportEvent> {
-        Some(match self.endpoint.poll_event()? {
-            RcEvent::Completed { id, result } => TransportEvent::Completed { id, result },
-            RcEvent::QpFailed(why) => {
-                TransportEvent::Notice(format!("RC model QP failed: {why:?}"))
+    fn drain_events(&mut self, mut on: impl FnMut(TransportEvent<'_>)) {
+        while let Some(event) = self.endpoint.poll_event() {
+            match event {
+                RcEvent::Completed { id, result } => {
+                    on(TransportEvent::Completed {
+                        id,
+                        result: &result,
+                    });
+                }
+                RcEvent::QpFailed(why) => {
+                    on(TransportEvent::Notice(format!(
+                        "RC model QP failed: {why:?}"
+                    )));
+                }
             }
-        })
+        }
     }
 
     fn is_quiescent(&self) -> bool {
@@ -469,11 +494,11 @@ mod tests {
             }
             for (end, notices) in ends.iter_mut().zip(&mut notices) {
                 end.handle_timeout(now);
-                while let Some(event) = end.poll_event() {
+                end.drain_events(|event| {
                     if let TransportEvent::Notice(n) = event {
                         notices.push(n);
                     }
-                }
+                });
             }
         }
         notices
@@ -530,12 +555,16 @@ mod tests {
             for end in ends.iter_mut() {
                 end.handle_timeout(now);
             }
-            while let Some(event) = ends[0].poll_event() {
+            let mut completed = None;
+            ends[0].drain_events(|event| {
                 if let TransportEvent::Completed { id: done, result } = event
                     && done == id
                 {
-                    return Some(result);
+                    completed = Some(*result);
                 }
+            });
+            if completed.is_some() {
+                return completed;
             }
         }
         None

@@ -528,6 +528,18 @@ impl<O: Observer, M: Store> Node<O, M> {
         self.events.pop_front()
     }
 
+    /// The oldest event, left in place: read it, then [`Node::pop_event`].
+    /// A completion can be a kilobyte (a READ's block inline), which this
+    /// reads where it lies instead of moving it out.
+    pub fn peek_event(&self) -> Option<&Event> {
+        self.events.front()
+    }
+
+    /// Drops the oldest event, once [`Node::peek_event`] has read it.
+    pub fn pop_event(&mut self) {
+        self.events.pop_front();
+    }
+
     fn parts(&mut self) -> (&mut [Link], Option<&mut Fabric>, Shared<'_, O, M>) {
         (
             &mut self.links,

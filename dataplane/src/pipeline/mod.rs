@@ -7,6 +7,7 @@
 //! are answered on the same thread, between bursts (`commands`).
 
 mod commands;
+mod complete;
 pub mod idle;
 mod outcomes;
 mod port;
@@ -29,15 +30,16 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
-use oae_proto::verb::{Output, Verb, VerbError};
+use oae_proto::verb::Verb;
 use oae_proto::{Nanos, VerbId};
 use serde::Serialize;
 
 use crate::host::{HostOrigin, HostPort};
-use crate::transport::{Transport, TransportEvent};
+use crate::transport::Transport;
 use crate::workload::{Aim, LinkWorkloads};
+use complete::Completer;
 pub use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
-use oae_client::control::{Answer, ControlError, ErrorCode, OutputView, VerbAnswer};
+use oae_client::control::{Answer, ControlError, ErrorCode};
 use oae_client::outcome::Outcome;
 use oae_client::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
 pub use oae_client::status::QueueInfo;
@@ -280,74 +282,20 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     fn drain_events(&mut self, now: Nanos) {
-        while let Some(event) = self.transport.poll_event() {
-            match event {
-                TransportEvent::Completed { id, result } => self.complete(id, &result, now),
-                TransportEvent::Notice(what) => self.notice(&what),
-                TransportEvent::PeerRestarted { link, node, notice } => {
-                    self.notice(&notice);
-                    self.workloads.peer_restarted(link, node);
-                }
-            }
-        }
-    }
-
-    fn notice(&self, what: &str) {
-        eprintln!(
-            "oaed: {} queue {}: {what}",
-            self.info.iface, self.info.queue_id
-        );
-    }
-
-    fn complete(&mut self, id: VerbId, result: &Result<Output, VerbError>, now: Nanos) {
-        let index = id.0 as usize;
-        let Some(entry) = self.inflight.get_mut(index).and_then(Option::take) else {
-            return;
+        let mut completer = Completer {
+            info: &self.info,
+            inflight: &mut self.inflight,
+            free_ids: &mut self.free_ids,
+            latency: &mut self.latency,
+            outcomes: &mut self.outcomes,
+            shared: &self.shared,
+            counters: &mut self.counters,
+            host: &mut self.host,
+            control_waiting: &mut self.control_waiting,
+            workloads: &mut self.workloads,
         };
-        self.free_ids.push(index as u32);
-        let latency = now.saturating_sub(entry.submitted);
-        let _ = self.latency.record(latency.max(1));
-        let outcome = Outcome::of_verb(result);
-        self.outcomes.count(entry.kind, outcome);
-        match entry.origin {
-            Origin::App(app_id) => {
-                let completion = Completion {
-                    id: app_id,
-                    result: result.map_err(AppError::Verb),
-                    latency_ns: latency,
-                };
-                self.deliver(completion);
-            }
-            Origin::Host(origin, host_id) => {
-                if let Some(host) = &mut self.host {
-                    host.complete(
-                        origin,
-                        Completion {
-                            id: host_id,
-                            result: result.map_err(AppError::Verb),
-                            latency_ns: latency,
-                        },
-                    );
-                }
-            }
-            Origin::Control(waiter) => {
-                if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
-                    let answer = match result {
-                        Ok(output) => Ok(Answer::Verb(VerbAnswer {
-                            result: OutputView::from(output),
-                            latency_ns: latency,
-                        })),
-                        Err(_) => Err(ControlError::verb(
-                            ErrorCode::VerbFailed,
-                            outcome,
-                            format!("verb failed, no effect: {}", outcome.describe()),
-                        )),
-                    };
-                    let _ = reply.send(answer);
-                }
-            }
-            Origin::Workload(slot, lane) => self.workloads.complete(slot, lane, result, latency),
-        }
+        self.transport
+            .drain_events(|event| completer.handle(event, now));
     }
 
     fn submit(&mut self, origin: Origin, to: Target<'_>, now: Nanos) -> Result<(), NotSubmitted> {
@@ -430,9 +378,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     /// Hands a completion to the application; one that finds its queue full
     /// is counted, never dropped silently.
     fn deliver(&mut self, completion: Completion) {
-        if self.shared.completions.push(completion).is_err() {
-            self.counters.app_completions_lost += 1;
-        }
+        complete::deliver(&self.shared, &mut self.counters, completion);
     }
 
     fn refuse_queued_submissions(&mut self) {

@@ -8,7 +8,7 @@ use oae_common::FaultConfig;
 use oae_pmd::fault::FaultInjector;
 use oae_pmd::mem::{MemConfig, MemDriver, mem_pair};
 use oae_proto::auth::{LinkIdentity, LinkKey};
-use oae_proto::verb::{RegionRef, Verb};
+use oae_proto::verb::{Output, RegionRef, Verb};
 use oae_proto::{LinkConfig, NoObserver, Node, Permissions, RegionSpec, SharedMemory};
 
 use super::*;

@@ -1,0 +1,122 @@
+//! What a completion touches: the verbs in flight and whoever waits for
+//! them (an application, a host program, `oaectl`, a workload). A view of
+//! the pipeline without its ports and transport, so that a completion is
+//! handled where the transport holds it, by reference: a result can be a
+//! kilobyte (a READ's block inline).
+
+use std::sync::mpsc::SyncSender;
+
+use hdrhistogram::Histogram;
+use oae_client::api::{AppError, Completion};
+use oae_client::control::{Answer, ControlError, ErrorCode, OutputView, VerbAnswer};
+use oae_client::outcome::Outcome;
+use oae_client::stats::PipelineCounters;
+use oae_client::status::QueueInfo;
+use oae_proto::verb::{Output, VerbError};
+use oae_proto::{Nanos, VerbId};
+
+use super::commands::QueueShared;
+use super::outcomes::VerbOutcomes;
+use super::{InFlight, Origin};
+use crate::host::HostPort;
+use crate::transport::TransportEvent;
+use crate::workload::LinkWorkloads;
+
+pub(super) struct Completer<'p> {
+    pub(super) info: &'p QueueInfo,
+    pub(super) inflight: &'p mut [Option<InFlight>],
+    pub(super) free_ids: &'p mut Vec<u32>,
+    pub(super) latency: &'p mut Histogram<u64>,
+    pub(super) outcomes: &'p mut VerbOutcomes,
+    pub(super) shared: &'p QueueShared,
+    pub(super) counters: &'p mut PipelineCounters,
+    pub(super) host: &'p mut Option<HostPort>,
+    pub(super) control_waiting: &'p mut [Option<SyncSender<Result<Answer, ControlError>>>],
+    pub(super) workloads: &'p mut LinkWorkloads,
+}
+
+impl Completer<'_> {
+    /// One event of the transport, in the order the transport raised it.
+    pub(super) fn handle(&mut self, event: TransportEvent<'_>, now: Nanos) {
+        match event {
+            TransportEvent::Completed { id, result } => self.complete(id, result, now),
+            TransportEvent::Notice(what) => notice(self.info, &what),
+            TransportEvent::PeerRestarted {
+                link,
+                node,
+                notice: what,
+            } => {
+                notice(self.info, &what);
+                self.workloads.peer_restarted(link, node);
+            }
+        }
+    }
+
+    fn complete(&mut self, id: VerbId, result: &Result<Output, VerbError>, now: Nanos) {
+        let index = id.0 as usize;
+        let Some(entry) = self.inflight.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        self.free_ids.push(index as u32);
+        let latency = now.saturating_sub(entry.submitted);
+        let _ = self.latency.record(latency.max(1));
+        let outcome = Outcome::of_verb(result);
+        self.outcomes.count(entry.kind, outcome);
+        match entry.origin {
+            Origin::App(app_id) => {
+                let completion = Completion {
+                    id: app_id,
+                    result: result.map_err(AppError::Verb),
+                    latency_ns: latency,
+                };
+                deliver(self.shared, self.counters, completion);
+            }
+            Origin::Host(origin, host_id) => {
+                if let Some(host) = self.host {
+                    host.complete(
+                        origin,
+                        Completion {
+                            id: host_id,
+                            result: result.map_err(AppError::Verb),
+                            latency_ns: latency,
+                        },
+                    );
+                }
+            }
+            Origin::Control(waiter) => {
+                if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
+                    let answer = match result {
+                        Ok(output) => Ok(Answer::Verb(VerbAnswer {
+                            result: OutputView::from(output),
+                            latency_ns: latency,
+                        })),
+                        Err(_) => Err(ControlError::verb(
+                            ErrorCode::VerbFailed,
+                            outcome,
+                            format!("verb failed, no effect: {}", outcome.describe()),
+                        )),
+                    };
+                    let _ = reply.send(answer);
+                }
+            }
+            Origin::Workload(slot, lane) => self.workloads.complete(slot, lane, result, latency),
+        }
+    }
+}
+
+/// Hands a completion to the application; one that finds its queue full
+/// is counted, never dropped silently.
+pub(super) fn deliver(
+    shared: &QueueShared,
+    counters: &mut PipelineCounters,
+    completion: Completion,
+) {
+    if shared.completions.push(completion).is_err() {
+        counters.app_completions_lost += 1;
+    }
+}
+
+/// A line in oaed's log about this queue.
+pub(super) fn notice(info: &QueueInfo, what: &str) {
+    eprintln!("oaed: {} queue {}: {what}", info.iface, info.queue_id);
+}
