@@ -73,6 +73,12 @@ enum Origin {
     Workload(u16, u32),
 }
 
+/// What one iteration did: whether anything moved, and when it ran.
+struct Turn {
+    moved: bool,
+    now: Nanos,
+}
+
 #[derive(Clone, Copy)]
 struct InFlight {
     origin: Origin,
@@ -143,10 +149,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     /// the final counters.
     pub fn run(mut self, drain: Duration) -> FinalReport {
         while !self.shared.stop.load(Ordering::Relaxed) {
-            if self.iterate(true) {
+            let turn = self.iterate(true);
+            if turn.moved {
                 self.idle.busy();
             } else {
-                self.rest();
+                self.rest(turn.now);
             }
         }
         self.workloads.stop();
@@ -194,9 +201,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     /// An iteration found nothing to do: spin, yield or sleep, as the
-    /// queue's idle policy says.
-    fn rest(&mut self) {
-        let now = self.now();
+    /// queue's idle policy says. `now` is that iteration's time: it ended
+    /// a moment ago, and a clock read costs as much as a spin.
+    fn rest(&mut self, now: Nanos) {
         let cap = if self.host.is_some() {
             idle::HOST_RING_SLEEP
         } else {
@@ -229,9 +236,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
-    /// One burst: receive, timers, events, submissions, transmit. Returns
-    /// whether anything moved.
-    fn iterate(&mut self, accepting: bool) -> bool {
+    /// One burst: receive, timers, events, submissions, transmit.
+    fn iterate(&mut self, accepting: bool) -> Turn {
         let before = self.progress();
         let now = self.now();
         self.counters.bursts += 1;
@@ -255,7 +261,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         if self.tap.as_ref().is_some_and(|t| t.done(now)) {
             self.finish_capture();
         }
-        self.progress() != before
+        Turn {
+            moved: self.progress() != before,
+            now,
+        }
     }
 
     fn receive(&mut self, now: Nanos) {
