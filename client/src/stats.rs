@@ -98,6 +98,9 @@ pub struct QueueStats {
     pub links: Vec<LinkCounters>,
     /// Latency of every verb completed on the queue.
     pub latency: LatencyBuckets,
+    /// Where the polling core's time goes, stage by stage.
+    #[serde(default)]
+    pub stages: StageAccount,
 }
 
 /// The host ring a queue serves.
@@ -224,6 +227,94 @@ pub struct PipelineCounters {
     pub control_requests: u64,
     /// Completions dropped because the application's queue was full.
     pub app_completions_lost: u64,
+    /// Verbs that ended on this queue (completed or failed on a link).
+    #[serde(default)]
+    pub verbs_ended: u64,
+}
+
+/// The stages of one polling-loop iteration, in the order it runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The driver's receive burst: descriptors and buffers in.
+    DriverReceive,
+    /// Each received frame through its link (and a request through the
+    /// memory), the buffers released: the sans-IO core.
+    Link,
+    /// The link's timers, when one is due.
+    Timers,
+    /// Completions handed to whoever waits: histogram, outcome counts,
+    /// the workload's ledger, an application's queue, the host ring.
+    Completion,
+    /// New verbs taken in: applications, the host ring, the workload,
+    /// control requests.
+    Application,
+    /// The link writing its frames into transmit buffers.
+    TransmitBuild,
+    /// Buffers allocated, the transmit burst and the kick.
+    DriverTransmit,
+    /// The host ring's flush and a capture's end.
+    Other,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 8] = [
+        Stage::DriverReceive,
+        Stage::Link,
+        Stage::Timers,
+        Stage::Completion,
+        Stage::Application,
+        Stage::TransmitBuild,
+        Stage::DriverTransmit,
+        Stage::Other,
+    ];
+
+    /// A stable name, as reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::DriverReceive => "driver_receive",
+            Stage::Link => "link",
+            Stage::Timers => "timers",
+            Stage::Completion => "completion",
+            Stage::Application => "application",
+            Stage::TransmitBuild => "transmit_build",
+            Stage::DriverTransmit => "driver_transmit",
+            Stage::Other => "other",
+        }
+    }
+}
+
+/// Where a polling core's time goes: one iteration in
+/// [`StageAccount::SAMPLE_EVERY`] is timed at each stage's end, so the
+/// account costs the loop a clock read per stage that often. Iterations
+/// that moved something (busy) and those that did not (idle, spinning)
+/// are kept apart: the busy ones' time, over the frames and verbs they
+/// moved, is the cost of a verb; the idle ones' is the cost of waiting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageAccount {
+    pub busy_iterations: u64,
+    /// Frames received and verbs ended in the busy iterations timed.
+    pub frames: u64,
+    pub verbs: u64,
+    /// Nanoseconds per stage over the busy iterations timed, in
+    /// [`Stage::ALL`]'s order.
+    pub busy_ns: [u64; 8],
+    pub idle_iterations: u64,
+    /// Nanoseconds the idle iterations timed took, all stages together.
+    pub idle_ns: u64,
+}
+
+impl StageAccount {
+    pub const SAMPLE_EVERY: u32 = 64;
+
+    /// A stage's nanoseconds over the busy iterations timed.
+    pub fn ns(&self, stage: Stage) -> u64 {
+        self.busy_ns[stage as usize]
+    }
+
+    /// Nanoseconds per unit of `per` (frames or verbs) in `stage`.
+    pub fn ns_per(&self, stage: Stage, per: u64) -> Option<f64> {
+        (per > 0).then(|| self.ns(stage) as f64 / per as f64)
+    }
 }
 
 /// What the idle policy did, for reports.

@@ -165,6 +165,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             transport: self.transport.name().into(),
             links,
             latency: LatencyBuckets::of(&self.latency),
+            stages: self.stages.account(),
         }
     }
 

@@ -58,6 +58,7 @@ impl Completer<'_> {
             return;
         };
         self.free_ids.push(index as u32);
+        self.counters.verbs_ended += 1;
         let latency = now.saturating_sub(entry.submitted);
         let _ = self.latency.record(latency.max(1));
         let outcome = Outcome::of_verb(result);

@@ -11,6 +11,7 @@ mod complete;
 pub mod idle;
 mod outcomes;
 mod port;
+mod stages;
 mod tap;
 #[cfg(test)]
 mod tests;
@@ -41,12 +42,13 @@ use complete::Completer;
 pub use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
 use oae_client::control::{Answer, ControlError, ErrorCode};
 use oae_client::outcome::Outcome;
-use oae_client::stats::{Counters, LinkCounters, PipelineCounters, named_counters};
+use oae_client::stats::{Counters, LinkCounters, PipelineCounters, Stage, named_counters};
 pub use oae_client::status::QueueInfo;
 use oae_config::PollSettings;
 use oae_os::cpu::CpuTime;
 use oae_proto::Opcode;
 use outcomes::VerbOutcomes;
+use stages::StageClock;
 
 /// Where a verb goes: a link of this queue, or a node that a link or the
 /// fabric's paths reach. The verb is borrowed from whoever holds it: a
@@ -108,6 +110,7 @@ pub struct Pipeline<D: Driver, T: Transport> {
     idle: idle::Idle,
     /// A capture in progress (`oaectl capture`).
     tap: Option<tap::Tap>,
+    stages: StageClock,
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
@@ -138,6 +141,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             outcomes: VerbOutcomes::default(),
             idle: idle::Idle::new(&poll),
             tap: None,
+            stages: StageClock::new(),
         }
     }
 
@@ -239,13 +243,17 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     /// One burst: receive, timers, events, submissions, transmit.
     fn iterate(&mut self, accepting: bool) -> Turn {
         let before = self.progress();
+        let (frames, verbs) = (self.counters.rx_frames, self.counters.verbs_ended);
+        self.stages.begin();
         let now = self.now();
         self.counters.bursts += 1;
         self.receive(now);
         if self.transport.poll_timeout().is_some_and(|t| t <= now) {
             self.transport.handle_timeout(now);
         }
+        self.stages.mark(Stage::Timers);
         self.drain_events(now);
+        self.stages.mark(Stage::Completion);
         if accepting {
             self.take_submissions(now);
             self.take_host_submissions(now);
@@ -254,6 +262,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         } else {
             self.run_workload(now);
         }
+        self.stages.mark(Stage::Application);
         self.transmit(now);
         if let Some(host) = &mut self.host {
             host.flush();
@@ -261,23 +270,39 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         if self.tap.as_ref().is_some_and(|t| t.done(now)) {
             self.finish_capture();
         }
-        Turn {
-            moved: self.progress() != before,
-            now,
-        }
+        self.stages.mark(Stage::Other);
+        let moved = self.progress() != before;
+        self.stages.end(
+            moved,
+            self.counters.rx_frames - frames,
+            self.counters.verbs_ended - verbs,
+        );
+        Turn { moved, now }
     }
 
     fn receive(&mut self, now: Nanos) {
         for (i, port) in self.ports.iter_mut().enumerate() {
             let tap = self.tap.as_mut().map(|t| (t, i as u8));
-            port.receive(&mut self.transport, &mut self.counters, tap, now);
+            port.receive(
+                &mut self.transport,
+                &mut self.counters,
+                tap,
+                &mut self.stages,
+                now,
+            );
         }
     }
 
     fn transmit(&mut self, now: Nanos) {
         for (i, port) in self.ports.iter_mut().enumerate() {
             let tap = self.tap.as_mut().map(|t| (t, i as u8));
-            port.transmit(&mut self.transport, &mut self.counters, tap, now);
+            port.transmit(
+                &mut self.transport,
+                &mut self.counters,
+                tap,
+                &mut self.stages,
+                now,
+            );
         }
     }
 

@@ -9,9 +9,10 @@ use oae_proto::LinkId;
 use oae_proto::wire::{ETH_HEADER_LEN, eth};
 use oae_proto::{Nanos, TransmitBuffers};
 
+use super::stages::StageClock;
 use super::tap::Tap;
 use crate::transport::Transport;
-use oae_client::stats::PipelineCounters;
+use oae_client::stats::{PipelineCounters, Stage};
 use oae_config::KickPolicy;
 
 /// Adaptive kicks: frames held at most before a kick…
@@ -121,10 +122,12 @@ impl<D: Driver> Port<D> {
         transport: &mut T,
         counters: &mut PipelineCounters,
         mut tap: Option<(&mut Tap, u8)>,
+        clock: &mut StageClock,
         now: Nanos,
     ) {
         self.rx.clear();
         let n = self.driver.rx_burst(&mut self.rx);
+        clock.mark(Stage::DriverReceive);
         self.received_before = self.received;
         self.received = n;
         if n == 0 {
@@ -149,6 +152,7 @@ impl<D: Driver> Port<D> {
             transport.handle_frame(link, payload, now);
         }
         self.driver.release(&mut self.rx);
+        clock.mark(Stage::Link);
     }
 
     /// Transmit bursts until the port's links have nothing more to send or
@@ -158,10 +162,12 @@ impl<D: Driver> Port<D> {
         transport: &mut T,
         counters: &mut PipelineCounters,
         tap: Option<(&mut Tap, u8)>,
+        clock: &mut StageClock,
         now: Nanos,
     ) {
-        self.fill_and_send(transport, counters, tap, now);
+        self.fill_and_send(transport, counters, tap, clock, now);
         self.settle_kick();
+        clock.mark(Stage::DriverTransmit);
     }
 
     fn fill_and_send<T: Transport>(
@@ -169,6 +175,7 @@ impl<D: Driver> Port<D> {
         transport: &mut T,
         counters: &mut PipelineCounters,
         mut tap: Option<(&mut Tap, u8)>,
+        clock: &mut StageClock,
         now: Nanos,
     ) {
         let links = self.links.len();
@@ -178,6 +185,7 @@ impl<D: Driver> Port<D> {
         loop {
             if self.spare.is_empty() {
                 self.driver.alloc(&mut self.spare, MAX_BURST);
+                clock.mark(Stage::DriverTransmit);
             }
             // Each link in turn fills what room is left of the burst in
             // one call; the burst is done when every link in a row has
@@ -201,6 +209,7 @@ impl<D: Driver> Port<D> {
                     idle_links = 0;
                 }
             }
+            clock.mark(Stage::TransmitBuild);
             let exhausted = idle_links >= links;
             if self.tx.is_empty() {
                 return;

@@ -5,6 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use oae_client::demo::DemoReport;
+use oae_client::stats::{Stage, StageAccount};
 
 use super::child::{run_bounded, tail};
 use super::choice::*;
@@ -273,6 +274,7 @@ pub fn demo_outcome(v: &DemoReport, rc: bool) -> Outcome {
             );
         }
     }
+    stage_account(&mut o, v, completed);
     o.headline = format!(
         "{:.0} verbs/s, p50 {:.1} us, p99.9 {:.1} us{}",
         verbs_per_s,
@@ -285,6 +287,47 @@ pub fn demo_outcome(v: &DemoReport, rc: bool) -> Outcome {
         }
     );
     o
+}
+
+/// Each side's stage account as nanoseconds of its core per verb the
+/// workload completed (`stage_a_link_ns`, …): the account times one
+/// iteration in [`StageAccount::SAMPLE_EVERY`], busy and idle alike, so
+/// the busy iterations timed stand for that share of all busy ones. And
+/// what one idle iteration costs (`stage_a_idle_iteration_ns`).
+fn stage_account(o: &mut Outcome, v: &DemoReport, completed: f64) {
+    if completed <= 0.0 {
+        return;
+    }
+    let scale = f64::from(StageAccount::SAMPLE_EVERY) / completed;
+    for (side, stats) in ["a", "b"].iter().zip(&v.stats) {
+        let mut sum = StageAccount::default();
+        for q in &stats.queues {
+            let a = &q.stages;
+            for (s, ns) in sum.busy_ns.iter_mut().zip(a.busy_ns) {
+                *s += ns;
+            }
+            sum.busy_iterations += a.busy_iterations;
+            sum.idle_iterations += a.idle_iterations;
+            sum.idle_ns += a.idle_ns;
+        }
+        if sum.busy_iterations == 0 {
+            continue;
+        }
+        for stage in Stage::ALL {
+            o.set(
+                &format!("stage_{side}_{}_ns", stage.name()),
+                sum.ns(stage) as f64 * scale,
+            );
+        }
+        let busy: u64 = sum.busy_ns.iter().sum();
+        o.set(&format!("stage_{side}_total_ns"), busy as f64 * scale);
+        if sum.idle_iterations > 0 {
+            o.set(
+                &format!("stage_{side}_idle_iteration_ns"),
+                sum.idle_ns as f64 / sum.idle_iterations as f64,
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -337,6 +380,13 @@ mod tests {
             ..QueueStats::default()
         };
         a.pipeline.tx_frames = 1100;
+        // Side a's account: 4 busy iterations timed, 1000 ns of link work
+        // and 600 of completions in them; 2 idle ones of 50 ns each.
+        a.stages.busy_iterations = 4;
+        a.stages.busy_ns[Stage::Link as usize] = 1000;
+        a.stages.busy_ns[Stage::Completion as usize] = 600;
+        a.stages.idle_iterations = 2;
+        a.stages.idle_ns = 100;
         let b = QueueStats {
             links: links(2, 1000),
             ..QueueStats::default()
@@ -411,6 +461,15 @@ mod tests {
         assert_eq!(o.metrics["cpu_b_cores"], 0.5);
         assert_eq!(o.metrics["per_cpu_s"], 1000.0 / 3.0);
         assert_eq!(o.metrics["exactly_once_pass"], 1.0);
+        // The timed iterations stand for 64 times as many; 1000 verbs.
+        assert_eq!(o.metrics["stage_a_link_ns"], 64.0);
+        assert_eq!(o.metrics["stage_a_completion_ns"], 38.4);
+        assert_eq!(o.metrics["stage_a_total_ns"], 102.4);
+        assert_eq!(o.metrics["stage_a_idle_iteration_ns"], 50.0);
+        assert!(
+            !o.metrics.contains_key("stage_b_total_ns"),
+            "side b timed no busy iteration"
+        );
         assert_eq!(o.cdf, vec![(0.5, 6.0), (1.0, 40.0)]);
         assert_eq!(o.tail_us, 40.0);
         let failed = DemoReport {

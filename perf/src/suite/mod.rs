@@ -27,6 +27,7 @@ pub mod raw_xdp;
 pub mod redis;
 pub mod report;
 pub mod sockperf;
+mod stages;
 pub mod svg;
 pub mod testpmd;
 pub mod testpmd_pair;

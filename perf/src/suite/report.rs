@@ -924,6 +924,7 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
         }
         out.push('\n');
     }
+    super::stages::section(&mut out, ms);
     if r.experiments.contains(&Experiment::Scale) {
         scale_section(&mut out, ms);
     }

@@ -1,0 +1,101 @@
+//! The stage account's clock: one iteration in
+//! [`StageAccount::SAMPLE_EVERY`] reads the clock at the end of each stage;
+//! the others pay a branch per stage.
+
+use std::time::Instant;
+
+use oae_client::stats::{Stage, StageAccount};
+
+pub(super) struct StageClock {
+    /// Iterations until the next one timed.
+    countdown: u32,
+    /// The iteration being timed: when its last stage ended, and its
+    /// stages so far.
+    timing: Option<Instant>,
+    current: [u64; 8],
+    account: StageAccount,
+}
+
+impl StageClock {
+    pub(super) fn new() -> StageClock {
+        StageClock {
+            countdown: StageAccount::SAMPLE_EVERY,
+            timing: None,
+            current: [0; 8],
+            account: StageAccount::default(),
+        }
+    }
+
+    /// An iteration starts: time it if its turn has come.
+    #[inline]
+    pub(super) fn begin(&mut self) {
+        self.countdown -= 1;
+        if self.countdown == 0 {
+            self.countdown = StageAccount::SAMPLE_EVERY;
+            self.current = [0; 8];
+            self.timing = Some(Instant::now());
+        }
+    }
+
+    /// `stage` ended (an iteration timed).
+    #[inline]
+    pub(super) fn mark(&mut self, stage: Stage) {
+        if let Some(since) = &mut self.timing {
+            let now = Instant::now();
+            self.current[stage as usize] += now.duration_since(*since).as_nanos() as u64;
+            *since = now;
+        }
+    }
+
+    /// The iteration ended, having moved `frames` received and `verbs`
+    /// ended (both zero: it was idle).
+    #[inline]
+    pub(super) fn end(&mut self, moved: bool, frames: u64, verbs: u64) {
+        if self.timing.take().is_none() {
+            return;
+        }
+        let a = &mut self.account;
+        if moved {
+            a.busy_iterations += 1;
+            a.frames += frames;
+            a.verbs += verbs;
+            for (sum, ns) in a.busy_ns.iter_mut().zip(self.current) {
+                *sum += ns;
+            }
+        } else {
+            a.idle_iterations += 1;
+            a.idle_ns += self.current.iter().sum::<u64>();
+        }
+    }
+
+    pub(super) fn account(&self) -> StageAccount {
+        self.account
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_one_iteration_in_the_sample_and_keeps_busy_from_idle() {
+        let mut clock = StageClock::new();
+        let every = u64::from(StageAccount::SAMPLE_EVERY);
+        for i in 0..every * 4 {
+            clock.begin();
+            clock.mark(Stage::DriverReceive);
+            std::hint::black_box(i);
+            clock.mark(Stage::Link);
+            // Every other timed iteration moved 3 frames and 2 verbs.
+            let busy = (i / every) % 2 == 0;
+            clock.end(busy, 3 * u64::from(busy), 2 * u64::from(busy));
+        }
+        let a = clock.account();
+        assert_eq!(a.busy_iterations, 2, "{a:?}");
+        assert_eq!(a.idle_iterations, 2, "{a:?}");
+        assert_eq!((a.frames, a.verbs), (6, 4), "{a:?}");
+        assert_eq!(a.ns(Stage::Completion), 0, "{a:?}");
+        // A stage not marked in a timed iteration has no time.
+        assert_eq!(a.ns(Stage::Timers), 0, "{a:?}");
+    }
+}
