@@ -301,6 +301,9 @@ pub struct StageAccount {
     pub idle_iterations: u64,
     /// Nanoseconds the idle iterations timed took, all stages together.
     pub idle_ns: u64,
+    /// What one clock read costs on this machine; taken off every stage
+    /// timed (each is timed by one read).
+    pub clock_read_ns: u64,
 }
 
 impl StageAccount {
