@@ -325,8 +325,11 @@ impl DpdkConfig {
     }
 }
 
-/// One mbuf, owned by whoever holds this handle.
-pub struct Mbuf(NonNull<sys::rte_mbuf>);
+/// One single-segment mbuf, owned by whoever holds this handle, with
+/// where its packet starts, its length and its room: reading and writing
+/// a frame call nothing; the length reaches the mbuf when it is sent.
+#[repr(transparent)]
+pub struct Mbuf(sys::oae_frame);
 
 // SAFETY: an mbuf belongs to exactly one holder at a time (the handle is
 // neither Copy nor Clone), and DPDK's mempool returns it from any thread.
@@ -334,7 +337,7 @@ unsafe impl Send for Mbuf {}
 
 impl fmt::Debug for Mbuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Mbuf({:p})", self.0)
+        write!(f, "Mbuf({:p}, {} bytes)", self.0.mbuf, self.0.len)
     }
 }
 
@@ -346,6 +349,11 @@ pub struct Dpdk {
     mac: [u8; 6],
     /// Mbufs the caller holds.
     outstanding: usize,
+    /// Received mbufs given back, kept to carry the next frames sent
+    /// instead of going back to the pool and out of it again.
+    reused: Burst<Mbuf>,
+    /// Where the shim writes a burst's frames (kept, not zeroed per call).
+    scratch: [sys::oae_frame; MAX_BURST],
     stats: DriverStats,
 }
 
@@ -482,6 +490,8 @@ impl Dpdk {
             pool,
             mac: addr.addr_bytes,
             outstanding: 0,
+            reused: Burst::new(),
+            scratch: [sys::oae_frame::default(); MAX_BURST],
             stats: DriverStats::default(),
         })
     }
@@ -495,10 +505,6 @@ impl Dpdk {
     pub fn outstanding(&self) -> usize {
         self.outstanding
     }
-
-    fn raw(buf: &Mbuf) -> *mut sys::rte_mbuf {
-        buf.0.as_ptr()
-    }
 }
 
 impl Driver for Dpdk {
@@ -509,81 +515,74 @@ impl Driver for Dpdk {
         if room == 0 {
             return 0;
         }
-        let mut raw = [ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
+        let mut chained = 0u16;
         // SAFETY: queue 0 of a started port, used by this thread only
-        // (`&mut self`); `raw` has room for `room` pointers.
-        let n = unsafe { sys::oae_rx_burst(self.port, 0, raw.as_mut_ptr(), room as u16) };
-        let mut kept = 0;
-        for &m in &raw[..usize::from(n)] {
-            // SAFETY: a received mbuf, owned by us now.
-            if unsafe { sys::oae_mbuf_is_contiguous(m) } == 0 {
-                // A chained frame has no single slice to lend out.
-                // SAFETY: ours, freed once.
-                unsafe { sys::oae_mbuf_free(m) };
-                self.stats.rx_unsupported += 1;
-                continue;
-            }
-            out.push(Mbuf(NonNull::new(m).expect("rx_burst returns valid mbufs")));
-            kept += 1;
-        }
-        self.outstanding += kept;
-        self.stats.rx_packets += kept as u64;
-        kept
+        // (`&mut self`); `scratch` has room for `room` frames.
+        let n = unsafe {
+            sys::oae_rx_frames(
+                self.port,
+                0,
+                self.pool.as_ptr(),
+                self.scratch.as_mut_ptr(),
+                room as u16,
+                &mut chained,
+            )
+        };
+        // A chained frame has no single slice to lend out: freed.
+        self.stats.rx_unsupported += u64::from(chained);
+        let n = usize::from(n);
+        out.extend(self.scratch[..n].iter().map(|&f| Mbuf(f)));
+        self.outstanding += n;
+        self.stats.rx_packets += n as u64;
+        n
     }
 
     fn alloc(&mut self, out: &mut Burst<Mbuf>, n: usize) -> usize {
         let want = n.min(out.remaining_capacity());
-        let mut raw = [ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
+        let mut given = 0;
+        while given < want {
+            let Some(m) = self.reused.pop() else { break };
+            out.push(m);
+            given += 1;
+        }
+        self.stats.buffers_reused += given as u64;
         // All or nothing: on failure ask for half as many, down to one.
-        let mut k = want;
+        let mut k = want - given;
         while k > 0 {
-            // SAFETY: the pool lives as long as `self`; `raw` has room for k.
-            if unsafe { sys::oae_mbuf_alloc_bulk(self.pool.as_ptr(), raw.as_mut_ptr(), k as u32) }
-                == 0
-            {
+            let frames = self.scratch.as_mut_ptr();
+            // SAFETY: the pool lives as long as `self`; `scratch` has room
+            // for k <= MAX_BURST.
+            if unsafe { sys::oae_alloc_frames(self.pool.as_ptr(), frames, k as u16) } == 0 {
                 break;
             }
             k /= 2;
         }
-        for &m in &raw[..k] {
-            out.push(Mbuf(
-                NonNull::new(m).expect("alloc_bulk returns valid mbufs"),
-            ));
-        }
-        if k < want {
+        out.extend(self.scratch[..k].iter().map(|&f| Mbuf(f)));
+        if given + k < want {
             self.stats.alloc_failed += 1;
         }
-        self.outstanding += k;
-        k
+        self.outstanding += given + k;
+        given + k
     }
 
     fn frame<'a>(&'a self, buf: &'a Mbuf) -> &'a [u8] {
-        let m = Self::raw(buf);
         // SAFETY: the caller holds this single-segment mbuf (its handle is
         // borrowed for 'a), so its data room is valid and nobody else
-        // writes it; data_len bytes from the data pointer lie inside it.
-        unsafe {
-            slice::from_raw_parts(
-                sys::oae_mbuf_data(m),
-                usize::from(sys::oae_mbuf_data_len(m)),
-            )
-        }
+        // writes it; `len` bytes from `data` lie inside it (`len` <=
+        // `room`, as received or as `frame_mut` set it).
+        unsafe { slice::from_raw_parts(buf.0.data, usize::from(buf.0.len)) }
     }
 
     fn frame_mut<'a>(&'a mut self, buf: &'a mut Mbuf, len: usize) -> &'a mut [u8] {
-        let m = Self::raw(buf);
-        // SAFETY: reads a field of an mbuf the caller holds.
-        let capacity = usize::from(unsafe { sys::oae_mbuf_capacity(m) });
+        let room = usize::from(buf.0.room);
         assert!(
-            len <= capacity,
-            "frame length {len} exceeds this mbuf's capacity of {capacity} bytes"
+            len <= room,
+            "frame length {len} exceeds this mbuf's room of {room} bytes"
         );
+        buf.0.len = len as u16;
         // SAFETY: as in `frame`, and the handle is borrowed mutably, so this
         // is the only slice of the mbuf; `len` fits its data room.
-        unsafe {
-            sys::oae_mbuf_set_len(m, len as u16);
-            slice::from_raw_parts_mut(sys::oae_mbuf_data(m), len)
-        }
+        unsafe { slice::from_raw_parts_mut(buf.0.data, len) }
     }
 
     fn frame_capacity(&self) -> usize {
@@ -594,15 +593,14 @@ impl Driver for Dpdk {
         if bufs.is_empty() {
             return 0;
         }
-        let mut raw = [ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
-        for (slot, b) in raw.iter_mut().zip(bufs.iter()) {
-            *slot = Self::raw(b);
-        }
-        // SAFETY: queue 0 of a started port, this thread only; the mbufs
-        // are ours, each once; those accepted belong to the PMD from now on.
-        let sent = usize::from(unsafe {
-            sys::oae_tx_burst(self.port, 0, raw.as_mut_ptr(), bufs.len() as u16)
-        });
+        // `Mbuf` is a transparent `oae_frame`: the burst is the array the
+        // shim reads.
+        let frames = bufs.as_mut_ptr().cast::<sys::oae_frame>();
+        // SAFETY: queue 0 of a started port, this thread only; `frames`
+        // points at the burst's `len()` handles; the mbufs are ours, each
+        // once; those accepted belong to the PMD from now on.
+        let sent =
+            usize::from(unsafe { sys::oae_tx_frames(self.port, 0, frames, bufs.len() as u16) });
         // The accepted handles are gone to the PMD: drop them unfreed.
         bufs.drain(..sent);
         self.outstanding -= sent;
@@ -614,10 +612,20 @@ impl Driver for Dpdk {
     }
 
     fn release(&mut self, bufs: &mut Burst<Mbuf>) {
-        for b in bufs.drain(..) {
-            // SAFETY: the caller gives the mbuf back; it is freed once.
-            unsafe { sys::oae_mbuf_free(b.0.as_ptr()) };
-            self.outstanding -= 1;
+        let mut n = 0;
+        self.outstanding -= bufs.len();
+        for mut b in bufs.drain(..) {
+            if b.0.reusable != 0 && !self.reused.is_full() {
+                b.0.len = 0;
+                self.reused.push(b);
+            } else {
+                self.scratch[n] = b.0;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            // SAFETY: the caller gave these mbufs back; each is freed once.
+            unsafe { sys::oae_free_frames(self.scratch.as_mut_ptr(), n as u16) };
         }
     }
 
@@ -641,6 +649,13 @@ impl Driver for Dpdk {
 
 impl Drop for Dpdk {
     fn drop(&mut self) {
+        let n = self.reused.len();
+        let kept = self.reused.as_mut_ptr().cast::<sys::oae_frame>();
+        // SAFETY: `Mbuf` is a transparent `oae_frame`; the mbufs kept for
+        // reuse are the driver's own, freed once (their handles are
+        // forgotten below, never used again).
+        unsafe { sys::oae_free_frames(kept, n as u16) };
+        self.reused.clear();
         // SAFETY: the port was started by `new`; stopping and closing it
         // frees the mbufs its rings hold.
         unsafe {

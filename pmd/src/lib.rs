@@ -94,6 +94,9 @@ pub struct DriverStats {
     pub tx_ring_full: u64,
     /// `alloc` calls that found the pool empty.
     pub alloc_failed: u64,
+    /// Buffers `alloc` handed out that a receive had brought (DPDK: an
+    /// answer carried in a received mbuf, not a fresh one).
+    pub buffers_reused: u64,
     /// Frames the driver received but could not hand out, and dropped
     /// (DPDK: frames chained over several mbufs).
     pub rx_unsupported: u64,
@@ -124,6 +127,7 @@ impl DriverStats {
         self.tx_packets += o.tx_packets;
         self.tx_ring_full += o.tx_ring_full;
         self.alloc_failed += o.alloc_failed;
+        self.buffers_reused += o.buffers_reused;
         self.rx_unsupported += o.rx_unsupported;
         self.kernel_rx_dropped += o.kernel_rx_dropped;
         self.kernel_rx_ring_full += o.kernel_rx_ring_full;

@@ -65,6 +65,39 @@ fn frames_loop_back_intact_and_the_pool_is_bounded() {
     assert_eq!(d.outstanding(), 0);
     let stats = d.stats();
     assert_eq!((stats.rx_packets, stats.tx_packets), (32, 32));
+    // The received buffers carry the next frames sent, at any length up
+    // to the largest frame, with nothing of the frames they held before.
+    let mut again: Burst<_> = Burst::new();
+    assert_eq!(d.alloc(&mut again, 32), 32);
+    assert_eq!(d.stats().buffers_reused, 32, "{:?}", d.stats());
+    for (i, buf) in again.iter_mut().enumerate() {
+        let len = if i == 0 {
+            d.frame_capacity().min(1600)
+        } else {
+            90 - i
+        };
+        d.frame_mut(buf, len).fill(0xa0 + i as u8);
+    }
+    assert_eq!(d.tx_burst(&mut again), 32);
+    for _ in 0..1000 {
+        d.rx_burst(&mut rx);
+        if rx.len() == 32 {
+            break;
+        }
+    }
+    assert_eq!(rx.len(), 32, "every frame came back");
+    for (i, buf) in rx.iter().enumerate() {
+        let frame = d.frame(buf);
+        let len = if i == 0 {
+            d.frame_capacity().min(1600)
+        } else {
+            90 - i
+        };
+        assert_eq!(frame.len(), len, "frame {i}");
+        assert!(frame.iter().all(|&b| b == 0xa0 + i as u8), "frame {i}");
+    }
+    d.release(&mut rx);
+    assert_eq!(d.outstanding(), 0);
     // The pool is bounded: asking for more than it holds fails, counted.
     let mut held = Vec::new();
     loop {
