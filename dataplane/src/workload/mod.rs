@@ -37,9 +37,47 @@ const DEFAULT_MIX: [Opcode; 5] = [
     Opcode::BilateralSwap,
 ];
 
-// Lanes are allocated once, when the workload starts; boxing the verb would
-// allocate once per verb instead.
-#[allow(clippy::large_enum_variant)]
+/// Where in a lane a bilateral swap trades, and how many bytes.
+const BILATERAL_AT: usize = 32;
+const BILATERAL_LEN: usize = 32;
+
+/// What a lane's verb in flight does to the lane's bytes, for the ledger.
+/// The verb itself stays with the link: a verb has room for a kilobyte,
+/// this for what a lane's verbs carry.
+#[derive(Clone, Copy)]
+enum Issued {
+    /// A read of the lane's bytes.
+    Read,
+    Write {
+        at: u8,
+        len: u8,
+        data: [u8; 32],
+    },
+    CompareAndSwap {
+        word: u8,
+        expected: u64,
+        new: u64,
+    },
+    FetchAdd {
+        word: u8,
+        add: u64,
+    },
+    Swap {
+        word: u8,
+        new: u64,
+    },
+    MultiWordCommit {
+        first: u8,
+        count: u8,
+        expected: [u64; WORDS],
+        new: [u64; WORDS],
+    },
+    /// The lane's remote and local bytes at [`BILATERAL_AT`] traded.
+    BilateralSwap,
+    /// A verb on the shared words of contended mode: counted, not modelled.
+    Contended,
+}
+
 #[derive(Clone, Copy)]
 enum LaneState {
     /// The model is unknown: the next verb reads the lane.
@@ -48,7 +86,7 @@ enum LaneState {
     /// `learning`: this read sets the model rather than checking it.
     Busy {
         kind: Opcode,
-        verb: Verb,
+        issued: Issued,
         learning: bool,
     },
 }
@@ -93,7 +131,8 @@ pub struct Workload {
     /// latency, completions and failures of the verbs completed in it.
     phases: Vec<Phase>,
     completed: [u64; Opcode::COUNT],
-    errors: Vec<(String, u64)>,
+    /// Failures by reason, as they first happened; named in reports.
+    errors: Vec<(VerbError, u64)>,
     failed: u64,
     mismatches: u64,
     stopping: bool,
@@ -281,17 +320,17 @@ impl Workload {
         }
         while let Some(lane) = self.ready.pop() {
             let i = lane as usize;
-            let (kind, verb, learning) = match self.lanes[i].state {
+            let (kind, (verb, issued), learning) = match self.lanes[i].state {
                 LaneState::Busy { .. } => continue,
-                LaneState::Unknown => (Opcode::Read, self.read_lane(i), true),
+                LaneState::Unknown => (Opcode::Read, (self.read_lane(i), Issued::Read), true),
                 LaneState::Idle => {
                     let pick = self.next() as usize % self.kinds.len();
                     let kind = self.kinds[pick];
-                    let verb = match &self.contention {
-                        Some(c) => c.make(kind),
+                    let made = match &self.contention {
+                        Some(c) => (c.make(kind), Issued::Contended),
                         None => self.make(i, kind),
                     };
-                    (kind, verb, false)
+                    (kind, made, false)
                 }
             };
             if !issue(lane, &verb) {
@@ -301,7 +340,7 @@ impl Workload {
             }
             self.lanes[i].state = LaneState::Busy {
                 kind,
-                verb,
+                issued,
                 learning,
             };
         }
@@ -340,7 +379,8 @@ impl Workload {
         u64::from_le_bytes(lane[w * 8..w * 8 + 8].try_into().expect("eight bytes"))
     }
 
-    fn make(&mut self, i: usize, kind: Opcode) -> Verb {
+    /// Lane `i`'s next verb of `kind`, and what it will do to the lane.
+    fn make(&mut self, i: usize, kind: Opcode) -> (Verb, Issued) {
         let target = self.target();
         let base = self.base(i);
         let w = self.next() as usize % WORDS;
@@ -350,67 +390,107 @@ impl Workload {
         // exercised (and must change nothing).
         let stale = self.next().is_multiple_of(10);
         match kind {
-            Opcode::Read => self.read_lane(i),
+            Opcode::Read => (self.read_lane(i), Issued::Read),
             Opcode::Write => {
                 let len = 8 * (1 + self.next() as usize % 4);
                 let at = 8 * (self.next() as usize % (WORDS + 1 - len / 8));
-                let mut bytes = [0u8; 32];
-                for chunk in bytes[..len].chunks_mut(8) {
+                let mut data = [0u8; 32];
+                for chunk in data[..len].chunks_mut(8) {
                     chunk.copy_from_slice(&self.next().to_le_bytes());
                 }
-                Verb::Write {
+                let verb = Verb::Write {
                     target,
                     offset: base + at as u32,
-                    data: Block::new(&bytes[..len]).expect("32 bytes fit"),
-                }
+                    data: Block::new(&data[..len]).expect("32 bytes fit"),
+                };
+                let (at, len) = (at as u8, len as u8);
+                (verb, Issued::Write { at, len, data })
             }
-            Opcode::CompareAndSwap => Verb::CompareAndSwap {
-                target,
-                offset,
-                expected: current.wrapping_add(u64::from(stale)),
-                new: self.next(),
-            },
-            Opcode::FetchAdd => Verb::FetchAdd {
-                target,
-                offset,
-                add: self.next() % 1000 + 1,
-            },
-            Opcode::Swap => Verb::Swap {
-                target,
-                offset,
-                new: self.next(),
-            },
-            Opcode::MultiWordCommit => {
-                let count = 2 + self.next() as usize % (WORDS - 1);
-                let first = self.next() as usize % (WORDS + 1 - count);
-                let mut words = [McasWord::default(); MAX_MCAS_WORDS];
-                for (k, word) in words[..count].iter_mut().enumerate() {
-                    let wi = first + k;
-                    let expected = Self::word(&self.lanes[i].remote, wi);
-                    *word = McasWord {
-                        offset: base + (wi * 8) as u32,
-                        expected: if stale && k == count - 1 {
-                            expected ^ 1
-                        } else {
-                            expected
-                        },
-                        new: self.next(),
-                    };
-                }
-                Verb::MultiWordCommit {
+            Opcode::CompareAndSwap => {
+                let (expected, new) = (current.wrapping_add(u64::from(stale)), self.next());
+                let verb = Verb::CompareAndSwap {
                     target,
-                    count: count as u8,
-                    words,
-                }
+                    offset,
+                    expected,
+                    new,
+                };
+                let word = w as u8;
+                (
+                    verb,
+                    Issued::CompareAndSwap {
+                        word,
+                        expected,
+                        new,
+                    },
+                )
             }
-            Opcode::BilateralSwap => Verb::BilateralSwap {
-                target,
-                offset: base + 32,
-                local_region: self.spec.local_region,
-                local_offset: base + 32,
-                len: 32,
-            },
+            Opcode::FetchAdd => {
+                let add = self.next() % 1000 + 1;
+                let verb = Verb::FetchAdd {
+                    target,
+                    offset,
+                    add,
+                };
+                (verb, Issued::FetchAdd { word: w as u8, add })
+            }
+            Opcode::Swap => {
+                let new = self.next();
+                let verb = Verb::Swap {
+                    target,
+                    offset,
+                    new,
+                };
+                (verb, Issued::Swap { word: w as u8, new })
+            }
+            Opcode::MultiWordCommit => self.make_mcas(i, stale),
+            Opcode::BilateralSwap => {
+                let at = base + BILATERAL_AT as u32;
+                let verb = Verb::BilateralSwap {
+                    target,
+                    offset: at,
+                    local_region: self.spec.local_region,
+                    local_offset: at,
+                    len: BILATERAL_LEN as u16,
+                };
+                (verb, Issued::BilateralSwap)
+            }
         }
+    }
+
+    /// A multi-word commit of two or more of lane `i`'s words in a row,
+    /// the last one expecting a stale value if `stale`.
+    fn make_mcas(&mut self, i: usize, stale: bool) -> (Verb, Issued) {
+        let base = self.base(i);
+        let count = 2 + self.next() as usize % (WORDS - 1);
+        let first = self.next() as usize % (WORDS + 1 - count);
+        let mut words = [McasWord::default(); MAX_MCAS_WORDS];
+        let (mut expected, mut new) = ([0; WORDS], [0; WORDS]);
+        for k in 0..count {
+            let current = Self::word(&self.lanes[i].remote, first + k);
+            expected[k] = if stale && k == count - 1 {
+                current ^ 1
+            } else {
+                current
+            };
+            new[k] = self.next();
+            words[k] = McasWord {
+                offset: base + ((first + k) * 8) as u32,
+                expected: expected[k],
+                new: new[k],
+            };
+        }
+        let verb = Verb::MultiWordCommit {
+            target: self.target(),
+            count: count as u8,
+            words,
+        };
+        let issued = Issued::MultiWordCommit {
+            first: first as u8,
+            count: count as u8,
+            expected,
+            new,
+        };
+        (verb, issued)
     }
 
     /// A lane's verb completed after `latency` nanoseconds.
@@ -418,7 +498,7 @@ impl Workload {
         let i = lane as usize;
         let LaneState::Busy {
             kind,
-            verb,
+            issued,
             learning,
         } = self.lanes[i].state
         else {
@@ -433,7 +513,7 @@ impl Workload {
                 // Not checked, but followed: a bilateral swap's local half
                 // is this side's memory and landed whatever the target was.
                 self.completed[kind.index()] += 1;
-                let _ = self.apply(i, &verb, output, learning);
+                let _ = self.apply(i, &issued, output, learning);
                 self.lanes[i].state = LaneState::Unknown;
                 return;
             }
@@ -449,7 +529,7 @@ impl Workload {
                 }
                 let agrees = match &mut self.contention {
                     Some(c) => c.book(output),
-                    None => self.apply(i, &verb, output, learning),
+                    None => self.apply(i, &issued, output, learning),
                 };
                 if !agrees {
                     self.mismatches += 1;
@@ -460,10 +540,9 @@ impl Workload {
                 if let Some(p) = self.phases.last_mut() {
                     p.failed += 1;
                 }
-                let name = format!("{e:?}");
-                match self.errors.iter_mut().find(|(n, _)| *n == name) {
+                match self.errors.iter_mut().find(|(n, _)| n == e) {
                     Some((_, c)) => *c += 1,
-                    None => self.errors.push((name, 1)),
+                    None => self.errors.push((*e, 1)),
                 }
                 // The model stays unknown after a failed first read; after
                 // a peer restart the memory is a new incarnation's, for
@@ -497,81 +576,80 @@ impl Workload {
 
     /// Checks `output` against the model and applies the verb to it;
     /// false if they disagree.
-    fn apply(&mut self, i: usize, verb: &Verb, output: &Output, learning: bool) -> bool {
-        let base = self.base(i);
+    fn apply(&mut self, i: usize, issued: &Issued, output: &Output, learning: bool) -> bool {
         let lane = &mut self.lanes[i];
-        let at = |offset: u32| (offset - base) as usize;
-        let word = |lane: &Lane, offset: u32| Self::word(&lane.remote, at(offset) / 8);
-        let set = |lane: &mut Lane, offset: u32, v: u64| {
-            lane.remote[at(offset)..at(offset) + 8].copy_from_slice(&v.to_le_bytes());
+        let word = |lane: &Lane, w: u8| Self::word(&lane.remote, usize::from(w));
+        let set = |lane: &mut Lane, w: u8, v: u64| {
+            let at = usize::from(w) * 8;
+            lane.remote[at..at + 8].copy_from_slice(&v.to_le_bytes());
         };
-        match (verb, output) {
-            (Verb::Read { .. }, Output::Read(data)) => {
+        match (*issued, output) {
+            (Issued::Read, Output::Read(data)) => {
                 let ok = learning || data.as_slice() == lane.remote;
                 lane.remote.copy_from_slice(data.as_slice());
                 ok
             }
-            (Verb::Write { offset, data, .. }, Output::Write) => {
-                lane.remote[at(*offset)..at(*offset) + data.len()].copy_from_slice(data.as_slice());
+            (Issued::Write { at, len, data }, Output::Write) => {
+                let (at, len) = (usize::from(at), usize::from(len));
+                lane.remote[at..at + len].copy_from_slice(&data[..len]);
                 true
             }
             (
-                Verb::CompareAndSwap {
-                    offset,
+                Issued::CompareAndSwap {
+                    word: w,
                     expected,
                     new,
-                    ..
                 },
                 Output::CompareAndSwap { old, swapped },
             ) => {
-                let before = word(lane, *offset);
+                let before = word(lane, w);
                 if *swapped {
-                    set(lane, *offset, *new);
+                    set(lane, w, new);
                 }
-                *old == before && *swapped == (before == *expected)
+                *old == before && *swapped == (before == expected)
             }
-            (Verb::FetchAdd { offset, add, .. }, Output::FetchAdd { old }) => {
-                let before = word(lane, *offset);
-                set(lane, *offset, before.wrapping_add(*add));
+            (Issued::FetchAdd { word: w, add }, Output::FetchAdd { old }) => {
+                let before = word(lane, w);
+                set(lane, w, before.wrapping_add(add));
                 *old == before
             }
-            (Verb::Swap { offset, new, .. }, Output::Swap { old }) => {
-                let before = word(lane, *offset);
-                set(lane, *offset, *new);
+            (Issued::Swap { word: w, new }, Output::Swap { old }) => {
+                let before = word(lane, w);
+                set(lane, w, new);
                 *old == before
             }
             (
-                Verb::MultiWordCommit { count, words, .. },
+                Issued::MultiWordCommit {
+                    first,
+                    count,
+                    expected,
+                    new,
+                },
                 Output::MultiWordCommit {
                     committed,
                     count: out_count,
                     old,
                 },
             ) => {
-                let words = &words[..usize::from(*count)];
-                let before: Vec<u64> = words.iter().map(|w| word(lane, w.offset)).collect();
-                let all_match = words.iter().zip(&before).all(|(w, b)| w.expected == *b);
+                let n = usize::from(count);
+                let mut before = [0; WORDS];
+                for (k, b) in before[..n].iter_mut().enumerate() {
+                    *b = word(lane, first + k as u8);
+                }
+                let all_match = expected[..n] == before[..n];
                 if *committed {
-                    for w in words {
-                        set(lane, w.offset, w.new);
+                    for (k, &v) in new[..n].iter().enumerate() {
+                        set(lane, first + k as u8, v);
                     }
                 }
-                count == out_count && *committed == all_match && old[..words.len()] == before[..]
+                count == *out_count && *committed == all_match && old[..n] == before[..n]
             }
-            (
-                Verb::BilateralSwap {
-                    offset,
-                    local_offset,
-                    len,
-                    ..
-                },
-                Output::BilateralSwap(theirs),
-            ) => {
-                let (r, l, n) = (at(*offset), at(*local_offset), usize::from(*len));
-                let ok = theirs.as_slice() == &lane.remote[r..r + n];
+            (Issued::BilateralSwap, Output::BilateralSwap(theirs)) => {
+                let span = BILATERAL_AT..BILATERAL_AT + BILATERAL_LEN;
+                let ok = theirs.as_slice() == &lane.remote[span.clone()];
                 let mine = lane.local;
-                lane.remote[r..r + n].copy_from_slice(&mine[l..l + n]);
-                lane.local[l..l + n].copy_from_slice(theirs.as_slice());
+                lane.remote[span.clone()].copy_from_slice(&mine[span.clone()]);
+                lane.local[span].copy_from_slice(theirs.as_slice());
                 ok
             }
             _ => false,
@@ -598,7 +676,11 @@ impl Workload {
                 .map(|k| (k.name().to_string(), self.completed[k.index()]))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            errors: self.errors.clone(),
+            errors: self
+                .errors
+                .iter()
+                .map(|(e, n)| (format!("{e:?}"), *n))
+                .collect(),
             latency: Percentiles::of(&self.latency),
             cdf: cdf_points(&self.latency),
             phases: self
