@@ -191,17 +191,17 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         self.transport.is_quiescent() && self.inflight.iter().all(Option::is_none)
     }
 
-    /// What moved so far: an iteration that changes none of it was idle.
-    fn progress(&self) -> [u64; 5] {
+    /// What moved so far, as one sum of counters that only grow: an
+    /// iteration that leaves it unchanged was idle.
+    fn progress(&self) -> u64 {
         let c = &self.counters;
-        [
-            c.rx_frames,
-            c.tx_frames,
-            c.tx_ring_full,
-            c.app_submitted + c.app_refused,
+        c.rx_frames
+            + c.tx_frames
+            + c.tx_ring_full
+            + c.app_submitted
+            + c.app_refused
             // A request may start work the next iteration does (a workload).
-            c.control_requests,
-        ]
+            + c.control_requests
     }
 
     /// An iteration found nothing to do: spin, yield or sleep, as the
@@ -478,6 +478,7 @@ pub fn driver_counters(d: &DriverStats) -> Counters {
         ("tx_packets", d.tx_packets),
         ("tx_ring_full", d.tx_ring_full),
         ("alloc_failed", d.alloc_failed),
+        ("buffers_reused", d.buffers_reused),
         ("rx_unsupported", d.rx_unsupported),
         ("kernel_rx_dropped", d.kernel_rx_dropped),
         ("kernel_rx_ring_full", d.kernel_rx_ring_full),
