@@ -170,6 +170,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     pub(super) fn take_commands(&mut self, now: Nanos) {
+        // An empty queue's `pop` costs a fence; looking costs a load.
+        if self.shared.commands.is_empty() {
+            return;
+        }
         while let Some(cmd) = self.shared.commands.pop() {
             self.counters.control_requests += 1;
             let answer = match cmd.what {
