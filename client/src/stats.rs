@@ -284,8 +284,9 @@ impl Stage {
 }
 
 /// Where a polling core's time goes: one iteration in
-/// [`StageAccount::SAMPLE_EVERY`] is timed at each stage's end, so the
-/// account costs the loop a clock read per stage that often. Iterations
+/// [`StageAccount::SAMPLE_EVERY`] on average, at random intervals, is timed
+/// at each stage's end, so the account costs the loop a clock read per
+/// stage that often. Iterations
 /// that moved something (busy) and those that did not (idle, spinning)
 /// are kept apart: the busy ones' time, over the frames and verbs they
 /// moved, is the cost of a verb; the idle ones' is the cost of waiting.

@@ -290,29 +290,31 @@ pub fn demo_outcome(v: &DemoReport, rc: bool) -> Outcome {
 }
 
 /// Each side's stage account as nanoseconds of its core per verb the
-/// workload completed (`stage_a_link_ns`, …): the account times one
-/// iteration in [`StageAccount::SAMPLE_EVERY`], busy and idle alike, so
-/// the busy iterations timed stand for that share of all busy ones. And
-/// what one idle iteration costs (`stage_a_idle_iteration_ns`).
+/// workload completed (`stage_a_link_ns`, …): a stage's time over the
+/// frames received in the busy iterations timed, times the frames that
+/// side received per verb. And what one idle iteration costs
+/// (`stage_a_idle_iteration_ns`).
 fn stage_account(o: &mut Outcome, v: &DemoReport, completed: f64) {
     if completed <= 0.0 {
         return;
     }
-    let scale = f64::from(StageAccount::SAMPLE_EVERY) / completed;
     for (side, stats) in ["a", "b"].iter().zip(&v.stats) {
         let mut sum = StageAccount::default();
+        let mut received = 0;
         for q in &stats.queues {
             let a = &q.stages;
             for (s, ns) in sum.busy_ns.iter_mut().zip(a.busy_ns) {
                 *s += ns;
             }
-            sum.busy_iterations += a.busy_iterations;
+            sum.frames += a.frames;
             sum.idle_iterations += a.idle_iterations;
             sum.idle_ns += a.idle_ns;
+            received += q.pipeline.rx_frames;
         }
-        if sum.busy_iterations == 0 {
+        if sum.frames == 0 {
             continue;
         }
+        let scale = received as f64 / sum.frames as f64 / completed;
         for stage in Stage::ALL {
             o.set(
                 &format!("stage_{side}_{}_ns", stage.name()),
@@ -380,8 +382,11 @@ mod tests {
             ..QueueStats::default()
         };
         a.pipeline.tx_frames = 1100;
-        // Side a's account: 4 busy iterations timed, 1000 ns of link work
-        // and 600 of completions in them; 2 idle ones of 50 ns each.
+        // Side a's account: 4 busy iterations timed, 10 of the 640 frames
+        // it received in them, 1000 ns of link work and 600 of
+        // completions; 2 idle ones of 50 ns each.
+        a.pipeline.rx_frames = 640;
+        a.stages.frames = 10;
         a.stages.busy_iterations = 4;
         a.stages.busy_ns[Stage::Link as usize] = 1000;
         a.stages.busy_ns[Stage::Completion as usize] = 600;
@@ -461,14 +466,14 @@ mod tests {
         assert_eq!(o.metrics["cpu_b_cores"], 0.5);
         assert_eq!(o.metrics["per_cpu_s"], 1000.0 / 3.0);
         assert_eq!(o.metrics["exactly_once_pass"], 1.0);
-        // The timed iterations stand for 64 times as many; 1000 verbs.
+        // The timed frames stand for 64 times as many; 1000 verbs.
         assert_eq!(o.metrics["stage_a_link_ns"], 64.0);
         assert_eq!(o.metrics["stage_a_completion_ns"], 38.4);
         assert_eq!(o.metrics["stage_a_total_ns"], 102.4);
         assert_eq!(o.metrics["stage_a_idle_iteration_ns"], 50.0);
         assert!(
             !o.metrics.contains_key("stage_b_total_ns"),
-            "side b timed no busy iteration"
+            "side b timed no frame"
         );
         assert_eq!(o.cdf, vec![(0.5, 6.0), (1.0, 40.0)]);
         assert_eq!(o.tail_us, 40.0);

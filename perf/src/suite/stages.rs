@@ -20,9 +20,10 @@ pub(super) fn section(out: &mut String, ms: &[Measurement]) {
     }
     out.push_str(
         "## Where a verb's time goes\n\nNanoseconds of each side's polling core per verb \
-         completed, by stage, from the queue's stage account (one loop iteration in 64 \
-         timed at each stage's end, less a clock read's own cost; only iterations that \
-         moved something). Side a runs the workload, side b answers. `link` is the sans-IO core with the memory; `idle \
+         completed, by stage, from the queue's stage account: one loop iteration in 64 \
+         on average, at random intervals, timed at each stage's end, less a clock read's \
+         own cost; only iterations that moved something, their time per frame received \
+         times the frames that side received per verb. Side a runs the workload, side b answers. `link` is the sans-IO core with the memory; `idle \
          iter` is what one iteration that found nothing costs.\n\n",
     );
     let mut header = String::from("| trial | side |");
