@@ -1,8 +1,9 @@
 //! What one memory shared by every polling core costs per verb against the
 //! per-queue memory it replaced: the verbs engine's apply + commit (the
 //! target's whole share of a verb's memory work) on `Memory` (plain arrays,
-//! one owner) and on `SharedMemory` (atomic words and a CAS-taken lock per
-//! word), side by side in one run on one core, uncontended.
+//! one owner) and on `SharedMemory` (atomic words, a CAS-taken lock per
+//! word and span bits for block verbs), side by side in one run on one
+//! core, uncontended.
 //!
 //! `cargo bench -p oae-perf --bench shared_memory` (`-- --quick` for a
 //! short run). Figures of one run are in docs/ARCHITECTURE.md.

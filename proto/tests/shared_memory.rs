@@ -2,7 +2,9 @@
 //! dataplane's polling cores share it: the verbs engine gives the same
 //! results over `SharedMemory` as over a node's own `Memory`, and cores
 //! hammering the same words with CAS, FETCH_ADD, MULTI-WORD COMMIT and
-//! BILATERAL SWAP over lossy links keep an exact ledger.
+//! BILATERAL SWAP (word locks), and with block WRITEs and READs over them
+//! (span bits), over lossy links keep an exact ledger and never see a
+//! verb half applied.
 
 use oae_proto::memory::{LockOwner, Undo};
 use oae_proto::verb::{MAX_MCAS_WORDS, Opcode, Request};
@@ -234,7 +236,10 @@ impl LossyPair {
 
 /// One core's workload. Word 0 takes FETCH_ADDs, word 1 CAS increments,
 /// words 2 and 3 multi-word increments of both, words 4.. one token per core
-/// that BILATERAL SWAPs trade with the cores' local blocks.
+/// that BILATERAL SWAPs trade with the cores' local blocks, and the two
+/// words after the tokens block WRITEs of a pair of equal values. Block
+/// READs from word 2 to the end check that words 2 and 3 are equal, and
+/// the pair too: a verb seen half applied would show.
 struct Core {
     pair: LossyPair,
     index: u64,
@@ -253,6 +258,8 @@ struct Ledger {
     adds: u64,
     cas_wins: u64,
     mcas_wins: u64,
+    pair_writes: u64,
+    reads: u64,
 }
 
 impl Core {
@@ -272,8 +279,36 @@ impl Core {
         }
     }
 
+    /// Byte offset of the pair the block WRITEs write.
+    fn pair_at(&self) -> u32 {
+        32 + 8 * self.cores as u32
+    }
+
     fn verb(&self, round: u64) -> Verb {
-        match round % 4 {
+        match round % 6 {
+            4 => {
+                let v = ((self.index + 1) << 32 | round).to_le_bytes();
+                let mut pair = [0u8; 16];
+                pair[..8].copy_from_slice(&v);
+                pair[8..].copy_from_slice(&v);
+                Verb::Write {
+                    target: SHARED,
+                    offset: self.pair_at(),
+                    data: oae_proto::verb::Block::new(&pair).expect("16 bytes fit"),
+                }
+            }
+            // From word 2 to the pair's end.
+            5 => Verb::Read {
+                target: SHARED,
+                offset: 16,
+                len: self.pair_at() as u16,
+            },
+            _ => self.word_verb(round),
+        }
+    }
+
+    fn word_verb(&self, round: u64) -> Verb {
+        match round % 6 {
             0 => Verb::FetchAdd {
                 target: SHARED,
                 offset: 0,
@@ -307,7 +342,7 @@ impl Core {
             }
             _ => Verb::BilateralSwap {
                 target: SHARED,
-                offset: 32 + 8 * ((round / 4 + self.index) % self.cores) as u32,
+                offset: 32 + 8 * ((round / 6 + self.index) % self.cores) as u32,
                 local_region: LOCAL,
                 local_offset: 0,
                 len: 8,
@@ -352,6 +387,22 @@ impl Core {
                 let step = u64::from(committed);
                 self.mcas_guess = [old[1] + step, old[0] + step];
             }
+            Ok(Output::Write) => self.ledger.pair_writes += 1,
+            Ok(Output::Read(block)) => {
+                let bytes = block.as_slice();
+                let pair = self.pair_at() as usize - 16;
+                assert_eq!(
+                    word(bytes, 0),
+                    word(bytes, 8),
+                    "a read saw a multi-word commit half applied: {bytes:?}"
+                );
+                assert_eq!(
+                    word(bytes, pair),
+                    word(bytes, pair + 8),
+                    "a read saw a block write half applied: {bytes:?}"
+                );
+                self.ledger.reads += 1;
+            }
             Ok(_) | Err(_) => {}
         }
     }
@@ -368,7 +419,10 @@ fn word(bytes: &[u8], at: usize) -> u64 {
 /// A shared memory whose token words hold 1..=cores.
 fn shared_memory(cores: u64) -> SharedMemory {
     let mut memory = SharedMemory::new();
-    memory.register(spec(1, 32 + 8 * cores as u32)).unwrap();
+    // The counters, the tokens, the pair.
+    memory
+        .register(spec(1, 32 + 8 * cores as u32 + 16))
+        .unwrap();
     for core in 0..cores {
         let at = 32 + 8 * core as u32;
         let mut undo = Undo::default();
@@ -425,6 +479,16 @@ fn check_ledger(memory: &SharedMemory, cores: &[Core]) {
     assert!(
         total(|l| l.cas_wins) > 0 && total(|l| l.mcas_wins) > 0,
         "{context}"
+    );
+    let pair = 32 + 8 * cores.len();
+    assert_eq!(
+        word(&bytes, pair),
+        word(&bytes, pair + 8),
+        "the pair's words moved together; {context}"
+    );
+    assert!(
+        total(|l| l.pair_writes) > 0 && total(|l| l.reads) > 0,
+        "block verbs ran; {context}"
     );
     let n = cores.len();
     let mut tokens: Vec<u64> = (0..n).map(|c| word(&bytes, 32 + 8 * c)).collect();

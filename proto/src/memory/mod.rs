@@ -290,6 +290,28 @@ pub trait Store {
         words: Range<usize>,
         owner: LockOwner,
     ) -> Result<(), Refusal>;
+    /// Takes the word at each of `offsets` (bytes, ascending, distinct) for
+    /// `owner`, as `try_lock` takes one: all of them, or none and the
+    /// refusal.
+    fn try_lock_each(
+        &mut self,
+        region: usize,
+        offsets: &[u32],
+        owner: LockOwner,
+    ) -> Result<(), Refusal> {
+        for (k, &at) in offsets.iter().enumerate() {
+            let word = at as usize / 8;
+            if let Err(why) = self.try_lock(region, word..word + 1, owner) {
+                for &taken in &offsets[..k] {
+                    let taken = taken as usize / 8;
+                    self.unlock(region, taken..taken + 1);
+                }
+                return Err(why);
+            }
+        }
+        Ok(())
+    }
+
     /// Words taken by `try_lock` stay locked until `unlock`: a tentative
     /// transfer's, or a bilateral swap's local block.
     fn keep(&mut self, region: usize, words: Range<usize>, owner: LockOwner);
@@ -427,8 +449,7 @@ pub trait Store {
                     atomic_word(&facts, w.offset)?;
                 }
                 let distinct = DistinctWords::of(listed.iter().map(|w| w.offset));
-                let held = lock_each(self, i, distinct.as_slice(), owner)?;
-                debug_assert_eq!(held, distinct.as_slice().len());
+                self.try_lock_each(i, distinct.as_slice(), owner)?;
                 let all_match = listed
                     .iter()
                     .all(|w| load_word(self, i, w.offset as usize) == w.expected);
@@ -543,26 +564,6 @@ fn load_word<S: Store + ?Sized>(store: &S, region: usize, at: usize) -> u64 {
     let mut w = [0u8; 8];
     store.load(region, at, &mut w);
     u64::from_le_bytes(w)
-}
-
-/// Locks each word at the given (ascending) byte offsets, all or none.
-fn lock_each<S: Store + ?Sized>(
-    store: &mut S,
-    region: usize,
-    offsets: &[u32],
-    owner: LockOwner,
-) -> Result<usize, Refusal> {
-    for (k, &at) in offsets.iter().enumerate() {
-        let word = at as usize / 8;
-        if let Err(why) = store.try_lock(region, word..word + 1, owner) {
-            for &taken in &offsets[..k] {
-                let taken = taken as usize / 8;
-                store.unlock(region, taken..taken + 1);
-            }
-            return Err(why);
-        }
-    }
-    Ok(offsets.len())
 }
 
 /// A multi-word commit's word offsets, ascending and without repeats: cores
