@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod crc;
 mod down_reason;
 pub mod fabric;
 mod link;

@@ -407,7 +407,7 @@ impl<'a> Frame<'a> {
         }
         let (body, crc) = bytes.split_at(len - TRAILER_LEN);
         let crc = u32::from_be_bytes(crc.try_into().expect("four bytes"));
-        if crc32c::crc32c(body) != crc {
+        if crate::crc::crc32c(body) != crc {
             return Err(Malformed::BadCrc);
         }
         let sender_epoch = u32::from_be_bytes(body[8..12].try_into().expect("four bytes"));
@@ -485,7 +485,7 @@ pub fn order_after(a: u32, b: u32) -> bool {
 /// Recomputes the CRC of a complete frame after its body was edited.
 pub fn seal(frame: &mut [u8]) {
     let len = frame.len();
-    let crc = crc32c::crc32c(&frame[..len - TRAILER_LEN]);
+    let crc = crate::crc::crc32c(&frame[..len - TRAILER_LEN]);
     frame[len - TRAILER_LEN..].copy_from_slice(&crc.to_be_bytes());
 }
 
