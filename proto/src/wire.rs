@@ -256,6 +256,8 @@ impl Context {
         ]
     }
 
+    // Inlined for the reason `Frame::parse` is.
+    #[inline]
     pub fn decode(bytes: &[u8; SLICE]) -> Result<Context, Malformed> {
         let version = bytes[0] >> 4;
         if version != VERSION {
@@ -389,6 +391,9 @@ pub struct Frame<'a> {
 impl<'a> Frame<'a> {
     /// Parses one OAE frame (without Ethernet header). Never panics.
     // R1: a frame that does not parse is malformed, and why
+    // Inlined: returned through memory, the result is written a byte at a
+    // time and read back wider, which stalls the load.
+    #[inline]
     pub fn parse(bytes: &'a [u8]) -> Result<Frame<'a>, Malformed> {
         if bytes.len() < MIN_FRAME {
             return Err(Malformed::Truncated);
