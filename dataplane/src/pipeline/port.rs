@@ -192,18 +192,32 @@ impl<D: Driver> Port<D> {
             // nothing to send.
             let mut idle_links = 0;
             while self.tx.len() < MAX_BURST && !self.spare.is_empty() && idle_links < links {
-                let (link, peer) = self.links[self.tx_next];
-                self.tx_next = (self.tx_next + 1) % links;
+                let (link, peer) = &self.links[self.tx_next];
+                // No division per iteration: a loop that mostly finds
+                // nothing to send pays for every instruction here.
+                self.tx_next += 1;
+                if self.tx_next == links {
+                    self.tx_next = 0;
+                }
                 // Links share a burst: each takes its share per turn.
-                let room = (MAX_BURST - self.tx.len()).div_ceil(links);
+                let left = MAX_BURST - self.tx.len();
+                let room = if links == 1 {
+                    left
+                } else {
+                    left.div_ceil(links)
+                };
+                // The addresses are borrowed where they lie: copied into a
+                // temporary, they were stored in halves and read back
+                // whole, which stalls the load.
                 let mut buffers = Buffers {
                     driver: &mut self.driver,
                     spare: &mut self.spare,
                     tx: &mut self.tx,
-                    header: (peer, self.mac),
+                    peer,
+                    mac: &self.mac,
                     tap: tap.as_mut().map(|(t, p)| (&mut **t, *p, now)),
                 };
-                if transport.poll_transmit_burst(link, now, room, &mut buffers) == 0 {
+                if transport.poll_transmit_burst(*link, now, room, &mut buffers) == 0 {
                     idle_links += 1;
                 } else {
                     idle_links = 0;
@@ -238,7 +252,8 @@ struct Buffers<'a, D: Driver> {
     spare: &'a mut Burst<D::Buf>,
     tx: &'a mut Burst<D::Buf>,
     /// Destination and source MAC.
-    header: ([u8; 6], [u8; 6]),
+    peer: &'a [u8; 6],
+    mac: &'a [u8; 6],
     /// A capture in progress, this port's index in it, and the time.
     tap: Option<(&'a mut Tap, u8, Nanos)>,
 }
@@ -258,7 +273,7 @@ impl<D: Driver> TransmitBuffers for Buffers<'_, D> {
     fn filled(&mut self, len: usize) {
         let mut buf = self.spare.pop().expect("a buffer was lent");
         let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
-        eth::write_header(frame, self.header.0, self.header.1);
+        eth::write_header(frame, *self.peer, *self.mac);
         if let Some((tap, port, now)) = self.tap.as_mut() {
             tap.record(*port, true, frame, *now);
         }
