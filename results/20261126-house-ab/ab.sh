@@ -4,11 +4,13 @@
 # each, side a on core 0 and side b on core 1, with the suite's settings.
 #   ab.sh line-rate   CAS, 64 slots and 64 lanes, over net_memif and veth
 #   ab.sh latency     CAS, 1 slot and 1 lane, over veth
+#   ab.sh memif-latency  CAS, 1 slot and 1 lane, over net_memif
 set -u
 case "${1:-}" in
   line-rate) in_flight=64; configs="dpdk-memif veth-pair" ;;
   latency) in_flight=1; configs="veth-pair" ;;
-  *) echo "usage: $0 line-rate|latency" >&2; exit 2 ;;
+  memif-latency) in_flight=1; configs="dpdk-memif" ;;
+  *) echo "usage: $0 line-rate|latency|memif-latency" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/../.."
 out=/tmp/house-ab-$1-$(date +%H%M%S); mkdir -p "$out"
