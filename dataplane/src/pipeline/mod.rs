@@ -75,10 +75,12 @@ enum Origin {
     Workload(u16, u32),
 }
 
-/// What one iteration did: whether anything moved, and when it ran.
+/// What one iteration did: whether anything moved, when it ran, and, if
+/// nothing moved, when the transport's next timer is due.
 struct Turn {
     moved: bool,
     now: Nanos,
+    next_timer: Option<Nanos>,
 }
 
 #[derive(Clone, Copy)]
@@ -162,7 +164,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             if turn.moved {
                 self.idle.busy();
             } else {
-                self.rest(turn.now);
+                self.rest(turn.now, turn.next_timer);
             }
         }
         self.workloads.stop();
@@ -210,15 +212,17 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     }
 
     /// An iteration found nothing to do: spin, yield or sleep, as the
-    /// queue's idle policy says. `now` is that iteration's time: it ended
-    /// a moment ago, and a clock read costs as much as a spin.
-    fn rest(&mut self, now: Nanos) {
+    /// queue's idle policy says. `now` is that iteration's time and
+    /// `next_timer` the transport's next deadline as it found it: it ended
+    /// a moment ago, and a clock read or a look at every link's timers
+    /// costs as much as a spin.
+    fn rest(&mut self, now: Nanos, next_timer: Option<Nanos>) {
         let cap = if self.host.is_some() {
             idle::HOST_RING_SLEEP
         } else {
             Duration::MAX
         };
-        match self.idle.rest(now, self.transport.poll_timeout(), cap) {
+        match self.idle.rest(now, next_timer, cap) {
             idle::Rest::Spin => {}
             idle::Rest::Yield => std::thread::yield_now(),
             idle::Rest::Sleep(limit) => {
@@ -253,7 +257,9 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let now = self.now();
         self.counters.bursts += 1;
         self.receive(now);
-        if self.transport.poll_timeout().is_some_and(|t| t <= now) {
+        let mut next_timer = self.transport.poll_timeout();
+        let timer_due = next_timer.is_some_and(|t| t <= now);
+        if timer_due {
             self.transport.handle_timeout(now);
         }
         self.stages.mark(Stage::Timers);
@@ -277,12 +283,21 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
         self.stages.mark(Stage::Other);
         let moved = self.progress() != before;
+        // An iteration that moved nothing and ran no timer changed no
+        // deadline: the one read at its start still holds for the rest.
+        if timer_due && !moved {
+            next_timer = self.transport.poll_timeout();
+        }
         self.stages.end(
             moved,
             self.counters.rx_frames - frames,
             self.counters.verbs_ended - verbs,
         );
-        Turn { moved, now }
+        Turn {
+            moved,
+            now,
+            next_timer,
+        }
     }
 
     fn receive(&mut self, now: Nanos) {
