@@ -1,4 +1,5 @@
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_errno.h>
 
@@ -86,6 +87,18 @@ void oae_free_frames(struct oae_frame *frames, uint16_t n)
 	for (uint16_t i = 0; i < n; i++)
 		pkts[i] = frames[i].mbuf;
 	rte_pktmbuf_free_bulk(pkts, n);
+}
+
+int oae_thread_register(void)
+{
+	if (rte_lcore_id() != LCORE_ID_ANY)
+		return 1;
+	return rte_thread_register();
+}
+
+void oae_thread_unregister(void)
+{
+	rte_thread_unregister();
 }
 
 int oae_errno(void)

@@ -39,6 +39,14 @@ int oae_alloc_frames(struct rte_mempool *pool, struct oae_frame *frames, uint16_
 /* Frees n (<= 64) frames' mbufs in one call. */
 void oae_free_frames(struct oae_frame *frames, uint16_t n);
 
+/* Makes the calling thread one of the EAL's lcores, so that mempools keep
+ * a cache for it (a thread that is none gets and puts every mbuf through
+ * the pool's shared ring): 1 if it already was one, 0 if it is now, -1
+ * with rte_errno set if it cannot be. */
+int oae_thread_register(void);
+/* Gives back the lcore oae_thread_register took. */
+void oae_thread_unregister(void);
+
 /* rte_errno of the calling thread. */
 int oae_errno(void);
 

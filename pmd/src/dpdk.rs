@@ -507,10 +507,62 @@ impl Dpdk {
     }
 }
 
+/// This thread's place among the EAL's lcores. A thread that is no lcore
+/// (a polling thread the dataplane started) has no mempool cache: every
+/// mbuf the PMD takes or gives back goes through the pool's shared ring.
+/// So a thread registers the first time it polls, and gives its lcore
+/// back when it ends.
+struct Lcore {
+    /// This thread registered itself (and gives the lcore back).
+    registered: bool,
+    /// This thread is an lcore, registered here or by the EAL.
+    lcore: bool,
+}
+
+impl Lcore {
+    fn register() -> Lcore {
+        // SAFETY: the EAL is initialised (a `Dpdk` exists, and polling
+        // needs one); registering touches only this thread's state.
+        let rc = unsafe { sys::oae_thread_register() };
+        if rc < 0 {
+            eprintln!(
+                "oaed: DPDK: this polling thread could not become an lcore ({}): its mbufs \
+                 go through the pool's ring, without a cache",
+                last_error()
+            );
+        }
+        Lcore {
+            registered: rc == 0,
+            lcore: rc >= 0,
+        }
+    }
+}
+
+impl Drop for Lcore {
+    fn drop(&mut self) {
+        if self.registered {
+            // SAFETY: this thread registered itself and is ending.
+            unsafe { sys::oae_thread_unregister() };
+        }
+    }
+}
+
+thread_local! {
+    static LCORE: Lcore = Lcore::register();
+}
+
+/// Whether the calling thread is one of the EAL's lcores once it polls
+/// (registering it if it polls for the first time), so that the mempool
+/// caches its mbufs.
+pub fn polling_thread_is_lcore() -> bool {
+    LCORE.with(|l| l.lcore)
+}
+
 impl Driver for Dpdk {
     type Buf = Mbuf;
 
     fn rx_burst(&mut self, out: &mut Burst<Mbuf>) -> usize {
+        LCORE.with(|_| ());
         let room = out.remaining_capacity();
         if room == 0 {
             return 0;

@@ -16,6 +16,7 @@ fn eal() {
         "-l",
         "0",
         "--vdev=net_ring0",
+        "--vdev=net_ring1",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -37,6 +38,22 @@ fn receive(d: &mut Dpdk, rx: &mut Burst<oae_pmd::dpdk::Mbuf>, want: usize) {
         }
     }
     assert_eq!(rx.len(), want, "every frame came back");
+}
+
+/// A polling thread the EAL did not start becomes one of its lcores the
+/// first time it polls, so the pool caches its mbufs.
+#[test]
+fn a_polling_thread_becomes_an_lcore() {
+    eal();
+    let polled = std::thread::spawn(|| {
+        let mut d = Dpdk::new(&DpdkConfig::new("net_ring1")).expect("open net_ring1");
+        let mut rx: Burst<_> = Burst::new();
+        d.rx_burst(&mut rx);
+        oae_pmd::dpdk::polling_thread_is_lcore()
+    })
+    .join()
+    .expect("the polling thread ran");
+    assert!(polled, "see stderr for why the thread is no lcore");
 }
 
 #[test]
