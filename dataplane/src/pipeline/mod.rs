@@ -130,6 +130,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
     ) -> Pipeline<D, T> {
         let links = transport.links();
         let clock = quanta::Clock::new();
+        let stages = StageClock::new(clock.clone());
         Pipeline {
             ports,
             transport,
@@ -148,7 +149,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             outcomes: VerbOutcomes::default(),
             idle: idle::Idle::new(&poll),
             tap: None,
-            stages: StageClock::new(),
+            stages,
         }
     }
 

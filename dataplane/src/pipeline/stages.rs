@@ -1,12 +1,10 @@
 //! The stage account's clock: one iteration in
 //! [`StageAccount::SAMPLE_EVERY`] on average, at random intervals (a fixed
 //! one beats in step with the peer's bursts and picks the same kind of
-//! iteration every time), reads the clock at the end of each stage; the
-//! others pay a branch per stage. What a clock read itself costs is
+//! iteration every time), reads the loop's own clock at the end of each
+//! stage; the others pay a branch per stage. What a clock read itself costs is
 //! measured once and taken off each stage, so that a short stage is not
 //! mostly the read that timed it.
-
-use std::time::Instant;
 
 use oae_client::stats::{Stage, StageAccount};
 use oae_common::rng::Rng;
@@ -17,7 +15,9 @@ pub(super) struct StageClock {
     intervals: Rng,
     /// The iteration being timed: when its last stage ended, and its
     /// stages so far.
-    timing: Option<Instant>,
+    timing: Option<quanta::Instant>,
+    /// The loop's own clock.
+    clock: quanta::Clock,
     current: [u64; 8],
     /// Nanoseconds one clock read takes, on this machine.
     read_ns: u64,
@@ -32,21 +32,23 @@ fn next_interval(rng: &mut Rng) -> u32 {
     rng.between(1, 2 * u64::from(StageAccount::SAMPLE_EVERY) - 1) as u32
 }
 
-fn clock_read_ns() -> u64 {
-    let start = Instant::now();
+fn clock_read_ns(clock: &quanta::Clock) -> u64 {
+    let start = clock.now();
     let mut last = start;
     for _ in 0..CALIBRATION_READS {
-        last = std::hint::black_box(Instant::now());
+        last = std::hint::black_box(clock.now());
     }
     (last.duration_since(start).as_nanos() / u128::from(CALIBRATION_READS)) as u64
 }
 
 impl StageClock {
-    pub(super) fn new() -> StageClock {
-        let read_ns = clock_read_ns();
+    /// Times stages on `clock`, the loop's.
+    pub(super) fn new(clock: quanta::Clock) -> StageClock {
+        let read_ns = clock_read_ns(&clock);
         let mut intervals = Rng::new(0x57a6e);
         StageClock {
             read_ns,
+            clock,
             countdown: next_interval(&mut intervals),
             intervals,
             timing: None,
@@ -65,7 +67,7 @@ impl StageClock {
         if self.countdown == 0 {
             self.countdown = next_interval(&mut self.intervals);
             self.current = [0; 8];
-            self.timing = Some(Instant::now());
+            self.timing = Some(self.clock.now());
         }
     }
 
@@ -73,7 +75,7 @@ impl StageClock {
     #[inline]
     pub(super) fn mark(&mut self, stage: Stage) {
         if let Some(since) = &mut self.timing {
-            let now = Instant::now();
+            let now = self.clock.now();
             let ns = now.duration_since(*since).as_nanos() as u64;
             self.current[stage as usize] += ns.saturating_sub(self.read_ns);
             *since = now;
@@ -112,7 +114,7 @@ mod tests {
 
     #[test]
     fn times_one_iteration_in_the_sample_and_keeps_busy_from_idle() {
-        let mut clock = StageClock::new();
+        let mut clock = StageClock::new(quanta::Clock::new());
         let every = u64::from(StageAccount::SAMPLE_EVERY);
         let iterations = every * 1000;
         for i in 0..iterations {
