@@ -13,7 +13,8 @@ pub struct Submission {
     pub verb: Verb,
 }
 
-/// The one completion of a submitted verb. `Err` means it had no effect.
+/// The one completion of a submitted verb. `Err` means it had no effect,
+/// at the target or in a READ's or bilateral swap's local block.
 #[derive(Clone, Copy, Debug)]
 pub struct Completion {
     pub id: u64,
@@ -21,6 +22,10 @@ pub struct Completion {
     /// From the burst that submitted it to the burst that completed it.
     pub latency_ns: u64,
 }
+
+// Completions are queued by value between cores: with a READ's or bilateral
+// swap's bytes landing in local memory, one stays two cache lines.
+const _: () = assert!(size_of::<Completion>() <= 128);
 
 /// Why an application's verb did nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

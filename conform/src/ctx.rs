@@ -20,6 +20,9 @@ pub struct Target {
     pub base: u32,
     /// A region without the atomic permission, for `forbidden`.
     pub no_atomics: Option<(u16, u32)>,
+    /// Where in its own memory the IUT lands a READ it is asked for, as
+    /// (region, offset).
+    pub read_lands_in: (u16, u32),
 }
 
 pub const AREA: usize = 512;

@@ -16,8 +16,9 @@ use crate::verbs::Verb;
 pub const REGION: u16 = 1;
 pub const KEY: u32 = 0x0c0f;
 
-/// `oaectl verb` arguments for `verb` on the tester's region.
-fn arguments(verb: &Verb) -> Vec<String> {
+/// `oaectl verb` arguments for `verb` on the tester's region; a READ lands
+/// in the IUT's block `read_lands_in`.
+fn arguments(verb: &Verb, read_lands_in: (u16, u32)) -> Vec<String> {
     let at = |offset: &u32| {
         vec![
             "--region".to_string(),
@@ -58,6 +59,8 @@ fn arguments(verb: &Verb) -> Vec<String> {
             a.push("read".into());
             a.extend(at(offset));
             a.extend(["--len".into(), len.to_string()]);
+            a.extend(["--local-region".into(), read_lands_in.0.to_string()]);
+            a.extend(["--local-offset".into(), read_lands_in.1.to_string()]);
         }
         Verb::Write { offset, data } => {
             a.push("write".into());
@@ -85,7 +88,7 @@ impl Ctx {
         let program = words.next().ok_or("--submit is empty")?;
         Command::new(program)
             .args(words)
-            .args(arguments(verb))
+            .args(arguments(verb, self.target.read_lands_in))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -45,6 +45,10 @@ struct Args {
     /// `forbidden` refusal.
     #[arg(long, value_parser = parse_region)]
     no_atomics: Option<(u16, u32)>,
+    /// Where a READ the IUT is asked to make lands in the IUT's own
+    /// memory, REGION:OFFSET (20 bytes are written there).
+    #[arg(long, default_value = "1:0", value_parser = parse_block)]
+    iut_read_lands_in: (u16, u32),
     /// The round length the tester advertises and ticks at as Alice, ms.
     #[arg(long, default_value = "100")]
     round_ms: u64,
@@ -79,6 +83,11 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 fn parse_region(s: &str) -> Result<(u16, u32), String> {
     let (r, k) = s.split_once(':').ok_or("give REGION:KEY")?;
     Ok((number(r)?, number(k)?))
+}
+
+fn parse_block(s: &str) -> Result<(u16, u32), String> {
+    let (r, o) = s.split_once(':').ok_or("give REGION:OFFSET")?;
+    Ok((number(r)?, number(o)?))
 }
 
 fn main() -> ExitCode {
@@ -123,6 +132,7 @@ fn main() -> ExitCode {
             len: args.region_len,
             base: args.base,
             no_atomics: args.no_atomics,
+            read_lands_in: args.iut_read_lands_in,
         },
         args.submit,
     );

@@ -134,9 +134,15 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum VerbCmd {
+    /// Reads the peer's block into a local block; prints the bytes landed.
     Read {
         #[command(flatten)]
         at: Target,
+        /// The local region the bytes land in.
+        #[arg(long, value_parser = numbers::parse::<u16>)]
+        local_region: u16,
+        #[arg(long, value_parser = numbers::parse::<u32>)]
+        local_offset: u32,
         #[arg(long)]
         len: u16,
     },
@@ -742,10 +748,17 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
 
 fn verb_spec(v: &VerbCmd) -> VerbSpec {
     match v {
-        VerbCmd::Read { at, len } => VerbSpec::Read {
+        VerbCmd::Read {
+            at,
+            local_region,
+            local_offset,
+            len,
+        } => VerbSpec::Read {
             region: at.region,
             key: at.key,
             offset: at.offset,
+            local_region: *local_region,
+            local_offset: *local_offset,
             len: *len,
         },
         VerbCmd::Write { at, data } => VerbSpec::Write {

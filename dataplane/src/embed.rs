@@ -21,8 +21,9 @@ use crate::workload::Aim;
 use oae_client::control::{Answer, ControlError, WorkloadReport, WorkloadSpec};
 use oae_config::Config;
 use oae_pmd::xdp::Steering;
-use oae_proto::SharedMemory;
 use oae_proto::auth::LinkIdentity;
+use oae_proto::verb::Refusal;
+use oae_proto::{SharedMemory, Store};
 
 /// How long a stopping queue keeps running to finish or reverse what is in
 /// flight.
@@ -31,6 +32,8 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// One running queue, owned by the application.
 pub struct EmbeddedQueue {
     shared: Arc<QueueShared>,
+    /// Where this queue's READs and bilateral swaps land.
+    memory: SharedMemory,
     thread: Option<JoinHandle<Option<FinalReport>>>,
 }
 
@@ -60,6 +63,7 @@ impl EmbeddedQueue {
         netns: Option<&str>,
     ) -> Result<EmbeddedQueue, String> {
         let memory = memory.for_core(index as u16);
+        let local = memory.clone();
         let q = config
             .queues
             .get(index)
@@ -101,6 +105,7 @@ impl EmbeddedQueue {
         match ready_rx.recv() {
             Ok(Ok(shared)) => Ok(EmbeddedQueue {
                 shared,
+                memory: local,
                 thread: Some(thread),
             }),
             Ok(Err(e)) => {
@@ -126,6 +131,16 @@ impl EmbeddedQueue {
     /// The next completion, if one is ready.
     pub fn poll_completion(&self) -> Option<Completion> {
         self.shared.completions.pop()
+    }
+
+    /// Copies `out.len()` bytes at `offset` of the registered region
+    /// `region` into `out`: where a completed READ or bilateral swap
+    /// landed. A refusal if the block is not inside the region.
+    pub fn read_local(&self, region: u16, offset: u32, out: &mut [u8]) -> Result<(), Refusal> {
+        let (index, facts) = self.memory.find(region).ok_or(Refusal::UnknownRegion)?;
+        let range = facts.check(offset, out.len())?;
+        self.memory.load(index, range.start, out);
+        Ok(())
     }
 
     /// Asks the polling core a control question (status, counters, a

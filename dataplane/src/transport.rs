@@ -24,8 +24,6 @@ use oae_client::status::{
 use oae_proto::auth::{Authenticator, LinkIdentity, LinkKey};
 
 /// What a transport tells the pipeline.
-// Results carry their bytes inline, as the cores' events do.
-#[allow(clippy::large_enum_variant)]
 pub enum TransportEvent<'a> {
     /// A verb's one completion, lent where the transport keeps it.
     Completed {
@@ -381,6 +379,9 @@ impl Transport for RcModel {
             oae_rc_model::SubmitError::QueueFull => NotSubmitted::QueueFull,
             oae_rc_model::SubmitError::NotAnRcVerb => NotSubmitted::NotForTransport,
             oae_rc_model::SubmitError::QpError => NotSubmitted::QpFailed,
+            oae_rc_model::SubmitError::BadLocalBlock => {
+                NotSubmitted::Invalid("local block is not inside a local region")
+            }
         })
     }
 

@@ -6,10 +6,13 @@
  *   cargo xtask install-c --prefix /tmp/oae
  *   export PKG_CONFIG_PATH=/tmp/oae/lib/pkgconfig
  *   cc examples/c/verbs.c $(pkg-config --cflags --libs oae) -o verbs
- *   LD_LIBRARY_PATH=/tmp/oae/lib ./verbs /dev/shm/oae-host-a 1 0x0ae1 4096
+ *   LD_LIBRARY_PATH=/tmp/oae/lib ./verbs /dev/shm/oae-host-a /run/oae/a.sock 1 0x0ae1 4096 2
  *
- * Arguments: the host ring, the peer's region and key, and a byte offset
- * of 128 free bytes in it. Exits 0 if every verb completed as expected.
+ * Arguments: the host ring, the dataplane's control socket, the peer's
+ * region and key, a byte offset of 128 free bytes in it, and a region of
+ * the dataplane's own where READs land (at the same offset), as an RDMA
+ * READ lands in a registered buffer. Exits 0 if every verb completed as
+ * expected.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -46,6 +49,16 @@ static void expect(int ok, const char *what, const struct oae_wc *wc) {
         failures++;
 }
 
+/* Reads where a READ landed in the dataplane's own memory. */
+static void read_local(const char *control, uint16_t local, uint32_t offset, uint8_t *buf,
+                       uint32_t len) {
+    int rc = oae_region_read(control, local, offset, buf, len);
+    if (rc != 0) {
+        fprintf(stderr, "oae_region_read: %s: %s\n", oae_strerror(rc), oae_last_error());
+        exit(2);
+    }
+}
+
 static void post_or_die(int rc, const char *what) {
     if (rc != 0) {
         fprintf(stderr, "%s: %s: %s\n", what, oae_strerror(rc), oae_last_error());
@@ -54,13 +67,15 @@ static void post_or_die(int rc, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s RING REGION KEY OFFSET\n", argv[0]);
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s RING CONTROL_SOCKET REGION KEY OFFSET LOCAL_REGION\n", argv[0]);
         return 2;
     }
-    uint16_t region = (uint16_t)strtoul(argv[2], NULL, 0);
-    uint32_t key = (uint32_t)strtoul(argv[3], NULL, 0);
-    uint32_t base = (uint32_t)strtoul(argv[4], NULL, 0);
+    const char *control = argv[2];
+    uint16_t region = (uint16_t)strtoul(argv[3], NULL, 0);
+    uint32_t key = (uint32_t)strtoul(argv[4], NULL, 0);
+    uint32_t base = (uint32_t)strtoul(argv[5], NULL, 0);
+    uint16_t local = (uint16_t)strtoul(argv[6], NULL, 0);
 
     int rc = oae_queue_open(argv[1], &queue);
     if (rc != 0) {
@@ -76,10 +91,12 @@ int main(int argc, char **argv) {
     struct oae_wc wc = wait_one();
     expect(wc.wr_id == 1 && wc.opcode == OAE_OP_WRITE && wc.status == OAE_WC_SUCCESS, "write 32 bytes",
            &wc);
-    post_or_die(oae_post_read(queue, 2, region, key, base + 32, 32), "read");
+    post_or_die(oae_post_read(queue, 2, region, key, base + 32, local, base + 32, 32), "read");
     wc = wait_one();
-    expect(wc.status == OAE_WC_SUCCESS && wc.len == 32 && memcmp(wc.data, pattern, 32) == 0,
-           "read them back", &wc);
+    uint8_t landed[32];
+    read_local(control, local, base + 32, landed, 32);
+    expect(wc.status == OAE_WC_SUCCESS && wc.len == 32 && memcmp(landed, pattern, 32) == 0,
+           "read them back into local memory", &wc);
 
     /* CAS 0 -> 7 swaps; CAS 0 -> 9 then finds 7. */
     post_or_die(oae_post_cas(queue, 3, region, key, base, 0, 7), "cas");
@@ -145,14 +162,14 @@ int main(int argc, char **argv) {
     post_or_die(oae_post_swap(queue, 5, region, key ^ 1, base, 42), "swap");
     wc = wait_one();
     expect(wc.wr_id == 5 && wc.status == OAE_WC_REFUSED_BAD_KEY, "swap with a wrong key refused", &wc);
-    post_or_die(oae_post_read(queue, 6, region, key, base, 8), "read");
+    post_or_die(oae_post_read(queue, 6, region, key, base, local, base, 8), "read");
     wc = wait_one();
     uint64_t word;
-    memcpy(&word, wc.data, 8);
+    read_local(control, local, base, (uint8_t *)&word, 8);
     expect(wc.status == OAE_WC_SUCCESS && word == 7, "the word still holds 7", &wc);
 
-    /* A READ larger than the ring carries is refused before posting. */
-    rc = oae_post_read(queue, 7, region, key, base, OAE_MAX_DATA + 1);
+    /* A READ larger than a frame carries is refused before posting. */
+    rc = oae_post_read(queue, 7, region, key, base, local, base, OAE_MAX_BLOCK + 1);
     printf("%-40s %s (%s)\n", "oversized read refused", rc == OAE_ERR_INVALID ? "ok" : "WRONG",
            oae_last_error());
     failures += rc != OAE_ERR_INVALID;

@@ -53,10 +53,10 @@ fn check_payload(payload: &[u8]) {
     }
     for bytes in [payload, payload.get(SLICE..).unwrap_or(&[])] {
         for v in every_kind(bytes) {
-            if let Some(out) = verb::decode_output(&v, bytes) {
+            if let Some((out, block)) = verb::decode_output(&v, bytes) {
                 assert!(v.result_len() <= bytes.len());
                 let mut again = vec![0u8; bytes.len()];
-                verb::encode_output(&out, &mut again);
+                verb::encode_output(&out, block, &mut again);
                 assert_eq!(again, bytes, "output decode is not canonical: {v:?}");
             }
         }
@@ -75,6 +75,8 @@ fn as_verb<'a>(req: &Request<'a>) -> (Verb, &'a [u8]) {
             Verb::Read {
                 target,
                 offset,
+                local_region: 0,
+                local_offset: 0,
                 len,
             },
             &[],

@@ -6,9 +6,12 @@
 
 #include <stdint.h>
 
-// Most bytes a READ, WRITE or BILATERAL SWAP carries through the host
-// ring (`oae_wc.data`).
+// Most bytes a WRITE carries through the host ring.
 #define OAE_MAX_DATA 374
+
+// Most bytes a READ or BILATERAL SWAP moves: they land in the dataplane's
+// registered memory, not in the completion.
+#define OAE_MAX_BLOCK 960
 
 // A NULL pointer or an argument out of range; see `oae_last_error`.
 #define OAE_ERR_INVALID -1
@@ -120,12 +123,11 @@ typedef struct oae_wc {
   // MULTI-WORD COMMIT: words in `mcas_old`.
   uint8_t count;
   uint8_t reserved;
-  // READ, BILATERAL SWAP: bytes in `data`.
+  // READ, BILATERAL SWAP: bytes that landed in the verb's local block
+  // (read them with `oae_region_read`).
   uint32_t len;
   // MULTI-WORD COMMIT: each word before the verb.
   uint64_t mcas_old[8];
-  // READ: the bytes read; BILATERAL SWAP: the peer's block, now local.
-  uint8_t data[OAE_MAX_DATA];
 } oae_wc;
 
 #ifdef __cplusplus
@@ -162,8 +164,12 @@ void oae_queue_close(struct oae_queue *queue);
 // `queue` is NULL or an open queue.
 int oae_queue_outstanding(const struct oae_queue *queue);
 
-// Reads `len` bytes (at most `OAE_MAX_DATA`) at `offset` of the peer's
-// region `region` (key `key`); the completion's `data` holds them.
+// Reads `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
+// region `region` (key `key`) into the dataplane's own region
+// `local_region` at `local_offset`, as an RDMA READ into a registered
+// buffer. They have landed when the verb completes with
+// `OAE_WC_SUCCESS`; `oae_region_read` reads them. On any other status the
+// local block is unchanged.
 //
 // # Safety
 // `queue` is an open queue, used by one thread at a time.
@@ -172,6 +178,8 @@ int oae_post_read(struct oae_queue *queue,
                   uint16_t region,
                   uint32_t key,
                   uint32_t offset,
+                  uint16_t local_region,
+                  uint32_t local_offset,
                   uint16_t len);
 
 // Writes `len` bytes from `data` at `offset` of the peer's region.
@@ -271,6 +279,22 @@ int oae_region_register(const char *control_socket,
                         uint32_t key,
                         uint32_t len,
                         const char *perms);
+
+// Copies `len` bytes at `offset` of the region `id` of the dataplane whose
+// control socket is `control_socket` into `buf`: where a READ or
+// BILATERAL SWAP landed. Returns 0, or `OAE_ERR_CONTROL` (no such region,
+// out of bounds, no answer; see `oae_last_error`). It asks over the
+// control socket, so it costs a round trip to the dataplane's control
+// thread: read landed blocks in batches.
+//
+// # Safety
+// `control_socket` is a NUL-terminated string; `buf` points to `len`
+// writable bytes.
+int oae_region_read(const char *control_socket,
+                    uint16_t id,
+                    uint32_t offset,
+                    uint8_t *buf,
+                    uint32_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -7,9 +7,11 @@ use std::sync::OnceLock;
 use oae_client::outcome::Outcome;
 use oae_client::proto::Opcode;
 
-/// Most bytes a READ, WRITE or BILATERAL SWAP carries through the host
-/// ring (`oae_wc.data`).
+/// Most bytes a WRITE carries through the host ring.
 pub const OAE_MAX_DATA: usize = 374;
+/// Most bytes a READ or BILATERAL SWAP moves: they land in the dataplane's
+/// registered memory, not in the completion.
+pub const OAE_MAX_BLOCK: usize = 960;
 
 // Returned by the functions (negative).
 /// A NULL pointer or an argument out of range; see `oae_last_error`.
@@ -111,7 +113,8 @@ pub(crate) fn describe(code: c_int) -> &'static CStr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oae_client::host::{MAX_READ, MAX_WRITE};
+    use oae_client::host::MAX_WRITE;
+    use oae_client::proto::verb::MAX_BLOCK;
 
     /// The header's numbers are the dataplane's: a status added there
     /// without its constant here fails this.
@@ -148,7 +151,8 @@ mod tests {
         for (code, outcome) in named {
             assert_eq!(code, u32::from(outcome.code()), "{outcome:?}");
         }
-        assert_eq!(OAE_MAX_DATA, MAX_READ.min(MAX_WRITE));
+        assert_eq!(OAE_MAX_DATA, MAX_WRITE);
+        assert_eq!(OAE_MAX_BLOCK, MAX_BLOCK);
     }
 
     /// `OAE_OP_*` count the kinds from 0 in the core's order, one number

@@ -53,7 +53,7 @@ pub struct oae_mcas_word {
 /// A completion: the verb's `wr_id`, its status (`OAE_WC_*`) and, on
 /// success, its result.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct oae_wc {
     pub wr_id: u64,
     /// `OAE_WC_SUCCESS`, or why the verb had no effect at the target.
@@ -72,32 +72,15 @@ pub struct oae_wc {
     /// MULTI-WORD COMMIT: words in `mcas_old`.
     pub count: u8,
     pub reserved: u8,
-    /// READ, BILATERAL SWAP: bytes in `data`.
+    /// READ, BILATERAL SWAP: bytes that landed in the verb's local block
+    /// (read them with `oae_region_read`).
     pub len: u32,
     /// MULTI-WORD COMMIT: each word before the verb.
     pub mcas_old: [u64; 8],
-    /// READ: the bytes read; BILATERAL SWAP: the peer's block, now local.
-    pub data: [u8; OAE_MAX_DATA],
 }
 
-impl Default for oae_wc {
-    fn default() -> oae_wc {
-        oae_wc {
-            wr_id: 0,
-            status: 0,
-            opcode: 0,
-            latency_ns: 0,
-            old: 0,
-            swapped: 0,
-            committed: 0,
-            count: 0,
-            reserved: 0,
-            len: 0,
-            mcas_old: [0; 8],
-            data: [0; OAE_MAX_DATA],
-        }
-    }
-}
+// A completion carries no data inline: it stays two cache lines.
+const _: () = assert!(size_of::<oae_wc>() <= 128);
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -261,11 +244,7 @@ impl oae_queue {
 
 fn fill_result(output: &Output, wc: &mut oae_wc) {
     match output {
-        Output::Read(b) | Output::BilateralSwap(b) => {
-            let n = b.len().min(OAE_MAX_DATA);
-            wc.data[..n].copy_from_slice(&b.as_slice()[..n]);
-            wc.len = n as u32;
-        }
+        Output::Read { len } | Output::BilateralSwap { len } => wc.len = u32::from(*len),
         Output::Write => {}
         Output::CompareAndSwap { old, swapped } => {
             wc.old = *old;
@@ -299,8 +278,12 @@ fn target(region: u16, key: u32) -> RegionRef {
     RegionRef { id: region, key }
 }
 
-/// Reads `len` bytes (at most `OAE_MAX_DATA`) at `offset` of the peer's
-/// region `region` (key `key`); the completion's `data` holds them.
+/// Reads `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
+/// region `region` (key `key`) into the dataplane's own region
+/// `local_region` at `local_offset`, as an RDMA READ into a registered
+/// buffer. They have landed when the verb completes with
+/// `OAE_WC_SUCCESS`; `oae_region_read` reads them. On any other status the
+/// local block is unchanged.
 ///
 /// # Safety
 /// `queue` is an open queue, used by one thread at a time.
@@ -311,17 +294,21 @@ pub unsafe extern "C" fn oae_post_read(
     region: u16,
     key: u32,
     offset: u32,
+    local_region: u16,
+    local_offset: u32,
     len: u16,
 ) -> c_int {
-    if usize::from(len) > OAE_MAX_DATA {
+    if len == 0 || usize::from(len) > OAE_MAX_BLOCK {
         return fail(
             OAE_ERR_INVALID,
-            format!("a READ through the host ring takes at most {OAE_MAX_DATA} bytes, not {len}"),
+            format!("a READ moves 1 to {OAE_MAX_BLOCK} bytes, not {len}"),
         );
     }
     let verb = Verb::Read {
         target: target(region, key),
         offset,
+        local_region,
+        local_offset,
         len,
     };
     // SAFETY: the contract above.
@@ -494,10 +481,10 @@ pub unsafe extern "C" fn oae_post_bswap(
     local_offset: u32,
     len: u16,
 ) -> c_int {
-    if usize::from(len) > OAE_MAX_DATA {
+    if len == 0 || usize::from(len) > OAE_MAX_BLOCK {
         return fail(
             OAE_ERR_INVALID,
-            format!("a BILATERAL SWAP through the host ring takes at most {OAE_MAX_DATA} bytes"),
+            format!("a BILATERAL SWAP trades 1 to {OAE_MAX_BLOCK} bytes, not {len}"),
         );
     }
     let verb = Verb::BilateralSwap {
@@ -568,6 +555,54 @@ pub unsafe extern "C" fn oae_region_register(
         Ok(_) => 0,
         Err(e) => fail(OAE_ERR_CONTROL, e.message),
     }
+}
+
+/// Copies `len` bytes at `offset` of the region `id` of the dataplane whose
+/// control socket is `control_socket` into `buf`: where a READ or
+/// BILATERAL SWAP landed. Returns 0, or `OAE_ERR_CONTROL` (no such region,
+/// out of bounds, no answer; see `oae_last_error`). It asks over the
+/// control socket, so it costs a round trip to the dataplane's control
+/// thread: read landed blocks in batches.
+///
+/// # Safety
+/// `control_socket` is a NUL-terminated string; `buf` points to `len`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_region_read(
+    control_socket: *const c_char,
+    id: u16,
+    offset: u32,
+    buf: *mut u8,
+    len: u32,
+) -> c_int {
+    // SAFETY: the contract above.
+    let socket = match unsafe { text(control_socket, "control_socket") } {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if buf.is_null() && len > 0 {
+        return fail(OAE_ERR_INVALID, "buf is NULL");
+    }
+    let client = Client::new(socket, Duration::from_secs(10));
+    let bytes = match client.region_dump(id, offset, Some(len)) {
+        Ok(dump) => match oae_client::control::from_hex(&dump.data) {
+            Ok(bytes) => bytes,
+            Err(e) => return fail(OAE_ERR_CONTROL, format!("region {id}: {e}")),
+        },
+        Err(e) => return fail(OAE_ERR_CONTROL, e.message),
+    };
+    if bytes.len() != len as usize {
+        return fail(
+            OAE_ERR_CONTROL,
+            format!("region {id}: {} bytes came back, not {len}", bytes.len()),
+        );
+    }
+    if len > 0 {
+        // SAFETY: `buf` has `len` writable bytes (the contract above), and
+        // `bytes` is a separate allocation of exactly `len`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len()) };
+    }
+    0
 }
 
 #[cfg(test)]

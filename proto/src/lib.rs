@@ -47,11 +47,8 @@ pub struct VerbId(pub u64);
 /// Index of a link within its node.
 pub type LinkId = u16;
 
-/// What a node tells its user.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "results carry their bytes inline so completing a verb never allocates"
-)]
+/// What a node tells its user. `Err` in a completion means no effect, at the
+/// target or in the initiator's local block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// A submitted verb's one and only completion. `Err` means no effect.
@@ -65,6 +62,10 @@ pub enum Event {
         change: LinkChange,
     },
 }
+
+// Events are queued and copied by value on every completion: a block verb's
+// bytes land in local memory instead, so an event stays two cache lines.
+const _: () = assert!(size_of::<Event>() <= 128);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LinkChange {
@@ -88,8 +89,9 @@ pub trait Observer {
     fn committed(&mut self, _link: LinkId, _peer_epoch: u32, _slot: u16, _seq: u16) {}
     /// The target removed every trace of it.
     fn reversed(&mut self, _link: LinkId, _peer_epoch: u32, _slot: u16, _seq: u16) {}
-    /// The initiator wrote the peer's block of a committed bilateral swap locally.
-    fn local_swapped(&mut self, _id: VerbId) {}
+    /// The initiator landed the block of a committed READ or bilateral swap
+    /// in the verb's local block.
+    fn local_landed(&mut self, _id: VerbId) {}
 }
 
 /// An observer that observes nothing.
@@ -530,8 +532,6 @@ impl<O: Observer, M: Store> Node<O, M> {
     }
 
     /// The oldest event, left in place: read it, then [`Node::pop_event`].
-    /// A completion can be a kilobyte (a READ's block inline), which this
-    /// reads where it lies instead of moving it out.
     pub fn peek_event(&self) -> Option<&Event> {
         self.events.front()
     }
@@ -588,30 +588,32 @@ impl TransmitBuffers for OneBuffer<'_> {
 fn check_verb(verb: &Verb, memory: &impl Store) -> Result<(), SubmitError> {
     let invalid = |why| Err(SubmitError::Invalid(why));
     match *verb {
-        Verb::Read { len, .. } if len == 0 || usize::from(len) > verb::MAX_BLOCK => {
-            invalid("read length must be 1..=960 bytes")
-        }
         Verb::Write { data, .. } if data.is_empty() => invalid("write of no bytes"),
         Verb::MultiWordCommit { count, .. }
             if count == 0 || usize::from(count) > verb::MAX_MCAS_WORDS =>
         {
             invalid("multi-word commit takes 1..=8 words")
         }
-        Verb::BilateralSwap {
+        Verb::Read {
+            local_region,
+            local_offset,
+            len,
+            ..
+        }
+        | Verb::BilateralSwap {
             local_region,
             local_offset,
             len,
             ..
         } => {
             if len == 0 || usize::from(len) > verb::MAX_BLOCK {
-                return invalid("bilateral swap length must be 1..=960 bytes");
+                return invalid("a READ or bilateral swap moves 1..=960 bytes");
             }
             memory
                 .check_local(local_region, local_offset, len)
                 .map_err(|_| SubmitError::Invalid("local block is not inside a local region"))
         }
-        Verb::Read { .. }
-        | Verb::Write { .. }
+        Verb::Write { .. }
         | Verb::CompareAndSwap { .. }
         | Verb::FetchAdd { .. }
         | Verb::Swap { .. }

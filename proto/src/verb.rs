@@ -76,9 +76,13 @@ pub struct McasWord {
 )]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verb {
+    /// The target's block `target[offset..+len]` lands in the initiator's
+    /// `local_region[local_offset..+len]`; the completion carries its length.
     Read {
         target: RegionRef,
         offset: u32,
+        local_region: u16,
+        local_offset: u32,
         len: u16,
     },
     Write {
@@ -311,7 +315,43 @@ impl Verb {
                     new: n,
                 },
             ) => (*target, *offset, *new) = (*t, *o, *n),
+            (
+                Verb::Read {
+                    target,
+                    offset,
+                    local_region,
+                    local_offset,
+                    len,
+                },
+                Verb::Read {
+                    target: t,
+                    offset: o,
+                    local_region: lr,
+                    local_offset: lo,
+                    len: n,
+                },
+            ) => (*target, *offset, *local_region, *local_offset, *len) = (*t, *o, *lr, *lo, *n),
             (dst, src) => *dst = *src,
+        }
+    }
+
+    /// The initiator's own block a READ or BILATERAL SWAP lands in, as
+    /// `(region, offset, len)`: locked from sending until the outcome is known.
+    pub fn local_block(&self) -> Option<(u16, u32, u16)> {
+        match *self {
+            Verb::Read {
+                local_region,
+                local_offset,
+                len,
+                ..
+            }
+            | Verb::BilateralSwap {
+                local_region,
+                local_offset,
+                len,
+                ..
+            } => Some((local_region, local_offset, len)),
+            _ => None,
         }
     }
 
@@ -659,11 +699,15 @@ pub fn result_fits(request: &Request<'_>, space: usize) -> bool {
     need <= space
 }
 
-/// What a verb returns on success.
+/// What a verb returns on success. A block verb's bytes are not here: they
+/// landed in the initiator's local block before the completion was raised,
+/// so an output is a few words and a completion fits a cache line or two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Output {
-    /// The bytes read.
-    Read(Block),
+    /// `len` bytes read, now in the verb's local block.
+    Read {
+        len: u16,
+    },
     Write,
     /// The word's value before the verb; swapped iff it equalled `expected`.
     CompareAndSwap {
@@ -683,32 +727,36 @@ pub enum Output {
         count: u8,
         old: [u64; MAX_MCAS_WORDS],
     },
-    /// The target's block, now in the initiator's local region.
-    BilateralSwap(Block),
+    /// The target's `len`-byte block, now in the verb's local block.
+    BilateralSwap {
+        len: u16,
+    },
 }
 
 impl Output {
     /// The kind of verb that gave this output.
     pub fn opcode(&self) -> Opcode {
         match self {
-            Output::Read(_) => Opcode::Read,
+            Output::Read { .. } => Opcode::Read,
             Output::Write => Opcode::Write,
             Output::CompareAndSwap { .. } => Opcode::CompareAndSwap,
             Output::FetchAdd { .. } => Opcode::FetchAdd,
             Output::Swap { .. } => Opcode::Swap,
             Output::MultiWordCommit { .. } => Opcode::MultiWordCommit,
-            Output::BilateralSwap(_) => Opcode::BilateralSwap,
+            Output::BilateralSwap { .. } => Opcode::BilateralSwap,
         }
     }
 }
 
 /// Writes a result into an echo payload area (after the reflected slice).
-pub fn encode_output(output: &Output, out: &mut [u8]) {
+/// `block` is a READ's or BILATERAL SWAP's bytes (the output holds only
+/// their length); other outputs ignore it.
+pub fn encode_output(output: &Output, block: &[u8], out: &mut [u8]) {
     let mut w = Writer { buf: out, at: 0 };
     match output {
-        Output::Read(b) | Output::BilateralSwap(b) => {
-            w.put(&(b.len() as u16).to_be_bytes());
-            w.put(b.as_slice());
+        Output::Read { len } | Output::BilateralSwap { len } => {
+            w.put(&len.to_be_bytes());
+            w.put(&block[..usize::from(*len)]);
         }
         Output::Write => {}
         Output::CompareAndSwap { old, .. } | Output::FetchAdd { old } | Output::Swap { old } => {
@@ -727,97 +775,66 @@ pub fn encode_output(output: &Output, out: &mut [u8]) {
     }
 }
 
-/// Decodes the result the target sent for `verb`; `None` if it does not fit
-/// that verb exactly (wrong length, wrong count, stray bytes).
-pub fn decode_output(verb: &Verb, bytes: &[u8]) -> Option<Output> {
-    let mut out = Output::Write;
-    decode_output_into(verb, bytes, &mut out).then_some(out)
-}
-
-/// Like [`decode_output`], writing into `out` (so a kilobyte result is
-/// written once, where it will be read). On `false`, `out` is unspecified.
-pub fn decode_output_into(verb: &Verb, bytes: &[u8], out: &mut Output) -> bool {
+/// Decodes the result the target sent for `verb`: the output, and for a READ
+/// or BILATERAL SWAP the block's bytes, borrowed from `bytes` for the caller
+/// to land (empty for other verbs). `None` if the result does not fit that
+/// verb exactly (wrong length, wrong count, stray bytes).
+pub fn decode_output<'a>(verb: &Verb, bytes: &'a [u8]) -> Option<(Output, &'a [u8])> {
     let mut r = Reader { buf: bytes, at: 0 };
-    let ok = match verb {
+    let mut block: &[u8] = &[];
+    let output = match verb {
         Verb::Read { len, .. } | Verb::BilateralSwap { len, .. } => {
-            let data = match r.u16() {
-                Some(n) if n == *len => r.take(usize::from(*len)),
-                _ => None,
-            };
-            match data {
-                Some(data) => {
-                    *out = if matches!(verb, Verb::Read { .. }) {
-                        Output::Read(Block::EMPTY)
-                    } else {
-                        Output::BilateralSwap(Block::EMPTY)
-                    };
-                    if let Output::Read(b) | Output::BilateralSwap(b) = out {
-                        b.bytes[..data.len()].copy_from_slice(data);
-                        b.len = *len;
-                    }
-                    true
-                }
-                None => false,
+            if r.u16()? != *len {
+                return None;
+            }
+            block = r.take(usize::from(*len))?;
+            if matches!(verb, Verb::Read { .. }) {
+                Output::Read { len: *len }
+            } else {
+                Output::BilateralSwap { len: *len }
             }
         }
-        Verb::Write { .. } => {
-            *out = Output::Write;
-            true
-        }
-        Verb::CompareAndSwap { expected, .. } => r.u64().is_some_and(|old| {
-            *out = Output::CompareAndSwap {
+        Verb::Write { .. } => Output::Write,
+        Verb::CompareAndSwap { expected, .. } => {
+            let old = r.u64()?;
+            Output::CompareAndSwap {
                 old,
                 swapped: old == *expected,
-            };
-            true
-        }),
-        Verb::FetchAdd { .. } => r.u64().is_some_and(|old| {
-            *out = Output::FetchAdd { old };
-            true
-        }),
-        Verb::Swap { .. } => r.u64().is_some_and(|old| {
-            *out = Output::Swap { old };
-            true
-        }),
-        Verb::MultiWordCommit { count, words, .. } => decode_mcas(&mut r, *count, words, out),
+            }
+        }
+        Verb::FetchAdd { .. } => Output::FetchAdd { old: r.u64()? },
+        Verb::Swap { .. } => Output::Swap { old: r.u64()? },
+        Verb::MultiWordCommit { count, words, .. } => decode_mcas(&mut r, *count, words)?,
     };
-    ok && r.rest_is_zero()
+    r.rest_is_zero().then_some((output, block))
 }
 
 fn decode_mcas(
     r: &mut Reader<'_>,
     count: u8,
     words: &[McasWord; MAX_MCAS_WORDS],
-    out: &mut Output,
-) -> bool {
-    let committed = match r.u8() {
-        Some(0) => false,
-        Some(1) => true,
-        _ => return false,
+) -> Option<Output> {
+    let committed = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return None,
     };
-    if r.u8() != Some(count) {
-        return false;
+    if r.u8()? != count {
+        return None;
     }
     let mut old = [0; MAX_MCAS_WORDS];
     for v in &mut old[..usize::from(count)] {
-        match r.u64() {
-            Some(x) => *v = x,
-            None => return false,
-        }
+        *v = r.u64()?;
     }
     let all_match = words[..usize::from(count)]
         .iter()
         .zip(&old)
         .all(|(w, o)| w.expected == *o);
-    if committed != all_match {
-        return false;
-    }
-    *out = Output::MultiWordCommit {
+    (committed == all_match).then_some(Output::MultiWordCommit {
         committed,
         count,
         old,
-    };
-    true
+    })
 }
 
 /// Why a target refused a transfer; it left no trace.
@@ -870,7 +887,8 @@ pub enum VerbError {
     PeerRestarted,
     /// Every attempt was reversed (loss, corruption); the last reason is kept.
     Exhausted(ReverseReason),
-    /// The local block of a bilateral swap stayed locked by other transfers.
+    /// The local block of a READ or BILATERAL SWAP stayed locked by other
+    /// transfers.
     LocalLocked,
     /// The verb needs a bigger frame than the peer accepts.
     TooLarge,
@@ -898,6 +916,8 @@ mod tests {
             Verb::Read {
                 target: R,
                 offset: 8,
+                local_region: 1,
+                local_offset: 64,
                 len: 16,
             },
             Verb::Write {
@@ -1047,22 +1067,55 @@ mod tests {
             new: 1,
         };
         let mut buf = [0u8; 36];
-        encode_output(
-            &Output::CompareAndSwap {
-                old: 9,
-                swapped: true,
-            },
-            &mut buf,
-        );
-        assert_eq!(
-            decode_output(&v, &buf),
-            Some(Output::CompareAndSwap {
-                old: 9,
-                swapped: true
-            })
-        );
+        let out = Output::CompareAndSwap {
+            old: 9,
+            swapped: true,
+        };
+        encode_output(&out, &[], &mut buf);
+        assert_eq!(decode_output(&v, &buf), Some((out, &[][..])));
         buf[20] = 1;
         assert_eq!(decode_output(&v, &buf), None);
+    }
+
+    #[test]
+    fn a_block_result_is_borrowed_from_the_frame_and_its_output_is_its_length() {
+        let block: Vec<u8> = (0..40).collect();
+        for verb in [
+            Verb::Read {
+                target: R,
+                offset: 0,
+                local_region: 2,
+                local_offset: 8,
+                len: 40,
+            },
+            Verb::BilateralSwap {
+                target: R,
+                offset: 0,
+                local_region: 2,
+                local_offset: 8,
+                len: 40,
+            },
+        ] {
+            let out = match verb {
+                Verb::Read { .. } => Output::Read { len: 40 },
+                _ => Output::BilateralSwap { len: 40 },
+            };
+            let mut buf = [0u8; 64];
+            encode_output(&out, &block, &mut buf);
+            let (decoded, landed) = decode_output(&verb, &buf).expect("decodes");
+            assert_eq!((decoded, landed), (out, &block[..]));
+            assert_eq!(verb.local_block(), Some((2, 8, 40)));
+            // A length that is not the verb's is a mismatch, not a short read.
+            buf[1] = 39;
+            assert_eq!(decode_output(&verb, &buf), None);
+        }
+        let cas = Verb::CompareAndSwap {
+            target: R,
+            offset: 0,
+            expected: 0,
+            new: 0,
+        };
+        assert_eq!(cas.local_block(), None);
     }
 
     #[test]

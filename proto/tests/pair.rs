@@ -88,12 +88,12 @@ fn bring_up_then_every_verb() {
     let read = Verb::Read {
         target: R,
         offset: 100,
+        local_region: 1,
+        local_offset: 200,
         len: 5,
     };
-    assert_eq!(
-        run(&mut n, read),
-        Ok(Output::Read(Block::new(b"hello").unwrap()))
-    );
+    assert_eq!(run(&mut n, read), Ok(Output::Read { len: 5 }));
+    assert_eq!(&n[0].memory().bytes(1).unwrap()[200..205], b"hello");
     let words = [
         McasWord {
             offset: 16,
@@ -133,7 +133,7 @@ fn bring_up_then_every_verb() {
         len: 8,
     };
     match run(&mut n, bswap) {
-        Ok(Output::BilateralSwap(b)) => assert_eq!(&b.as_slice()[..5], b"hello"),
+        Ok(Output::BilateralSwap { len: 8 }) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(&n[0].memory().bytes(1).unwrap()[..5], b"hello");
@@ -151,6 +151,110 @@ fn bring_up_then_every_verb() {
     pump(&mut n, 20);
     assert!(n[0].is_quiescent() && n[1].is_quiescent());
     assert_eq!(n[1].memory().locked_words(), 0);
+}
+
+#[test]
+fn a_refused_read_leaves_its_local_block_untouched_and_unlocked() {
+    let mut n = pair();
+    pump(&mut n, 0);
+    let mut bad = Verb::Read {
+        target: RegionRef { id: 1, key: 1 },
+        offset: 0,
+        local_region: 1,
+        local_offset: 8,
+        len: 16,
+    };
+    assert_eq!(run(&mut n, bad), Err(VerbError::Refused(Refusal::BadKey)));
+    if let Verb::Read { target, offset, .. } = &mut bad {
+        *target = R;
+        *offset = 250;
+    }
+    assert_eq!(
+        run(&mut n, bad),
+        Err(VerbError::Refused(Refusal::OutOfBounds))
+    );
+    assert_eq!(n[0].memory().bytes(1).unwrap(), &[0u8; 256][..]);
+    assert_eq!(n[0].memory().locked_words(), 0);
+}
+
+#[test]
+fn a_read_outside_the_local_regions_is_not_submitted() {
+    let mut n = pair();
+    pump(&mut n, 0);
+    for (local_region, local_offset) in [(2, 0), (1, 250)] {
+        let read = Verb::Read {
+            target: R,
+            offset: 0,
+            local_region,
+            local_offset,
+            len: 16,
+        };
+        assert!(
+            matches!(
+                n[0].submit(0, VerbId(1), &read),
+                Err(SubmitError::Invalid(_))
+            ),
+            "region {local_region} offset {local_offset}"
+        );
+    }
+}
+
+#[test]
+fn a_read_into_a_block_a_swap_holds_waits_for_the_swap_then_lands() {
+    let mut n = pair();
+    pump(&mut n, 0);
+    let target_block: Vec<u8> = (1..=16).collect();
+    let write = Verb::Write {
+        target: R,
+        offset: 64,
+        data: Block::new(&target_block).unwrap(),
+    };
+    assert_eq!(run(&mut n, write), Ok(Output::Write));
+    // The swap locks local [0, 16) until it is decided; the READ into the
+    // same block must not land under it, so it waits a round.
+    let bswap = Verb::BilateralSwap {
+        target: R,
+        offset: 0,
+        local_region: 1,
+        local_offset: 0,
+        len: 16,
+    };
+    let read = Verb::Read {
+        target: R,
+        offset: 64,
+        local_region: 1,
+        local_offset: 0,
+        len: 16,
+    };
+    let requests = |n: &[Node; 2]| n[0].link_stats(0).unwrap().requests_sent;
+    let before = requests(&n);
+    n[0].submit(0, VerbId(1), &bswap).unwrap();
+    n[0].submit(0, VerbId(2), &read).unwrap();
+    pump(&mut n, 10);
+    assert_eq!(requests(&n) - before, 1, "the READ waited for the swap");
+    let mut done = Vec::new();
+    let mut now = 10;
+    while done.len() < 2 {
+        assert!(now < 1_000_000_000, "both verbs complete: {done:?}");
+        pump(&mut n, now);
+        n[0].handle_timeout(now);
+        n[1].handle_timeout(now);
+        while let Some(ev) = n[0].poll_event() {
+            if let Event::Completed { id, result, .. } = ev {
+                done.push((id, result));
+            }
+        }
+        now += 10_000;
+    }
+    assert_eq!(
+        done,
+        [
+            (VerbId(1), Ok(Output::BilateralSwap { len: 16 })),
+            (VerbId(2), Ok(Output::Read { len: 16 })),
+        ]
+    );
+    assert_eq!(&n[0].memory().bytes(1).unwrap()[..16], &target_block[..]);
+    assert_eq!(n[0].memory().locked_words(), 0);
 }
 
 fn completion(n: &mut Node) -> Option<Result<Output, VerbError>> {

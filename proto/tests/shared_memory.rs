@@ -16,6 +16,8 @@ use proptest::prelude::*;
 
 const SHARED: RegionRef = RegionRef { id: 1, key: 7 };
 const LOCAL: u16 = 2;
+/// Where a READ lands in the local region, clear of the swapped token at 0.
+const READ_LANDS_AT: u32 = 64;
 
 fn spec(id: u16, len: u32) -> RegionSpec {
     RegionSpec {
@@ -189,7 +191,7 @@ impl LossyPair {
         let cfg = LinkConfig::default();
         let mut initiator = Node::new(0x100 + u64::from(core), 1);
         initiator.add_link(cfg).unwrap();
-        initiator.register(spec(LOCAL, 64)).unwrap();
+        initiator.register(spec(LOCAL, 64 + READ_LANDS_AT)).unwrap();
         let mut target = Node::with_memory(0x1, 1, NoObserver, memory.for_core(core));
         target.add_link(cfg).unwrap();
         LossyPair {
@@ -301,6 +303,8 @@ impl Core {
             5 => Verb::Read {
                 target: SHARED,
                 offset: 16,
+                local_region: LOCAL,
+                local_offset: READ_LANDS_AT,
                 len: self.pair_at() as u16,
             },
             _ => self.word_verb(round),
@@ -388,8 +392,10 @@ impl Core {
                 self.mcas_guess = [old[1] + step, old[0] + step];
             }
             Ok(Output::Write) => self.ledger.pair_writes += 1,
-            Ok(Output::Read(block)) => {
-                let bytes = block.as_slice();
+            Ok(Output::Read { len }) => {
+                let local = self.pair.initiator.memory().bytes(LOCAL).unwrap();
+                let at = READ_LANDS_AT as usize;
+                let bytes = &local[at..at + usize::from(len)];
                 let pair = self.pair_at() as usize - 16;
                 assert_eq!(
                     word(bytes, 0),

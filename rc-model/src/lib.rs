@@ -28,7 +28,8 @@
 //!
 //! READ, WRITE, compare-and-swap and fetch-add are RC verbs; swap,
 //! multi-word commit and bilateral swap are not, and are refused at
-//! submission.
+//! submission. A READ lands in its local block when its response arrives,
+//! as the OAE core's does, and its completion carries the length.
 //!
 //! Like the OAE core, the model is sans-IO: frames and time in, frames and
 //! events out, no clock, socket or thread.
@@ -161,12 +162,12 @@ pub enum SubmitError {
     NotAnRcVerb,
     /// The QP has failed; nothing more is sent on it.
     QpError,
+    /// A READ's local block is not inside a local region, or its length is
+    /// not 1..=960 bytes.
+    BadLocalBlock,
 }
 
 /// What the model tells its user.
-// Results carry their bytes inline, as the OAE core's events do: boxing
-// them would allocate once per verb.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RcEvent {
     /// A verb's one completion.
@@ -330,6 +331,13 @@ impl<M: Store> RcEndpoint<M> {
         }
         if !runs(verb.opcode()) {
             return Err(SubmitError::NotAnRcVerb);
+        }
+        if let Some((region, offset, len)) = verb.local_block() {
+            let fits = (1..=oae_proto::verb::MAX_BLOCK).contains(&usize::from(len))
+                && self.memory.check_local(region, offset, len).is_ok();
+            if !fits {
+                return Err(SubmitError::BadLocalBlock);
+            }
         }
         if self.queue.len() >= self.cfg.submit_queue {
             return Err(SubmitError::QueueFull);
@@ -524,14 +532,35 @@ impl<M: Store> RcEndpoint<M> {
             // A duplicate response for something already completed.
             return;
         }
-        let Some(output) = oae_proto::verb::decode_output(&o.verb, body) else {
+        let Some((output, block)) = oae_proto::verb::decode_output(&o.verb, body) else {
             self.stats.malformed += 1;
             return;
         };
+        let result = match o.verb.local_block() {
+            Some(local) => self.land(local, block).map(|()| output),
+            None => Ok(output),
+        };
         let o = self.pop_outstanding().expect("checked");
         self.send_from = self.send_from.saturating_sub(1);
-        self.complete(o.id, Ok(output));
+        self.complete(o.id, result);
         self.progress(now);
+    }
+
+    /// Writes a READ's response into its local block. RC does not hold the
+    /// local buffer while a READ is in flight, so the block is locked only
+    /// for the copy; if an OAE transfer on a shared memory holds it, the
+    /// READ fails with no effect rather than write under that transfer.
+    fn land(
+        &mut self,
+        (region, offset, len): (u16, u32, u16),
+        block: &[u8],
+    ) -> Result<(), VerbError> {
+        let owner = LockOwner::initiator(0, 0);
+        self.memory
+            .lock_local(region, offset, len, owner)
+            .map_err(|_| VerbError::LocalLocked)?;
+        self.memory.unlock_local(region, offset, len, Some(block));
+        Ok(())
     }
 
     /// Acknowledged progress: the retry budget is full again and the timer

@@ -378,6 +378,8 @@ fn reads_and_writes_round_trip_and_non_rc_verbs_are_refused() {
             Verb::Read {
                 target: REGION,
                 offset: 64,
+                local_region: 1,
+                local_offset: 1024,
                 len: 24,
             },
         )
@@ -395,7 +397,9 @@ fn reads_and_writes_round_trip_and_non_rc_verbs_are_refused() {
         .unwrap();
     p.run(60_000_000_000);
     assert_eq!(p.completions[0].1, Ok(Output::Write));
-    assert_eq!(p.completions[1].1, Ok(Output::Read(data)));
+    assert_eq!(p.completions[1].1, Ok(Output::Read { len: 24 }));
+    let local = p.ends[0].memory().snapshot(1).unwrap();
+    assert_eq!(&local[1024..1048], data.as_slice());
     assert!(matches!(
         p.completions[2].1,
         Ok(Output::CompareAndSwap { swapped: true, .. })
@@ -408,6 +412,17 @@ fn reads_and_writes_round_trip_and_non_rc_verbs_are_refused() {
     assert_eq!(
         p.ends[0].submit(VerbId(3), swap),
         Err(SubmitError::NotAnRcVerb)
+    );
+    let nowhere = Verb::Read {
+        target: REGION,
+        offset: 0,
+        local_region: 9,
+        local_offset: 0,
+        len: 8,
+    };
+    assert_eq!(
+        p.ends[0].submit(VerbId(4), nowhere),
+        Err(SubmitError::BadLocalBlock)
     );
 }
 

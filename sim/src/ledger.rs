@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use oae_proto::verb::MAX_MCAS_WORDS;
-use oae_proto::{Block, Output, Verb, VerbError, VerbId};
+use oae_proto::{Output, Verb, VerbError, VerbId};
 
 /// Where a verb stands, as the oracle sees it.
 #[derive(Clone, Debug)]
@@ -21,11 +21,15 @@ pub struct Record {
     pub reversed: u32,
     /// What the model says the live application returned.
     pub model_output: Option<Output>,
+    /// The target's bytes the live application of a READ or bilateral swap
+    /// returned: what must land in the initiator's local block.
+    pub model_block: Option<Vec<u8>>,
     /// Old bytes of what the live application changed, for reversal.
     pub(crate) undo: Vec<(usize, Vec<u8>)>,
-    /// The initiator's block as locked and sent (bilateral swap).
+    /// The initiator's local block as locked when sent (READ, bilateral
+    /// swap): it must be unchanged when the result lands.
     pub sent_block: Option<Vec<u8>>,
-    pub local_swapped: bool,
+    pub landed: bool,
     /// The issuer's incarnation died before it heard the outcome.
     pub orphaned: bool,
     /// The target's incarnation died while holding an effect of this verb.
@@ -96,10 +100,7 @@ impl Ledger {
         self.attempts
             .insert((issuer, epoch, channel, slot, seq), id);
         let rec = self.records.get_mut(&id).expect("issued");
-        if let Verb::BilateralSwap {
-            local_offset, len, ..
-        } = rec.verb
-        {
+        if let Some((_, local_offset, len)) = rec.verb.local_block() {
             let at = local_offset as usize;
             rec.sent_block = Some(self.model[issuer][at..at + usize::from(len)].to_vec());
         }
@@ -150,11 +151,12 @@ impl Ledger {
         }
         rec.applied += 1;
         let mem = &mut self.model[target];
-        let (output, undo) = run_model(&rec.verb, rec.sent_block.as_deref(), mem);
+        let (output, block, undo) = run_model(&rec.verb, rec.sent_block.as_deref(), mem);
         for (at, old) in &undo {
             self.holder[target][*at..*at + old.len()].fill(Some(id));
         }
         rec.model_output = Some(output);
+        rec.model_block = block;
         rec.undo = undo;
         Ok(())
     }
@@ -203,36 +205,35 @@ impl Ledger {
             self.holder[target][at..at + old.len()].fill(None);
         }
         rec.model_output = None;
+        rec.model_block = None;
         Ok(())
     }
 
-    pub fn local_swapped(&mut self, id: VerbId) -> Check {
+    /// The initiator landed a READ's or bilateral swap's result in its
+    /// local block: the model's block lands in the model of its memory.
+    pub fn local_landed(&mut self, id: VerbId) -> Check {
         let rec = self.records.get_mut(&id).expect("issued");
-        let (
-            Verb::BilateralSwap {
-                local_offset, len, ..
-            },
-            Some(Output::BilateralSwap(theirs)),
-        ) = (rec.verb, rec.model_output)
+        let (Some((_, local_offset, len)), Some(theirs)) =
+            (rec.verb.local_block(), rec.model_block.as_deref())
         else {
             return violation(
                 "exactly_once",
-                format!("{id:?} swapped locally with no live application at the target"),
+                format!("{id:?} landed locally with no live application at the target"),
             );
         };
-        if rec.local_swapped {
-            return violation("exactly_once", format!("{id:?} swapped locally twice"));
+        if rec.landed {
+            return violation("exactly_once", format!("{id:?} landed locally twice"));
         }
-        rec.local_swapped = true;
+        rec.landed = true;
         let at = local_offset as usize;
         let mine = &self.model[rec.issuer][at..at + usize::from(len)];
         if rec.sent_block.as_deref() != Some(mine) {
             return violation(
                 "isolation",
-                format!("{id:?}: the local block changed between send and swap"),
+                format!("{id:?}: the local block changed between send and landing"),
             );
         }
-        self.model[rec.issuer][at..at + usize::from(len)].copy_from_slice(theirs.as_slice());
+        self.model[rec.issuer][at..at + usize::from(len)].copy_from_slice(theirs);
         Ok(())
     }
 
@@ -341,13 +342,17 @@ fn touched(verb: &Verb) -> Vec<std::ops::Range<usize>> {
     }
 }
 
+/// Old bytes of what a verb changed, by offset.
+type UndoLog = Vec<(usize, Vec<u8>)>;
+
 /// The sequential semantics of a verb, written without the core's engine:
-/// returns the output and the (offset, old bytes) of what it changed.
+/// returns the output, the block a READ or bilateral swap returns, and the
+/// (offset, old bytes) of what it changed.
 fn run_model(
     verb: &Verb,
     sent_block: Option<&[u8]>,
     mem: &mut [u8],
-) -> (Output, Vec<(usize, Vec<u8>)>) {
+) -> (Output, Option<Vec<u8>>, UndoLog) {
     let word = |mem: &[u8], at: u32| {
         let at = at as usize;
         u64::from_le_bytes(mem[at..at + 8].try_into().unwrap())
@@ -357,10 +362,12 @@ fn run_model(
         undo.push((at, mem[at..at + bytes.len()].to_vec()));
         mem[at..at + bytes.len()].copy_from_slice(bytes);
     };
+    let mut block = None;
     let out = match *verb {
         Verb::Read { offset, len, .. } => {
             let at = offset as usize;
-            Output::Read(Block::new(&mem[at..at + usize::from(len)]).unwrap())
+            block = Some(mem[at..at + usize::from(len)].to_vec());
+            Output::Read { len }
         }
         Verb::Write { offset, data, .. } => {
             put(mem, offset as usize, data.as_slice(), &mut undo);
@@ -416,10 +423,10 @@ fn run_model(
         }
         Verb::BilateralSwap { offset, len, .. } => {
             let at = offset as usize;
-            let theirs = Block::new(&mem[at..at + usize::from(len)]).unwrap();
+            block = Some(mem[at..at + usize::from(len)].to_vec());
             put(mem, at, sent_block.expect("recorded when sent"), &mut undo);
-            Output::BilateralSwap(theirs)
+            Output::BilateralSwap { len }
         }
     };
-    (out, undo)
+    (out, block, undo)
 }

@@ -398,7 +398,7 @@ enum Seen {
     Applied(u16, u32, u16, u16),
     Committed(u16, u32, u16, u16),
     Reversed(u16, u32, u16, u16),
-    LocalSwapped(VerbId),
+    LocalLanded(VerbId),
 }
 
 #[derive(Default)]
@@ -417,8 +417,8 @@ impl Observer for Tap {
     fn reversed(&mut self, link: u16, peer_epoch: u32, slot: u16, seq: u16) {
         self.0.push(Seen::Reversed(link, peer_epoch, slot, seq));
     }
-    fn local_swapped(&mut self, id: VerbId) {
-        self.0.push(Seen::LocalSwapped(id));
+    fn local_landed(&mut self, id: VerbId) {
+        self.0.push(Seen::LocalLanded(id));
     }
 }
 
@@ -865,9 +865,10 @@ impl Sim {
                         committed: 0,
                         reversed: 0,
                         model_output: None,
+                        model_block: None,
                         undo: Vec::new(),
                         sent_block: None,
-                        local_swapped: false,
+                        landed: false,
                         orphaned: false,
                         target_lost: false,
                     },
@@ -958,7 +959,7 @@ impl Sim {
                     let key = self.attempt_key(i, link, pe, slot, seq);
                     self.ledger.reversed(i, key)?
                 }
-                Seen::LocalSwapped(id) => self.ledger.local_swapped(id)?,
+                Seen::LocalLanded(id) => self.ledger.local_landed(id)?,
             }
         }
         Ok(())
@@ -1258,9 +1259,12 @@ fn random_verb(rng: &mut Rng, region_len: u32) -> Verb {
         }
         65..=74 => {
             let len = 1 + rng.below(32) as u16;
+            let max_start = u64::from(region_len) - u64::from(len);
             Verb::Read {
                 target,
-                offset: rng.below(u64::from(region_len) - u64::from(len) + 1) as u32,
+                offset: rng.below(max_start + 1) as u32,
+                local_region: REGION,
+                local_offset: rng.below(max_start + 1) as u32,
                 len,
             }
         }

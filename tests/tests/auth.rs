@@ -109,6 +109,8 @@ fn largest_frames_cross(d: &Dataplanes) {
             region: TARGET_REGION,
             key: TARGET_KEY,
             offset: 1024,
+            local_region: LOCAL_REGION,
+            local_offset: 1024,
             len: 960,
         },
     ));

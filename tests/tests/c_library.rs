@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION, host_ring_path};
+use oae_tests::dataplanes::{
+    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, host_ring_path,
+};
 use oae_tests::{CommandOutput, run};
 
 fn workspace() -> PathBuf {
@@ -82,9 +84,11 @@ fn the_c_example_links_with_pkg_config_and_runs_its_verbs_on_a_live_pair() {
             .arg("60")
             .arg(program)
             .arg(&ring)
+            .arg(&d.sockets[0])
             .arg(TARGET_REGION.to_string())
             .arg(format!("{TARGET_KEY:#x}"))
             .arg(base.to_string())
+            .arg(LOCAL_REGION.to_string())
             .env("LD_LIBRARY_PATH", prefix().join("lib")));
         assert!(out.success() && out.stdout.contains("PASSED"), "{out}");
         assert!(
@@ -100,5 +104,9 @@ fn the_c_example_links_with_pkg_config_and_runs_its_verbs_on_a_live_pair() {
         }
         let bytes = d.region(1, TARGET_REGION)[base + 32..base + 64].to_vec();
         assert_eq!(bytes, (0..32).map(|i| 0xa0 + i).collect::<Vec<u8>>());
+        // And this side's memory holds what its READs landed.
+        let local = d.region(0, LOCAL_REGION);
+        assert_eq!(&local[base + 32..base + 64], &bytes[..], "{out}");
+        assert_eq!(local[base..base + 8], 7u64.to_le_bytes(), "{out}");
     }
 }

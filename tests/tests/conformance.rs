@@ -45,6 +45,7 @@ fn oaed_passes_every_clause() {
         .args(["--key", &format!("{TARGET_KEY:#x}")])
         .args(["--region-len", "65536", "--base", "4096"])
         .args(["--no-atomics", &format!("{LOCAL_REGION}:2")])
+        .args(["--iut-read-lands-in", &format!("{LOCAL_REGION}:0")])
         .args(["--submit", &submit]));
     assert!(out.success(), "{out}\noaed's log:\n{}", d.log(0));
     println!("{}", out.stdout);

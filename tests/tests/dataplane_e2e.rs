@@ -134,6 +134,8 @@ fn rc_model_runs_the_rc_verbs_end_to_end() {
         region,
         key,
         offset: 64,
+        local_region: LOCAL_REGION,
+        local_offset: 512,
         len: 24,
     };
     assert_eq!(
@@ -142,6 +144,7 @@ fn rc_model_runs_the_rc_verbs_end_to_end() {
             data: to_hex(&[7u8; 24])
         })
     );
+    assert_eq!(&d.region(0, LOCAL_REGION)[512..536], &[7u8; 24]);
     let cas = VerbSpec::Cas {
         region,
         key,
@@ -248,6 +251,8 @@ fn every_verb(d: &Dataplanes) {
                 region,
                 key,
                 offset: 64,
+                local_region: LOCAL_REGION,
+                local_offset: 512,
                 len: 24
             }
         ),

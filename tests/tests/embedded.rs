@@ -10,7 +10,9 @@ use oae_client::api::{AppError, Completion, Submission};
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_pmd::netns::VethPair;
 use oae_proto::verb::{Output, Refusal, RegionRef, Verb, VerbError};
-use oae_tests::dataplanes::{MACS, Options, TARGET_KEY, TARGET_REGION, configs, polling_turn};
+use oae_tests::dataplanes::{
+    LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, configs, polling_turn,
+};
 
 /// A link key for the tests that authenticate (64 hex digits).
 const KEY: &str = "0e3bedded0000000c0ffee00d15ea5e0123456789abcdef0fedcba9876543210";
@@ -95,16 +97,23 @@ fn verbs_submitted_in_process_complete_exactly_once() {
         verb: Verb::Read {
             target: TARGET,
             offset: 0,
+            local_region: LOCAL_REGION,
+            local_offset: 256,
             len: (WORDS * 8) as u16,
         },
     })
     .unwrap_or_else(|_| panic!("submission queue full"));
     let read = collect(&a, 1).remove(0);
-    let Ok(Output::Read(bytes)) = read.result else {
-        panic!("{read:?}")
-    };
+    assert_eq!(
+        read.result,
+        Ok(Output::Read {
+            len: WORDS as u16 * 8
+        })
+    );
+    let mut bytes = [0u8; WORDS as usize * 8];
+    a.read_local(LOCAL_REGION, 256, &mut bytes)
+        .expect("the local block is inside the local region");
     let memory: Vec<u64> = bytes
-        .as_slice()
         .chunks(8)
         .map(|w| u64::from_le_bytes(w.try_into().expect("eight bytes")))
         .collect();

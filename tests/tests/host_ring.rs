@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
 use oae_client::control::{OutputView, VerbSpec};
 use oae_client::host::load::LoadReport;
-use oae_client::host::{AttachError, HostQueue, MAX_READ, MAX_WRITE, RegionError};
+use oae_client::host::{AttachError, HostQueue, MAX_WRITE, RegionError};
+use oae_proto::verb::MAX_BLOCK;
 use oae_proto::{Block, McasWord, Output, Refusal, RegionRef, Verb, VerbError};
 use oae_swapring::report::RegionReport;
 use oae_tests::dataplanes::{
@@ -114,21 +115,28 @@ fn every_verb(tag: &str, settings: &'static str, mode: &str) {
         &d.region(1, TARGET_REGION)[64..64 + MAX_WRITE],
         data.as_slice()
     );
+    // A READ of the largest block lands in the dataplane's local region;
+    // its completion is one record that says how much landed.
     let c = run(
         &mut host,
         2,
         Verb::Read {
             target: T,
             offset: 64,
-            len: MAX_READ as u16,
+            local_region: LOCAL_REGION,
+            local_offset: 4096,
+            len: MAX_BLOCK as u16,
         },
     );
     assert_eq!(
         c.result,
-        Ok(Output::Read(
-            Block::new(&d.region(1, TARGET_REGION)[64..64 + MAX_READ]).unwrap()
-        ))
+        Ok(Output::Read {
+            len: MAX_BLOCK as u16
+        })
     );
+    let landed = &d.region(0, LOCAL_REGION)[4096..4096 + MAX_BLOCK];
+    assert_eq!(landed, &d.region(1, TARGET_REGION)[64..64 + MAX_BLOCK]);
+    assert_eq!(&landed[..MAX_WRITE], &bytes[..]);
     let c = run(
         &mut host,
         3,
@@ -178,12 +186,7 @@ fn every_verb(tag: &str, settings: &'static str, mode: &str) {
             len: 8,
         },
     );
-    assert_eq!(
-        c.result,
-        Ok(Output::BilateralSwap(
-            Block::new(&7u64.to_le_bytes()).unwrap()
-        ))
-    );
+    assert_eq!(c.result, Ok(Output::BilateralSwap { len: 8 }));
     assert_eq!(&d.region(0, LOCAL_REGION)[..8], &7u64.to_le_bytes());
     assert!(c.latency_ns > 0, "the dataplane reports its latency");
 

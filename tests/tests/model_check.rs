@@ -90,7 +90,7 @@ struct Recorder {
     /// Commits and reversals, sorted (multisets: a repeat is a bug to see).
     committed: Vec<Attempt>,
     reversed: Vec<Attempt>,
-    local_swapped: Vec<VerbId>,
+    local_landed: Vec<VerbId>,
     /// Which of the link counters the properties read are non-zero
     /// (overruns, protocol violations, malformed, unreachable declared):
     /// the core leaves counters out of a node's identity, so the model
@@ -139,8 +139,8 @@ impl Observer for Recorder {
         assert_eq!((link, peer_epoch), (LINK, EPOCH));
         insert_sorted(&mut self.reversed, (slot, seq));
     }
-    fn local_swapped(&mut self, id: VerbId) {
-        insert_sorted(&mut self.local_swapped, id);
+    fn local_landed(&mut self, id: VerbId) {
+        insert_sorted(&mut self.local_landed, id);
     }
 }
 

@@ -155,14 +155,23 @@ fn mcas_word() -> impl Strategy<Value = McasWord> {
 /// (the bytes a BILATERAL SWAP sends; empty for every other verb).
 fn verb_with_local() -> impl Strategy<Value = (Verb, Vec<u8>)> {
     prop_oneof![
-        (region_ref(), any::<u32>(), block_len()).prop_map(|(target, offset, len)| (
-            Verb::Read {
-                target,
-                offset,
-                len: len as u16
-            },
-            vec![]
-        )),
+        (
+            region_ref(),
+            any::<u32>(),
+            any::<u16>(),
+            any::<u32>(),
+            block_len()
+        )
+            .prop_map(|(target, offset, local_region, local_offset, len)| (
+                Verb::Read {
+                    target,
+                    offset,
+                    local_region,
+                    local_offset,
+                    len: len as u16
+                },
+                vec![]
+            )),
         (region_ref(), any::<u32>(), bytes_of_block_len()).prop_map(|(target, offset, data)| (
             Verb::Write {
                 target,
@@ -220,15 +229,24 @@ fn verb_with_local() -> impl Strategy<Value = (Verb, Vec<u8>)> {
     ]
 }
 
-/// A successful output the target could send for `verb`.
-fn output_for(verb: Verb) -> BoxedStrategy<Output> {
+/// A successful output the target could send for `verb`, and the block a
+/// READ or BILATERAL SWAP returns with it (empty for other verbs).
+fn output_for(verb: Verb) -> BoxedStrategy<(Output, Vec<u8>)> {
     match verb {
         Verb::Read { len, .. } => vec(any::<u8>(), usize::from(len))
-            .prop_map(|b| Output::Read(Block::new(&b).unwrap()))
+            .prop_map(move |b| (Output::Read { len }, b))
             .boxed(),
         Verb::BilateralSwap { len, .. } => vec(any::<u8>(), usize::from(len))
-            .prop_map(|b| Output::BilateralSwap(Block::new(&b).unwrap()))
+            .prop_map(move |b| (Output::BilateralSwap { len }, b))
             .boxed(),
+        other => word_output_for(other).prop_map(|o| (o, Vec::new())).boxed(),
+    }
+}
+
+/// A successful output of a verb that returns no block.
+fn word_output_for(verb: Verb) -> BoxedStrategy<Output> {
+    match verb {
+        Verb::Read { .. } | Verb::BilateralSwap { .. } => unreachable!("block verbs"),
         Verb::Write { .. } => Just(Output::Write).boxed(),
         Verb::CompareAndSwap { expected, .. } => prop_oneof![Just(expected), any::<u64>()]
             .prop_map(move |old| Output::CompareAndSwap {
@@ -260,7 +278,7 @@ fn output_for(verb: Verb) -> BoxedStrategy<Output> {
     }
 }
 
-fn verb_and_output() -> impl Strategy<Value = (Verb, Output)> {
+fn verb_and_output() -> impl Strategy<Value = (Verb, (Output, Vec<u8>))> {
     verb_with_local().prop_flat_map(|(verb, _)| (Just(verb), output_for(verb)))
 }
 
@@ -279,6 +297,7 @@ fn expected_request<'a>(verb: &'a Verb, local: &'a [u8]) -> Request<'a> {
             target,
             offset,
             len,
+            ..
         } => Request::Read {
             target,
             offset,
@@ -480,14 +499,15 @@ proptest! {
     }
 
     #[test]
-    fn output_round_trips((verb, output) in verb_and_output()) {
+    fn output_round_trips((verb, (output, block)) in verb_and_output()) {
         let class = verb.class(MAX_CLASS).unwrap();
         let mut area = vec![0u8; wire::payload_capacity(class) - SLICE];
         prop_assert!(verb.result_len() <= area.len());
-        verb::encode_output(&output, &mut area);
-        prop_assert_eq!(verb::decode_output(&verb, &area), Some(output));
+        verb::encode_output(&output, &block, &mut area);
+        let want = Some((output, &block[..]));
+        prop_assert_eq!(verb::decode_output(&verb, &area), want);
         let n = verb.result_len();
-        prop_assert_eq!(verb::decode_output(&verb, &area[..n]), Some(output));
+        prop_assert_eq!(verb::decode_output(&verb, &area[..n]), want);
         if n > 0 {
             prop_assert_eq!(verb::decode_output(&verb, &area[..n - 1]), None);
         }
@@ -500,12 +520,12 @@ proptest! {
     /// An MCAS result whose `committed` flag disagrees with its words, or
     /// whose count is not the verb's, is never taken as a result.
     #[test]
-    fn mcas_output_must_agree_with_its_words((verb, output) in verb_and_output()) {
+    fn mcas_output_must_agree_with_its_words((verb, (output, _)) in verb_and_output()) {
         let (Verb::MultiWordCommit { .. }, Output::MultiWordCommit { .. }) = (verb, output) else {
             return Ok(());
         };
         let mut area = vec![0u8; verb.result_len()];
-        verb::encode_output(&output, &mut area);
+        verb::encode_output(&output, &[], &mut area);
         let mut lie = area.clone();
         lie[0] ^= 1;
         prop_assert_eq!(verb::decode_output(&verb, &lie), None);

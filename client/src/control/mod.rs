@@ -387,6 +387,8 @@ pub enum VerbSpec {
         region: u16,
         key: u32,
         offset: u32,
+        local_region: u16,
+        local_offset: u32,
         len: u16,
     },
     Write {
@@ -451,10 +453,14 @@ impl VerbSpec {
                 region,
                 key,
                 offset,
+                local_region,
+                local_offset,
                 len,
             } => Verb::Read {
                 target: target(*region, *key),
                 offset: *offset,
+                local_region: *local_region,
+                local_offset: *local_offset,
                 len: *len,
             },
             VerbSpec::Write {
@@ -544,7 +550,9 @@ impl VerbSpec {
     }
 }
 
-/// A verb's result in the control protocol's terms.
+/// A verb's result in the control protocol's terms. A READ's or bilateral
+/// swap's `data` is what landed in its local block, read back from there
+/// when the verb completed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case", tag = "op")]
 pub enum OutputView {
@@ -557,11 +565,13 @@ pub enum OutputView {
     Bswap { data: String },
 }
 
-impl From<&Output> for OutputView {
-    fn from(o: &Output) -> OutputView {
+impl OutputView {
+    /// `output` in the control protocol's terms; `landed` is the local
+    /// block of a READ or bilateral swap (ignored for other verbs).
+    pub fn new(o: &Output, landed: &[u8]) -> OutputView {
         match o {
-            Output::Read(b) => OutputView::Read {
-                data: to_hex(b.as_slice()),
+            Output::Read { .. } => OutputView::Read {
+                data: to_hex(landed),
             },
             Output::Write => OutputView::Write,
             Output::CompareAndSwap { old, swapped } => OutputView::Cas {
@@ -578,8 +588,8 @@ impl From<&Output> for OutputView {
                 committed: *committed,
                 old: old[..usize::from(*count)].to_vec(),
             },
-            Output::BilateralSwap(b) => OutputView::Bswap {
-                data: to_hex(b.as_slice()),
+            Output::BilateralSwap { .. } => OutputView::Bswap {
+                data: to_hex(landed),
             },
         }
     }
@@ -857,6 +867,8 @@ mod tests {
                 region,
                 key,
                 offset,
+                local_region: 2,
+                local_offset: 16,
                 len: 8,
             },
             Opcode::Write => VerbSpec::Write {

@@ -23,12 +23,10 @@ pub const MAX_VERB_RECORDS: usize = 8;
 const MAX_MESSAGE: usize = MAX_VERB_RECORDS * VERB_PAYLOAD_BYTES;
 /// Region id, key and offset lead every request.
 const HEAD: usize = 10;
-/// Latency and the outcome byte lead every completion.
-const RESULT_HEAD: usize = 9;
-/// Largest WRITE the host ring carries.
+/// Largest WRITE the host ring carries. A READ or BILATERAL SWAP moves up
+/// to [`oae_proto::verb::MAX_BLOCK`]: its bytes land in local memory and its
+/// completion carries only their length.
 pub const MAX_WRITE: usize = MAX_MESSAGE - HEAD;
-/// Largest READ or BILATERAL SWAP whose result the host ring carries.
-pub const MAX_READ: usize = MAX_MESSAGE - RESULT_HEAD;
 
 // Kinds of a first record: the verb (its code on the wire, `Opcode::code`),
 // or the outcome of a completion. A completion's result names its verb by
@@ -176,12 +174,20 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
         Verb::Read {
             target,
             offset,
+            local_region,
+            local_offset,
+            len,
+        }
+        | Verb::BilateralSwap {
+            target,
+            offset,
+            local_region,
+            local_offset,
             len,
         } => {
-            if usize::from(*len) > MAX_READ {
-                return Err("a READ over the host ring returns at most 375 bytes");
-            }
             w.head(target, *offset);
+            w.put(&local_region.to_le_bytes());
+            w.put(&local_offset.to_le_bytes());
             w.put(&len.to_le_bytes());
         }
         Verb::Write {
@@ -231,30 +237,8 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
                 w.put(&word.new.to_le_bytes());
             }
         }
-        Verb::BilateralSwap {
-            target,
-            offset,
-            local_region,
-            local_offset,
-            len,
-        } => {
-            if usize::from(*len) > MAX_READ {
-                return Err("a BILATERAL SWAP over the host ring trades at most 375 bytes");
-            }
-            w.head(target, *offset);
-            w.put(&local_region.to_le_bytes());
-            w.put(&local_offset.to_le_bytes());
-            w.put(&len.to_le_bytes());
-        }
     }
     Ok(cut(s.id, s.verb.opcode().code(), generation, w.bytes()))
-}
-
-/// A result length the completion can carry whole; a longer one is not a
-/// message [`encode_submission`] writes (it refuses it on the host), and
-/// running it would return its data cut short.
-fn result_len(len: u16) -> Option<u16> {
-    (usize::from(len) <= MAX_READ).then_some(len)
 }
 
 /// The dataplane side: the verb a message asks for, or `None` if the
@@ -272,7 +256,9 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
         Opcode::Read => Verb::Read {
             target,
             offset,
-            len: result_len(r.u16()?)?,
+            local_region: r.u16()?,
+            local_offset: r.u32()?,
+            len: r.u16()?,
         },
         Opcode::Write => Verb::Write {
             target,
@@ -315,7 +301,7 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
             offset,
             local_region: r.u16()?,
             local_offset: r.u32()?,
-            len: result_len(r.u16()?)?,
+            len: r.u16()?,
         },
     };
     r.done().then_some(Submission {
@@ -356,11 +342,9 @@ pub fn encode_completion(c: &Completion, generation: u32) -> Records {
     let kind = match &c.result {
         Ok(output) => {
             match output {
-                Output::Read(block) | Output::BilateralSwap(block) => {
-                    // The host refused anything longer before submitting it.
-                    let n = block.len().min(MAX_READ);
+                Output::Read { len } | Output::BilateralSwap { len } => {
                     w.put(&[output.opcode().code()]);
-                    w.put(&block.as_slice()[..n]);
+                    w.put(&len.to_le_bytes());
                 }
                 Output::Write => w.put(&[output.opcode().code()]),
                 Output::CompareAndSwap { old, swapped } => {
@@ -407,8 +391,8 @@ pub fn decode_completion(records: &[VerbRecord]) -> Option<Completion> {
     let latency_ns = r.u64()?;
     let result = match kind(&records[0]) {
         DONE => Ok(match Opcode::from_code(r.u8()?)? {
-            Opcode::Read => Output::Read(Block::new(r.rest())?),
-            Opcode::BilateralSwap => Output::BilateralSwap(Block::new(r.rest())?),
+            Opcode::Read => Output::Read { len: r.u16()? },
+            Opcode::BilateralSwap => Output::BilateralSwap { len: r.u16()? },
             Opcode::Write => Output::Write,
             Opcode::CompareAndSwap => Output::CompareAndSwap {
                 old: r.u64()?,
@@ -447,6 +431,7 @@ pub fn decode_completion(records: &[VerbRecord]) -> Option<Completion> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oae_proto::verb::MAX_BLOCK;
 
     const T: RegionRef = RegionRef { id: 1, key: 0xae1 };
 
@@ -466,7 +451,9 @@ mod tests {
             Verb::Read {
                 target: T,
                 offset: 8,
-                len: MAX_READ as u16,
+                local_region: 2,
+                local_offset: 0,
+                len: MAX_BLOCK as u16,
             },
             Verb::Write {
                 target: T,
@@ -569,23 +556,26 @@ mod tests {
         let mut foreign = r.to_vec();
         foreign[1] = VerbRecord::new(5, foreign[1].tag, foreign[1].data()).unwrap();
         assert!(decode_submission(&foreign).is_none(), "another id inside");
-        // A hand-built READ longer than a completion carries would run and
-        // come back cut short: it is not decoded.
-        let read = |len: usize| {
-            let mut payload = [0u8; HEAD + 2];
+        // A READ without its local block (as the ring carried one before
+        // READs landed locally) is not decoded.
+        let read = |payload_len: usize| {
+            let mut payload = [0u8; HEAD + 8];
             payload[..2].copy_from_slice(&T.id.to_le_bytes());
             payload[2..6].copy_from_slice(&T.key.to_le_bytes());
-            payload[HEAD..].copy_from_slice(&(len as u16).to_le_bytes());
-            VerbRecord::new(6, u32::from(Opcode::Read.code()) | (1 << 8), &payload).unwrap()
+            payload[HEAD + 6..].copy_from_slice(&16u16.to_le_bytes());
+            let tag = u32::from(Opcode::Read.code()) | (1 << 8);
+            VerbRecord::new(6, tag, &payload[..payload_len]).unwrap()
         };
-        assert!(decode_submission(&[read(MAX_READ)]).is_some());
-        assert!(decode_submission(&[read(MAX_READ + 1)]).is_none());
+        assert!(decode_submission(&[read(HEAD + 8)]).is_some());
+        assert!(decode_submission(&[read(HEAD + 2)]).is_none());
     }
 
     #[test]
     fn every_completion_round_trips() {
         let results = [
-            Ok(Output::Read(Block::new(&[3; MAX_READ]).unwrap())),
+            Ok(Output::Read {
+                len: MAX_BLOCK as u16,
+            }),
             Ok(Output::Write),
             Ok(Output::CompareAndSwap {
                 old: 42,
@@ -598,7 +588,7 @@ mod tests {
                 count: MAX_MCAS_WORDS as u8,
                 old: [9; MAX_MCAS_WORDS],
             }),
-            Ok(Output::BilateralSwap(Block::new(&[9; 16]).unwrap())),
+            Ok(Output::BilateralSwap { len: 16 }),
             Err(AppError::Verb(VerbError::Refused(Refusal::BadKey))),
             Err(AppError::Verb(VerbError::Exhausted(
                 ReverseReason::EchoMissing,
@@ -613,6 +603,8 @@ mod tests {
                 latency_ns: 1234,
             };
             let records = encode_completion(&c, 3);
+            // No data inline: every completion is a record, MCAS's two.
+            assert!(records.as_slice().len() <= 2, "completion {i}");
             let back = decode_completion(records.as_slice()).unwrap();
             assert_eq!(back.id, c.id);
             assert_eq!(back.latency_ns, 1234);

@@ -11,13 +11,15 @@
 //! of completions change hands in one atomic exchange). A verb or a
 //! completion is one or more 64-byte records ([`codec`]); every verb fits,
 //! the multi-word commit included, with WRITE data up to [`MAX_WRITE`]
-//! bytes and READ or BILATERAL SWAP results up to [`MAX_READ`].
+//! bytes. A READ or BILATERAL SWAP moves up to
+//! [`oae_proto::verb::MAX_BLOCK`] bytes: they land in the dataplane's
+//! registered memory, and the completion carries their length.
 
 pub mod codec;
 pub mod load;
 mod queue;
 
-pub use codec::{MAX_READ, MAX_VERB_RECORDS, MAX_WRITE};
+pub use codec::{MAX_VERB_RECORDS, MAX_WRITE};
 pub use oae_swapring::region::RegionError;
 pub use queue::{AttachError, HostQueue, HostQueueCounters};
 

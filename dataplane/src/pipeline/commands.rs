@@ -12,7 +12,7 @@ use oae_proto::{LinkId, Nanos, RegionSpec, Store};
 
 use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
-use super::{Origin, Pipeline, Target, driver_counters};
+use super::{ControlWaiter, Origin, Pipeline, Target, driver_counters};
 use crate::transport::Transport;
 use crate::workload::Aim;
 use oae_client::api::{AppError, Completion, Submission};
@@ -196,9 +196,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                         CommandKind::VerbTo(node, verb) => Target::Node(*node, verb),
                         _ => unreachable!("matched above"),
                     };
+                    let landing = match &to {
+                        Target::Link(_, verb) | Target::Node(_, verb) => verb.local_block(),
+                    };
                     match self.submit(Origin::Control(slot), to, now) {
                         Ok(()) => {
-                            self.control_waiting[slot] = Some(cmd.reply);
+                            self.control_waiting[slot] = Some(ControlWaiter {
+                                reply: cmd.reply,
+                                landing,
+                            });
                             continue;
                         }
                         Err(e) => Err(ControlError::verb(

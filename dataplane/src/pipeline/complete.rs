@@ -1,10 +1,7 @@
 //! What a completion touches: the verbs in flight and whoever waits for
 //! them (an application, a host program, `oaectl`, a workload). A view of
 //! the pipeline without its ports and transport, so that a completion is
-//! handled where the transport holds it, by reference: a result can be a
-//! kilobyte (a READ's block inline).
-
-use std::sync::mpsc::SyncSender;
+//! handled as the transport drains it.
 
 use hdrhistogram::Histogram;
 use oae_client::api::{AppError, Completion};
@@ -13,11 +10,11 @@ use oae_client::outcome::Outcome;
 use oae_client::stats::PipelineCounters;
 use oae_client::status::QueueInfo;
 use oae_proto::verb::{Output, VerbError};
-use oae_proto::{Nanos, VerbId};
+use oae_proto::{Nanos, SharedMemory, Store, VerbId};
 
 use super::commands::QueueShared;
 use super::outcomes::VerbOutcomes;
-use super::{InFlight, Origin};
+use super::{ControlWaiter, InFlight, Origin};
 use crate::host::HostPort;
 use crate::transport::TransportEvent;
 use crate::workload::LinkWorkloads;
@@ -31,7 +28,8 @@ pub(super) struct Completer<'p> {
     pub(super) shared: &'p QueueShared,
     pub(super) counters: &'p mut PipelineCounters,
     pub(super) host: &'p mut Option<HostPort>,
-    pub(super) control_waiting: &'p mut [Option<SyncSender<Result<Answer, ControlError>>>],
+    pub(super) control_waiting: &'p mut [Option<ControlWaiter>],
+    pub(super) memory: &'p SharedMemory,
     pub(super) workloads: &'p mut LinkWorkloads,
 }
 
@@ -85,10 +83,10 @@ impl Completer<'_> {
                 }
             }
             Origin::Control(waiter) => {
-                if let Some(reply) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
+                if let Some(w) = self.control_waiting.get_mut(waiter).and_then(Option::take) {
                     let answer = match result {
                         Ok(output) => Ok(Answer::Verb(VerbAnswer {
-                            result: OutputView::from(output),
+                            result: self.view(output, w.landing),
                             latency_ns: latency,
                         })),
                         Err(_) => Err(ControlError::verb(
@@ -97,10 +95,23 @@ impl Completer<'_> {
                             format!("verb failed, no effect: {}", outcome.describe()),
                         )),
                     };
-                    let _ = reply.send(answer);
+                    let _ = w.reply.send(answer);
                 }
             }
             Origin::Workload(slot, lane) => self.workloads.complete(slot, lane, result, latency),
+        }
+    }
+}
+
+impl Completer<'_> {
+    /// An `oaectl verb`'s output, with the bytes a READ or bilateral swap
+    /// landed read back from its local block.
+    fn view(&self, output: &Output, landing: Option<(u16, u32, u16)>) -> OutputView {
+        match landing {
+            Some((region, offset, len)) => self.memory.with_block(region, offset, len, |landed| {
+                OutputView::new(output, landed)
+            }),
+            None => OutputView::new(output, &[]),
         }
     }
 }

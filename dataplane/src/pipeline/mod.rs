@@ -32,7 +32,7 @@ use hdrhistogram::Histogram;
 use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
 use oae_proto::verb::Verb;
-use oae_proto::{Nanos, VerbId};
+use oae_proto::{Nanos, SharedMemory, VerbId};
 use serde::Serialize;
 
 use crate::host::{HostOrigin, HostPort};
@@ -83,6 +83,13 @@ struct Turn {
     next_timer: Option<Nanos>,
 }
 
+/// An `oaectl verb` in flight: where its answer goes, and the local block
+/// its bytes land in (READ, bilateral swap).
+struct ControlWaiter {
+    reply: SyncSender<Result<Answer, ControlError>>,
+    landing: Option<(u16, u32, u16)>,
+}
+
 #[derive(Clone, Copy)]
 struct InFlight {
     origin: Origin,
@@ -107,7 +114,10 @@ pub struct Pipeline<D: Driver, T: Transport> {
     started: quanta::Instant,
     inflight: Vec<Option<InFlight>>,
     free_ids: Vec<u32>,
-    control_waiting: Vec<Option<SyncSender<Result<Answer, ControlError>>>>,
+    control_waiting: Vec<Option<ControlWaiter>>,
+    /// The dataplane's memory, where a READ or bilateral swap of `oaectl
+    /// verb` landed, read back for its answer.
+    memory: SharedMemory,
     workloads: LinkWorkloads,
     latency: Histogram<u64>,
     counters: PipelineCounters,
@@ -129,6 +139,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         poll: PollSettings,
     ) -> Pipeline<D, T> {
         let links = transport.links();
+        let memory = transport.memory().clone();
         let clock = quanta::Clock::new();
         let stages = StageClock::new(clock.clone());
         Pipeline {
@@ -143,6 +154,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             inflight: vec![None; inflight_capacity],
             free_ids: (0..inflight_capacity as u32).rev().collect(),
             control_waiting: Vec::new(),
+            memory,
             workloads: LinkWorkloads::new(links),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
@@ -347,6 +359,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             counters: &mut self.counters,
             host: &mut self.host,
             control_waiting: &mut self.control_waiting,
+            memory: &self.memory,
             workloads: &mut self.workloads,
         };
         self.transport

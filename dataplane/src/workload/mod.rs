@@ -2,8 +2,11 @@
 //! ledger that predicts every result and the final memory on both sides.
 //!
 //! Lane `i` owns bytes `[64 i, 64 i + 64)` of the peer's target region and
-//! of the local region that bilateral swaps trade with, and keeps one verb
-//! in flight. Words of one lane therefore change only through that lane's
+//! of the local region, and keeps one verb in flight. In the local bytes,
+//! READs land in the first half (a half of the lane's remote bytes at a
+//! time) and bilateral swaps trade the second; both are read back from
+//! the local memory when they complete, since a completion carries only
+//! their length. Words of one lane therefore change only through that lane's
 //! verbs, in issue order, so the ledger is a plain sequential model: a verb
 //! that completed `Ok` took effect exactly once, one that completed `Err`
 //! took none. Any result that contradicts the model, and any difference
@@ -14,7 +17,7 @@ use hdrhistogram::Histogram;
 use oae_common::rng::Rng;
 use oae_proto::verb::UnknownVerb;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Output, RegionRef, Verb, VerbError};
-use oae_proto::{LinkId, Nanos, Opcode, Store};
+use oae_proto::{LinkId, Nanos, Opcode, SharedMemory, Store};
 
 mod contend;
 
@@ -40,14 +43,21 @@ const DEFAULT_MIX: [Opcode; 5] = [
 /// Where in a lane a bilateral swap trades, and how many bytes.
 const BILATERAL_AT: usize = 32;
 const BILATERAL_LEN: usize = 32;
+/// A READ reads half a lane, and lands it in the lane's local bytes before
+/// [`BILATERAL_AT`], which nothing else writes.
+const READ_LEN: usize = 32;
+// What lands is read back into a 32-byte array.
+const _: () = assert!(READ_LEN == 32 && BILATERAL_LEN == 32);
 
 /// What a lane's verb in flight does to the lane's bytes, for the ledger.
 /// The verb itself stays with the link: a verb has room for a kilobyte,
 /// this for what a lane's verbs carry.
 #[derive(Clone, Copy)]
 enum Issued {
-    /// A read of the lane's bytes.
-    Read,
+    /// A read of half the lane's remote bytes, from `32 half`.
+    Read {
+        half: u8,
+    },
     Write {
         at: u8,
         len: u8,
@@ -80,8 +90,10 @@ enum Issued {
 
 #[derive(Clone, Copy)]
 enum LaneState {
-    /// The model is unknown: the next verb reads the lane.
+    /// The model is unknown: the next verb reads the lane's first half.
     Unknown,
+    /// The first half is known: the next verb reads the second.
+    HalfKnown,
     Idle,
     /// `learning`: this read sets the model rather than checking it.
     Busy {
@@ -116,6 +128,8 @@ fn new_histogram() -> Histogram<u64> {
 
 pub struct Workload {
     spec: WorkloadSpec,
+    /// Where READs and bilateral swaps land, read back when they complete.
+    memory: SharedMemory,
     /// Contended mode: verbs on shared words, counted rather than modelled.
     contention: Option<Contention>,
     kinds: Vec<Opcode>,
@@ -143,7 +157,7 @@ impl Workload {
     /// transport runs (`runs`), and prepares the lanes.
     pub fn new(
         spec: WorkloadSpec,
-        memory: &impl Store,
+        memory: &SharedMemory,
         runs: impl Fn(Opcode) -> bool,
     ) -> Result<Workload, String> {
         if spec.lanes == 0 || spec.lanes > 4096 {
@@ -199,7 +213,7 @@ impl Workload {
         let span = first + spec.lanes as usize * LANE_BYTES;
         let local = memory.snapshot(spec.local_region).ok_or_else(|| {
             format!(
-                "local region {} is not registered here (bilateral swaps need it)",
+                "local region {} is not registered here (READs and bilateral swaps land in it)",
                 spec.local_region
             )
         })?;
@@ -237,6 +251,7 @@ impl Workload {
             Contention::new(target, first as u32)
         });
         Ok(Workload {
+            memory: memory.clone(),
             contention,
             ready: (0..spec.lanes).rev().collect(),
             rng: Rng::new(spec.seed),
@@ -322,7 +337,8 @@ impl Workload {
             let i = lane as usize;
             let (kind, (verb, issued), learning) = match self.lanes[i].state {
                 LaneState::Busy { .. } => continue,
-                LaneState::Unknown => (Opcode::Read, (self.read_lane(i), Issued::Read), true),
+                LaneState::Unknown => (Opcode::Read, self.read_lane(i, 0), true),
+                LaneState::HalfKnown => (Opcode::Read, self.read_lane(i, 1), true),
                 LaneState::Idle => {
                     let pick = self.next() as usize % self.kinds.len();
                     let kind = self.kinds[pick];
@@ -363,12 +379,16 @@ impl Workload {
         self.spec.link
     }
 
-    fn read_lane(&self, i: usize) -> Verb {
-        Verb::Read {
+    /// A READ of half `half` of lane `i`'s remote bytes.
+    fn read_lane(&self, i: usize, half: u8) -> (Verb, Issued) {
+        let verb = Verb::Read {
             target: self.target(),
-            offset: self.base(i),
-            len: LANE_BYTES as u16,
-        }
+            offset: self.base(i) + u32::from(half) * READ_LEN as u32,
+            local_region: self.spec.local_region,
+            local_offset: self.base(i),
+            len: READ_LEN as u16,
+        };
+        (verb, Issued::Read { half })
     }
 
     fn next(&mut self) -> u64 {
@@ -390,7 +410,10 @@ impl Workload {
         // exercised (and must change nothing).
         let stale = self.next().is_multiple_of(10);
         match kind {
-            Opcode::Read => (self.read_lane(i), Issued::Read),
+            Opcode::Read => {
+                let half = (self.next() % 2) as u8;
+                self.read_lane(i, half)
+            }
             Opcode::Write => {
                 let len = 8 * (1 + self.next() as usize % 4);
                 let at = 8 * (self.next() as usize % (WORDS + 1 - len / 8));
@@ -534,6 +557,9 @@ impl Workload {
                 if !agrees {
                     self.mismatches += 1;
                 }
+                if learning && matches!(issued, Issued::Read { half: 0 }) {
+                    self.lanes[i].state = LaneState::HalfKnown;
+                }
             }
             Err(e) => {
                 self.failed += 1;
@@ -577,6 +603,7 @@ impl Workload {
     /// Checks `output` against the model and applies the verb to it;
     /// false if they disagree.
     fn apply(&mut self, i: usize, issued: &Issued, output: &Output, learning: bool) -> bool {
+        let landed = self.landed(i, issued);
         let lane = &mut self.lanes[i];
         let word = |lane: &Lane, w: u8| Self::word(&lane.remote, usize::from(w));
         let set = |lane: &mut Lane, w: u8, v: u64| {
@@ -584,9 +611,12 @@ impl Workload {
             lane.remote[at..at + 8].copy_from_slice(&v.to_le_bytes());
         };
         match (*issued, output) {
-            (Issued::Read, Output::Read(data)) => {
-                let ok = learning || data.as_slice() == lane.remote;
-                lane.remote.copy_from_slice(data.as_slice());
+            (Issued::Read { half }, Output::Read { len }) => {
+                let span = usize::from(half) * READ_LEN..(usize::from(half) + 1) * READ_LEN;
+                let ok = usize::from(*len) == READ_LEN
+                    && (learning || landed == lane.remote[span.clone()]);
+                lane.remote[span].copy_from_slice(&landed);
+                lane.local[..READ_LEN].copy_from_slice(&landed);
                 ok
             }
             (Issued::Write { at, len, data }, Output::Write) => {
@@ -644,16 +674,34 @@ impl Workload {
                 }
                 count == *out_count && *committed == all_match && old[..n] == before[..n]
             }
-            (Issued::BilateralSwap, Output::BilateralSwap(theirs)) => {
+            (Issued::BilateralSwap, Output::BilateralSwap { len }) => {
                 let span = BILATERAL_AT..BILATERAL_AT + BILATERAL_LEN;
-                let ok = theirs.as_slice() == &lane.remote[span.clone()];
+                let ok = usize::from(*len) == BILATERAL_LEN && landed == lane.remote[span.clone()];
                 let mine = lane.local;
                 lane.remote[span.clone()].copy_from_slice(&mine[span.clone()]);
-                lane.local[span].copy_from_slice(theirs.as_slice());
+                lane.local[span].copy_from_slice(&landed);
                 ok
             }
             _ => false,
         }
+    }
+
+    /// The bytes a READ or bilateral swap of lane `i` landed in the local
+    /// region (zeros for other verbs). The lane owns them and has one verb
+    /// in flight, so nothing else wrote them since.
+    fn landed(&self, i: usize, issued: &Issued) -> [u8; 32] {
+        let at = match issued {
+            Issued::Read { .. } => 0,
+            Issued::BilateralSwap => BILATERAL_AT,
+            _ => return [0; 32],
+        };
+        let mut bytes = [0; 32];
+        let offset = self.base(i) + at as u32;
+        self.memory
+            .with_block(self.spec.local_region, offset, 32, |b| {
+                bytes.copy_from_slice(b)
+            });
+        bytes
     }
 
     pub fn report(&self, now: Nanos) -> WorkloadReport {
@@ -764,7 +812,7 @@ impl LinkWorkloads {
         &mut self,
         aim: Aim,
         spec: WorkloadSpec,
-        memory: &impl Store,
+        memory: &SharedMemory,
         runs: impl Fn(Opcode) -> bool,
     ) -> Result<(), ControlError> {
         let slot = match (self.slot(aim), aim) {

@@ -102,33 +102,26 @@ impl Link {
         if !reflected_ok || frame.context.class != self.senders[si].class {
             return self.start_reverse(s, ReverseReason::EchoMismatch);
         }
-        // The result is decoded straight into its completion event: results
-        // carry their bytes inline, and this is the one place they land.
         let p = &self.verbs[v as usize];
-        sh.events.push_back(Event::Completed {
-            link: self.index,
-            id: p.id,
-            result: Ok(Output::Write),
-        });
-        let Some(Event::Completed {
-            result: Ok(output), ..
-        }) = sh.events.back_mut()
-        else {
-            unreachable!("just pushed")
-        };
-        if !verb::decode_output_into(&p.verb, &frame.payload[SLICE..], output) {
-            sh.events.pop_back();
+        let Some((output, block)) = verb::decode_output(&p.verb, &frame.payload[SLICE..]) else {
             return self.start_reverse(s, ReverseReason::EchoMismatch);
-        }
+        };
         // R35: a good ECHO completes the verb, committed
         self.stats.echoes_verified += 1;
         self.stats.completions_ok += 1;
         // The decision is taken here: commit. Both ends' effects are now
-        // inevitable, so the local half of a bilateral swap lands too.
-        if let Output::BilateralSwap(block) = output {
-            release_local(&p.verb, Some(block.as_slice()), sh.memory);
-            sh.observer.local_swapped(p.id);
+        // inevitable, so a READ's or bilateral swap's block lands in its
+        // local block (locked since sending) straight from the frame, before
+        // the completion that says so.
+        if p.verb.local_block().is_some() {
+            release_local(&p.verb, Some(block), sh.memory);
+            sh.observer.local_landed(p.id);
         }
+        sh.events.push_back(Event::Completed {
+            link: self.index,
+            id: p.id,
+            result: Ok(output),
+        });
         let sent_at = self.senders[si].sent_at;
         self.sample_rtt(sent_at, now);
         let slot = &mut self.senders[si];
@@ -308,7 +301,7 @@ impl Link {
         }
     }
 
-    /// A bilateral swap locks its local block before it asks: false if the
+    /// A READ or bilateral swap locks its local block before it asks: false if the
     /// block is locked, and then the slot is given back and the verb waits
     /// a round (or fails, out of attempts).
     fn lock_local_block<O: Observer, M: Store>(
@@ -318,13 +311,7 @@ impl Link {
         sh: &mut Shared<'_, O, M>,
     ) -> bool {
         let vi = v as usize;
-        let Verb::BilateralSwap {
-            local_region,
-            local_offset,
-            len,
-            ..
-        } = self.verbs[vi].verb
-        else {
+        let Some((local_region, local_offset, len)) = self.verbs[vi].verb.local_block() else {
             return true;
         };
         let owner = LockOwner::initiator(self.index, s);

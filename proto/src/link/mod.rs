@@ -577,16 +577,10 @@ impl Link {
     }
 }
 
-/// Releases the local block of a bilateral swap, writing `replacement` into
-/// it when the swap committed.
+/// Releases the local block of a READ or bilateral swap, writing
+/// `replacement` (the block the target sent) into it when the verb committed.
 fn release_local(verb: &Verb, replacement: Option<&[u8]>, memory: &mut impl Store) {
-    if let Verb::BilateralSwap {
-        local_region,
-        local_offset,
-        len,
-        ..
-    } = *verb
-    {
-        memory.unlock_local(local_region, local_offset, len, replacement);
+    if let Some((region, offset, len)) = verb.local_block() {
+        memory.unlock_local(region, offset, len, replacement);
     }
 }

@@ -192,7 +192,9 @@ pub struct RegionFacts {
 }
 
 impl RegionFacts {
-    fn check(&self, offset: u32, len: usize) -> Result<Range<usize>, Refusal> {
+    /// The bytes `[offset, offset + len)`, if they are inside the region
+    /// and not empty.
+    pub fn check(&self, offset: u32, len: usize) -> Result<Range<usize>, Refusal> {
         let start = offset as usize;
         let end = start.checked_add(len).ok_or(Refusal::OutOfBounds)?;
         if len == 0 || end > self.len {
@@ -507,7 +509,7 @@ pub trait Store {
         self.commit(undo);
     }
 
-    /// Locks a local block for a bilateral swap; it stays as it is until
+    /// Locks the local block of a READ or bilateral swap; it stays as it is until
     /// `unlock_local`.
     fn lock_local(
         &mut self,

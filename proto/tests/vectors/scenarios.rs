@@ -414,6 +414,8 @@ fn every_verb_as_target() -> Script {
         Verb::Read {
             target: REGION,
             offset: 0,
+            local_region: 1,
+            local_offset: 0,
             len: 9,
         },
         cas(16, 0, 9),

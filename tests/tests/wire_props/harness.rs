@@ -64,6 +64,8 @@ pub fn every_kind(
         Opcode::Read => Verb::Read {
             target: t,
             offset: 0,
+            local_region: t.id,
+            local_offset: 0,
             len,
         },
         Opcode::Write => Verb::Write {
@@ -237,6 +239,8 @@ pub fn donor_frames() -> Vec<Vec<u8>> {
         Verb::Read {
             target: t,
             offset: 0,
+            local_region: t.id,
+            local_offset: 64,
             len: 16,
         },
         Verb::Write {
