@@ -40,9 +40,10 @@ impl Contention {
         }
     }
 
-    pub fn make(&self, kind: Opcode) -> Verb {
+    /// The next contended verb of `kind`, written into `verb`.
+    pub fn make(&self, kind: Opcode, verb: &mut Verb) {
         let (target, base) = (self.target, self.base);
-        match kind {
+        *verb = match kind {
             Opcode::CompareAndSwap => Verb::CompareAndSwap {
                 target,
                 offset: base + 8,
@@ -76,7 +77,7 @@ impl Contention {
             Opcode::Read | Opcode::Write | Opcode::Swap | Opcode::BilateralSwap => {
                 unreachable!("contended mode runs {KINDS:?} only, never {kind}")
             }
-        }
+        };
     }
 
     /// Counts what a completed verb did; false if its output is not one

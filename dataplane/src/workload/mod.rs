@@ -130,6 +130,9 @@ pub struct Workload {
     spec: WorkloadSpec,
     /// Where READs and bilateral swaps land, read back when they complete.
     memory: SharedMemory,
+    /// The verb [`Workload::poll`] builds each issue in, in place: a
+    /// verb has room for a kilobyte of WRITE data.
+    scratch: Option<Box<Verb>>,
     /// Contended mode: verbs on shared words, counted rather than modelled.
     contention: Option<Contention>,
     kinds: Vec<Opcode>,
@@ -252,6 +255,11 @@ impl Workload {
         });
         Ok(Workload {
             memory: memory.clone(),
+            scratch: Some(Box::new(Verb::FetchAdd {
+                target: RegionRef { id: 0, key: 0 },
+                offset: 0,
+                add: 0,
+            })),
             contention,
             ready: (0..spec.lanes).rev().collect(),
             rng: Rng::new(spec.seed),
@@ -333,26 +341,32 @@ impl Workload {
         if self.stopping {
             return;
         }
+        // The verb is built where it is read: moving a kilobyte-sized verb
+        // per issue was most of what the workload cost.
+        let mut verb = self.scratch.take().expect("put back after every poll");
         while let Some(lane) = self.ready.pop() {
             let i = lane as usize;
-            let (kind, (verb, issued), learning) = match self.lanes[i].state {
+            let (kind, issued, learning) = match self.lanes[i].state {
                 LaneState::Busy { .. } => continue,
-                LaneState::Unknown => (Opcode::Read, self.read_lane(i, 0), true),
-                LaneState::HalfKnown => (Opcode::Read, self.read_lane(i, 1), true),
+                LaneState::Unknown => (Opcode::Read, self.read_lane(i, 0, &mut verb), true),
+                LaneState::HalfKnown => (Opcode::Read, self.read_lane(i, 1, &mut verb), true),
                 LaneState::Idle => {
                     let pick = self.next() as usize % self.kinds.len();
                     let kind = self.kinds[pick];
-                    let made = match &self.contention {
-                        Some(c) => (c.make(kind), Issued::Contended),
-                        None => self.make(i, kind),
+                    let issued = match &self.contention {
+                        Some(c) => {
+                            c.make(kind, &mut verb);
+                            Issued::Contended
+                        }
+                        None => self.make(i, kind, &mut verb),
                     };
-                    (kind, made, false)
+                    (kind, issued, false)
                 }
             };
             if !issue(lane, &verb) {
                 // Refused for now (queue full): this lane goes first next time.
                 self.ready.push(lane);
-                return;
+                break;
             }
             self.lanes[i].state = LaneState::Busy {
                 kind,
@@ -360,6 +374,7 @@ impl Workload {
                 learning,
             };
         }
+        self.scratch = Some(verb);
     }
 
     fn target(&self) -> RegionRef {
@@ -379,16 +394,16 @@ impl Workload {
         self.spec.link
     }
 
-    /// A READ of half `half` of lane `i`'s remote bytes.
-    fn read_lane(&self, i: usize, half: u8) -> (Verb, Issued) {
-        let verb = Verb::Read {
+    /// A READ of half `half` of lane `i`'s remote bytes, into `verb`.
+    fn read_lane(&self, i: usize, half: u8, verb: &mut Verb) -> Issued {
+        *verb = Verb::Read {
             target: self.target(),
             offset: self.base(i) + u32::from(half) * READ_LEN as u32,
             local_region: self.spec.local_region,
             local_offset: self.base(i),
             len: READ_LEN as u16,
         };
-        (verb, Issued::Read { half })
+        Issued::Read { half }
     }
 
     fn next(&mut self) -> u64 {
@@ -399,8 +414,9 @@ impl Workload {
         u64::from_le_bytes(lane[w * 8..w * 8 + 8].try_into().expect("eight bytes"))
     }
 
-    /// Lane `i`'s next verb of `kind`, and what it will do to the lane.
-    fn make(&mut self, i: usize, kind: Opcode) -> (Verb, Issued) {
+    /// Lane `i`'s next verb of `kind`, written into `verb`, and what it
+    /// will do to the lane.
+    fn make(&mut self, i: usize, kind: Opcode, verb: &mut Verb) -> Issued {
         let target = self.target();
         let base = self.base(i);
         let w = self.next() as usize % WORDS;
@@ -412,7 +428,7 @@ impl Workload {
         match kind {
             Opcode::Read => {
                 let half = (self.next() % 2) as u8;
-                self.read_lane(i, half)
+                self.read_lane(i, half, verb)
             }
             Opcode::Write => {
                 let len = 8 * (1 + self.next() as usize % 4);
@@ -421,68 +437,64 @@ impl Workload {
                 for chunk in data[..len].chunks_mut(8) {
                     chunk.copy_from_slice(&self.next().to_le_bytes());
                 }
-                let verb = Verb::Write {
+                *verb = Verb::Write {
                     target,
                     offset: base + at as u32,
                     data: Block::new(&data[..len]).expect("32 bytes fit"),
                 };
                 let (at, len) = (at as u8, len as u8);
-                (verb, Issued::Write { at, len, data })
+                Issued::Write { at, len, data }
             }
             Opcode::CompareAndSwap => {
                 let (expected, new) = (current.wrapping_add(u64::from(stale)), self.next());
-                let verb = Verb::CompareAndSwap {
+                *verb = Verb::CompareAndSwap {
                     target,
                     offset,
                     expected,
                     new,
                 };
-                let word = w as u8;
-                (
-                    verb,
-                    Issued::CompareAndSwap {
-                        word,
-                        expected,
-                        new,
-                    },
-                )
+                Issued::CompareAndSwap {
+                    word: w as u8,
+                    expected,
+                    new,
+                }
             }
             Opcode::FetchAdd => {
                 let add = self.next() % 1000 + 1;
-                let verb = Verb::FetchAdd {
+                *verb = Verb::FetchAdd {
                     target,
                     offset,
                     add,
                 };
-                (verb, Issued::FetchAdd { word: w as u8, add })
+                Issued::FetchAdd { word: w as u8, add }
             }
             Opcode::Swap => {
                 let new = self.next();
-                let verb = Verb::Swap {
+                *verb = Verb::Swap {
                     target,
                     offset,
                     new,
                 };
-                (verb, Issued::Swap { word: w as u8, new })
+                Issued::Swap { word: w as u8, new }
             }
-            Opcode::MultiWordCommit => self.make_mcas(i, stale),
+            Opcode::MultiWordCommit => self.make_mcas(i, stale, verb),
             Opcode::BilateralSwap => {
                 let at = base + BILATERAL_AT as u32;
-                let verb = Verb::BilateralSwap {
+                *verb = Verb::BilateralSwap {
                     target,
                     offset: at,
                     local_region: self.spec.local_region,
                     local_offset: at,
                     len: BILATERAL_LEN as u16,
                 };
-                (verb, Issued::BilateralSwap)
+                Issued::BilateralSwap
             }
         }
     }
 
     /// A multi-word commit of two or more of lane `i`'s words in a row,
     /// the last one expecting a stale value if `stale`.
-    fn make_mcas(&mut self, i: usize, stale: bool) -> (Verb, Issued) {
+    fn make_mcas(&mut self, i: usize, stale: bool, verb: &mut Verb) -> Issued {
         let base = self.base(i);
         let count = 2 + self.next() as usize % (WORDS - 1);
         let first = self.next() as usize % (WORDS + 1 - count);
@@ -502,18 +514,17 @@ impl Workload {
                 new: new[k],
             };
         }
-        let verb = Verb::MultiWordCommit {
+        *verb = Verb::MultiWordCommit {
             target: self.target(),
             count: count as u8,
             words,
         };
-        let issued = Issued::MultiWordCommit {
+        Issued::MultiWordCommit {
             first: first as u8,
             count: count as u8,
             expected,
             new,
-        };
-        (verb, issued)
+        }
     }
 
     /// A lane's verb completed after `latency` nanoseconds.
