@@ -586,37 +586,30 @@ impl TransmitBuffers for OneBuffer<'_> {
 
 /// Rejects verbs that no target could accept, before they take a slot.
 fn check_verb(verb: &Verb, memory: &impl Store) -> Result<(), SubmitError> {
-    let invalid = |why| Err(SubmitError::Invalid(why));
+    check_local_block(verb, memory).map_err(SubmitError::Invalid)?;
     match *verb {
-        Verb::Write { data, .. } if data.is_empty() => invalid("write of no bytes"),
+        Verb::Write { data, .. } if data.is_empty() => {
+            Err(SubmitError::Invalid("write of no bytes"))
+        }
         Verb::MultiWordCommit { count, .. }
             if count == 0 || usize::from(count) > verb::MAX_MCAS_WORDS =>
         {
-            invalid("multi-word commit takes 1..=8 words")
+            Err(SubmitError::Invalid("multi-word commit takes 1..=8 words"))
         }
-        Verb::Read {
-            local_region,
-            local_offset,
-            len,
-            ..
-        }
-        | Verb::BilateralSwap {
-            local_region,
-            local_offset,
-            len,
-            ..
-        } => {
-            if len == 0 || usize::from(len) > verb::MAX_BLOCK {
-                return invalid("a READ or bilateral swap moves 1..=960 bytes");
-            }
-            memory
-                .check_local(local_region, local_offset, len)
-                .map_err(|_| SubmitError::Invalid("local block is not inside a local region"))
-        }
-        Verb::Write { .. }
-        | Verb::CompareAndSwap { .. }
-        | Verb::FetchAdd { .. }
-        | Verb::Swap { .. }
-        | Verb::MultiWordCommit { .. } => Ok(()),
+        _ => Ok(()),
     }
+}
+
+/// Checks the local block of a READ or bilateral swap: 1 to 960 bytes
+/// inside one of `memory`'s regions. Any other verb passes.
+pub fn check_local_block(verb: &Verb, memory: &impl Store) -> Result<(), &'static str> {
+    let Some((region, offset, len)) = verb.local_block() else {
+        return Ok(());
+    };
+    if len == 0 || usize::from(len) > verb::MAX_BLOCK {
+        return Err("a READ or bilateral swap moves 1..=960 bytes");
+    }
+    memory
+        .check_local(region, offset, len)
+        .map_err(|_| "local block is not inside a local region")
 }

@@ -332,13 +332,8 @@ impl<M: Store> RcEndpoint<M> {
         if !runs(verb.opcode()) {
             return Err(SubmitError::NotAnRcVerb);
         }
-        if let Some((region, offset, len)) = verb.local_block() {
-            let fits = (1..=oae_proto::verb::MAX_BLOCK).contains(&usize::from(len))
-                && self.memory.check_local(region, offset, len).is_ok();
-            if !fits {
-                return Err(SubmitError::BadLocalBlock);
-            }
-        }
+        oae_proto::check_local_block(&verb, &self.memory)
+            .map_err(|_| SubmitError::BadLocalBlock)?;
         if self.queue.len() >= self.cfg.submit_queue {
             return Err(SubmitError::QueueFull);
         }
