@@ -104,6 +104,7 @@ impl Outcome {
             VerbError::PeerRestarted => Outcome::PeerRestarted,
             VerbError::Exhausted(ReverseReason::EchoMissing) => Outcome::EchoMissing,
             VerbError::Exhausted(ReverseReason::EchoMismatch) => Outcome::EchoMismatch,
+            VerbError::Exhausted(ReverseReason::LocalLocked) => Outcome::LocalLocked,
             VerbError::LocalLocked => Outcome::LocalLocked,
             VerbError::TooLarge => Outcome::TooLarge,
         }
@@ -174,7 +175,7 @@ impl Outcome {
             Outcome::PeerRestarted => "the target restarted; no effect on its new incarnation",
             Outcome::EchoMissing => "every attempt was reversed: an echo never came",
             Outcome::EchoMismatch => "every attempt was reversed: an echo did not match",
-            Outcome::LocalLocked => "the local block of a bilateral swap stayed locked",
+            Outcome::LocalLocked => "the local block of a READ or bilateral swap stayed locked",
             Outcome::TooLarge => "the verb needs a larger frame than the peer accepts",
             not_submitted => {
                 NotSubmitted::from_code(not_submitted.code() - Outcome::NotSubmitted.code())

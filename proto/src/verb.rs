@@ -336,7 +336,9 @@ impl Verb {
     }
 
     /// The initiator's own block a READ or BILATERAL SWAP lands in, as
-    /// `(region, offset, len)`: locked from sending until the outcome is known.
+    /// `(region, offset, len)`. A swap's is locked from sending until the
+    /// outcome is known (its bytes are sent); a READ's only while its bytes
+    /// land, as an RDMA READ's buffer is not held.
     pub fn local_block(&self) -> Option<(u16, u32, u16)> {
         match *self {
             Verb::Read {
@@ -888,7 +890,7 @@ pub enum VerbError {
     /// Every attempt was reversed (loss, corruption); the last reason is kept.
     Exhausted(ReverseReason),
     /// The local block of a READ or BILATERAL SWAP stayed locked by other
-    /// transfers.
+    /// transfers through every attempt.
     LocalLocked,
     /// The verb needs a bigger frame than the peer accepts.
     TooLarge,
@@ -901,6 +903,10 @@ pub enum ReverseReason {
     EchoMissing,
     /// The reflected context or the result did not match what was sent.
     EchoMismatch,
+    /// A READ's echo came while another transfer held words of its local
+    /// block, so its bytes could not land: the attempt is reversed (a READ
+    /// has no effect at the target) and tried again.
+    LocalLocked,
 }
 
 #[cfg(test)]

@@ -154,7 +154,7 @@ fn bring_up_then_every_verb() {
 }
 
 #[test]
-fn a_refused_read_leaves_its_local_block_untouched_and_unlocked() {
+fn a_refused_read_leaves_its_local_block_untouched() {
     let mut n = pair();
     pump(&mut n, 0);
     let mut bad = Verb::Read {
@@ -200,7 +200,7 @@ fn a_read_outside_the_local_regions_is_not_submitted() {
 }
 
 #[test]
-fn a_read_into_a_block_a_swap_holds_waits_for_the_swap_then_lands() {
+fn a_read_whose_block_a_swap_holds_when_its_echo_comes_is_reversed_then_lands() {
     let mut n = pair();
     pump(&mut n, 0);
     let target_block: Vec<u8> = (1..=16).collect();
@@ -210,15 +210,9 @@ fn a_read_into_a_block_a_swap_holds_waits_for_the_swap_then_lands() {
         data: Block::new(&target_block).unwrap(),
     };
     assert_eq!(run(&mut n, write), Ok(Output::Write));
-    // The swap locks local [0, 16) until it is decided; the READ into the
-    // same block must not land under it, so it waits a round.
-    let bswap = Verb::BilateralSwap {
-        target: R,
-        offset: 0,
-        local_region: 1,
-        local_offset: 0,
-        len: 16,
-    };
+    // The READ goes first; the swap then locks local [0, 16) until it is
+    // decided. The READ's echo comes while the swap holds the block, so
+    // its bytes cannot land: that attempt is reversed, and the next lands.
     let read = Verb::Read {
         target: R,
         offset: 64,
@@ -226,12 +220,16 @@ fn a_read_into_a_block_a_swap_holds_waits_for_the_swap_then_lands() {
         local_offset: 0,
         len: 16,
     };
-    let requests = |n: &[Node; 2]| n[0].link_stats(0).unwrap().requests_sent;
-    let before = requests(&n);
-    n[0].submit(0, VerbId(1), &bswap).unwrap();
-    n[0].submit(0, VerbId(2), &read).unwrap();
-    pump(&mut n, 10);
-    assert_eq!(requests(&n) - before, 1, "the READ waited for the swap");
+    let bswap = Verb::BilateralSwap {
+        target: R,
+        offset: 0,
+        local_region: 1,
+        local_offset: 0,
+        len: 16,
+    };
+    let reversals = |n: &[Node; 2]| n[0].link_stats(0).unwrap().reversals;
+    n[0].submit(0, VerbId(1), &read).unwrap();
+    n[0].submit(0, VerbId(2), &bswap).unwrap();
     let mut done = Vec::new();
     let mut now = 10;
     while done.len() < 2 {
@@ -249,10 +247,11 @@ fn a_read_into_a_block_a_swap_holds_waits_for_the_swap_then_lands() {
     assert_eq!(
         done,
         [
-            (VerbId(1), Ok(Output::BilateralSwap { len: 16 })),
-            (VerbId(2), Ok(Output::Read { len: 16 })),
+            (VerbId(2), Ok(Output::BilateralSwap { len: 16 })),
+            (VerbId(1), Ok(Output::Read { len: 16 })),
         ]
     );
+    assert_eq!(reversals(&n), 1, "the READ's first attempt was reversed");
     assert_eq!(&n[0].memory().bytes(1).unwrap()[..16], &target_block[..]);
     assert_eq!(n[0].memory().locked_words(), 0);
 }

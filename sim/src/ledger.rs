@@ -26,8 +26,8 @@ pub struct Record {
     pub model_block: Option<Vec<u8>>,
     /// Old bytes of what the live application changed, for reversal.
     pub(crate) undo: Vec<(usize, Vec<u8>)>,
-    /// The initiator's local block as locked when sent (READ, bilateral
-    /// swap): it must be unchanged when the result lands.
+    /// The initiator's local block as locked when sent (bilateral swap):
+    /// it must be unchanged when the peer's block lands.
     pub sent_block: Option<Vec<u8>>,
     pub landed: bool,
     /// The issuer's incarnation died before it heard the outcome.
@@ -60,6 +60,8 @@ pub fn violation(invariant: &'static str, detail: String) -> Check {
 pub type AttemptKey = (usize, u32, u32, u16, u16);
 
 pub const REGION: u16 = 1;
+/// Where a node's READs land: no peer's verb names it.
+pub const LANDING: u16 = 2;
 pub const KEY: u32 = 0x0AE0_0001;
 
 #[derive(Default)]
@@ -69,6 +71,8 @@ pub struct Ledger {
     attempts: HashMap<AttemptKey, VerbId>,
     /// Model of region `REGION` of every node.
     pub model: Vec<Vec<u8>>,
+    /// Model of region `LANDING` of every node: what its READs returned.
+    pub landing: Vec<Vec<u8>>,
     /// Which live, uncommitted application holds each byte of each node's
     /// region: no other verb may read or write it until it settles.
     holder: Vec<Vec<Option<VerbId>>>,
@@ -79,6 +83,7 @@ impl Ledger {
     pub fn new(nodes: usize, region_len: usize) -> Ledger {
         Ledger {
             model: vec![vec![0; region_len]; nodes],
+            landing: vec![vec![0; region_len]; nodes],
             holder: vec![vec![None; region_len]; nodes],
             ..Ledger::default()
         }
@@ -100,7 +105,10 @@ impl Ledger {
         self.attempts
             .insert((issuer, epoch, channel, slot, seq), id);
         let rec = self.records.get_mut(&id).expect("issued");
-        if let Some((_, local_offset, len)) = rec.verb.local_block() {
+        if let Verb::BilateralSwap {
+            local_offset, len, ..
+        } = rec.verb
+        {
             let at = local_offset as usize;
             rec.sent_block = Some(self.model[issuer][at..at + usize::from(len)].to_vec());
         }
@@ -210,7 +218,8 @@ impl Ledger {
     }
 
     /// The initiator landed a READ's or bilateral swap's result in its
-    /// local block: the model's block lands in the model of its memory.
+    /// local block: the model's block lands in the model of its memory (a
+    /// READ's in the landing region, a swap's in the region peers use).
     pub fn local_landed(&mut self, id: VerbId) -> Check {
         let rec = self.records.get_mut(&id).expect("issued");
         let (Some((_, local_offset, len)), Some(theirs)) =
@@ -225,15 +234,30 @@ impl Ledger {
             return violation("exactly_once", format!("{id:?} landed locally twice"));
         }
         rec.landed = true;
-        let at = local_offset as usize;
-        let mine = &self.model[rec.issuer][at..at + usize::from(len)];
-        if rec.sent_block.as_deref() != Some(mine) {
+        let span = local_offset as usize..local_offset as usize + usize::from(len);
+        if matches!(rec.verb, Verb::Read { .. }) {
+            self.landing[rec.issuer][span].copy_from_slice(theirs);
+            return Ok(());
+        }
+        // A swap's block was locked from sending: no peer's tentative
+        // transfer holds it, and nothing changed it.
+        if let Some(w) = self.holder[rec.issuer][span.clone()]
+            .iter()
+            .flatten()
+            .next()
+        {
+            return violation(
+                "isolation",
+                format!("{id:?} landed on bytes held by the tentative {w:?}"),
+            );
+        }
+        if rec.sent_block.as_deref() != Some(&self.model[rec.issuer][span.clone()]) {
             return violation(
                 "isolation",
                 format!("{id:?}: the local block changed between send and landing"),
             );
         }
-        self.model[rec.issuer][at..at + usize::from(len)].copy_from_slice(theirs);
+        self.model[rec.issuer][span].copy_from_slice(theirs);
         Ok(())
     }
 
@@ -283,6 +307,7 @@ impl Ledger {
     /// A node restarted: its memory is gone, and so are its issuers.
     pub fn node_restarted(&mut self, node: usize) {
         self.model[node].fill(0);
+        self.landing[node].fill(0);
         self.holder[node].fill(None);
         for rec in self.records.values_mut() {
             if rec.issuer == node && rec.completion.is_none() {

@@ -16,7 +16,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
 
-use ledger::{Check, KEY, Ledger, REGION, Record, Violation, violation};
+use ledger::{Check, KEY, LANDING, Ledger, REGION, Record, Violation, violation};
 use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkIdentity, LinkKey};
 use oae_proto::verb::MAX_MCAS_WORDS;
 use oae_proto::wire::MAX_FRAME;
@@ -1021,6 +1021,22 @@ impl Sim {
     /// Invariants checked after every step.
     fn check_step(&mut self) -> Check {
         for (i, n) in self.nodes.iter().enumerate() {
+            let landing = n.memory().bytes(LANDING).expect("registered");
+            if let Some(at) = landing
+                .iter()
+                .zip(&self.ledger.landing[i])
+                .position(|(a, b)| a != b)
+            {
+                return violation(
+                    "linearizable",
+                    format!(
+                        "node {i}'s landing region differs from what its READs returned at byte \
+                         {at}: {:?} vs {:?}",
+                        &landing[at & !7..(at & !7) + 8],
+                        &self.ledger.landing[i][at & !7..(at & !7) + 8]
+                    ),
+                );
+            }
             let real = n.memory().bytes(REGION).expect("registered");
             if real != self.ledger.model[i].as_slice() {
                 let at = real
@@ -1200,6 +1216,13 @@ fn new_node(cfg: &SimConfig, adj: &[Vec<usize>], i: usize, epoch: u32, fabric: b
         permissions: Permissions::ALL,
     })
     .expect("valid region");
+    n.register(RegionSpec {
+        id: LANDING,
+        key: KEY,
+        len: cfg.region_len,
+        permissions: Permissions::READ,
+    })
+    .expect("valid region");
     for _ in &adj[i] {
         n.add_link(cfg.link).expect("valid link config");
     }
@@ -1259,12 +1282,15 @@ fn random_verb(rng: &mut Rng, region_len: u32) -> Verb {
         }
         65..=74 => {
             let len = 1 + rng.below(32) as u16;
-            let max_start = u64::from(region_len) - u64::from(len);
+            let offset = rng.below(u64::from(region_len) - u64::from(len) + 1) as u32;
+            // READs land in the issuer's landing region, which no peer's
+            // verb reaches (as an application's receive buffers), at the
+            // offset they read from.
             Verb::Read {
                 target,
-                offset: rng.below(max_start + 1) as u32,
-                local_region: REGION,
-                local_offset: rng.below(max_start + 1) as u32,
+                offset,
+                local_region: LANDING,
+                local_offset: offset,
                 len,
             }
         }

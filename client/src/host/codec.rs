@@ -317,6 +317,7 @@ fn verb_error_code(e: &VerbError) -> (u8, u8) {
         VerbError::PeerRestarted => (3, 0),
         VerbError::Exhausted(ReverseReason::EchoMissing) => (4, 1),
         VerbError::Exhausted(ReverseReason::EchoMismatch) => (4, 2),
+        VerbError::Exhausted(ReverseReason::LocalLocked) => (4, 3),
         VerbError::LocalLocked => (5, 0),
         VerbError::TooLarge => (6, 0),
     }
@@ -329,6 +330,7 @@ fn verb_error(kind: u8, detail: u8) -> Option<VerbError> {
         (3, _) => VerbError::PeerRestarted,
         (4, 1) => VerbError::Exhausted(ReverseReason::EchoMissing),
         (4, 2) => VerbError::Exhausted(ReverseReason::EchoMismatch),
+        (4, 3) => VerbError::Exhausted(ReverseReason::LocalLocked),
         (5, _) => VerbError::LocalLocked,
         (6, _) => VerbError::TooLarge,
         _ => return None,

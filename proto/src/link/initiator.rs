@@ -106,14 +106,24 @@ impl Link {
         let Some((output, block)) = verb::decode_output(&p.verb, &frame.payload[SLICE..]) else {
             return self.start_reverse(s, ReverseReason::EchoMismatch);
         };
+        // A READ's block was not held in flight: it lands now, under a
+        // momentary lock, or the attempt is reversed and tried again.
+        if let (Verb::Read { .. }, Some((region, offset, len))) = (&p.verb, p.verb.local_block()) {
+            let owner = LockOwner::initiator(self.index, s);
+            if sh.memory.lock_local(region, offset, len, owner).is_err() {
+                return self.start_reverse(s, ReverseReason::LocalLocked);
+            }
+            sh.memory.unlock_local(region, offset, len, Some(block));
+            sh.observer.local_landed(p.id);
+        }
         // R35: a good ECHO completes the verb, committed
         self.stats.echoes_verified += 1;
         self.stats.completions_ok += 1;
         // The decision is taken here: commit. Both ends' effects are now
-        // inevitable, so a READ's or bilateral swap's block lands in its
-        // local block (locked since sending) straight from the frame, before
-        // the completion that says so.
-        if p.verb.local_block().is_some() {
+        // inevitable, so a bilateral swap's block lands in its local block
+        // (locked since sending) straight from the frame, before the
+        // completion that says so.
+        if matches!(p.verb, Verb::BilateralSwap { .. }) {
             release_local(&p.verb, Some(block), sh.memory);
             sh.observer.local_landed(p.id);
         }
@@ -188,7 +198,11 @@ impl Link {
             self.stats.retries += 1;
             self.ready.push_front(v);
         } else {
-            self.finish(v, Err(VerbError::Exhausted(reason)), sh);
+            let why = match reason {
+                ReverseReason::LocalLocked => VerbError::LocalLocked,
+                other => VerbError::Exhausted(other),
+            };
+            self.finish(v, Err(why), sh);
         }
     }
 
@@ -301,7 +315,7 @@ impl Link {
         }
     }
 
-    /// A READ or bilateral swap locks its local block before it asks: false if the
+    /// A bilateral swap locks its local block before it asks: false if the
     /// block is locked, and then the slot is given back and the verb waits
     /// a round (or fails, out of attempts).
     fn lock_local_block<O: Observer, M: Store>(
@@ -311,7 +325,10 @@ impl Link {
         sh: &mut Shared<'_, O, M>,
     ) -> bool {
         let vi = v as usize;
-        let Some((local_region, local_offset, len)) = self.verbs[vi].verb.local_block() else {
+        let verb = &self.verbs[vi].verb;
+        let (Verb::BilateralSwap { .. }, Some((local_region, local_offset, len))) =
+            (verb, verb.local_block())
+        else {
             return true;
         };
         let owner = LockOwner::initiator(self.index, s);

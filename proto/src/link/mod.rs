@@ -577,10 +577,11 @@ impl Link {
     }
 }
 
-/// Releases the local block of a READ or bilateral swap, writing
-/// `replacement` (the block the target sent) into it when the verb committed.
+/// Releases the local block of a bilateral swap (the one verb that holds
+/// its block in flight), writing `replacement` (the block the target sent)
+/// into it when the swap committed.
 fn release_local(verb: &Verb, replacement: Option<&[u8]>, memory: &mut impl Store) {
-    if let Some((region, offset, len)) = verb.local_block() {
+    if let (Verb::BilateralSwap { .. }, Some((region, offset, len))) = (verb, verb.local_block()) {
         memory.unlock_local(region, offset, len, replacement);
     }
 }

@@ -83,6 +83,7 @@ fn error_name(e: &VerbError) -> String {
         VerbError::PeerRestarted => "peer_restarted".into(),
         VerbError::Exhausted(ReverseReason::EchoMissing) => "echo_missing".into(),
         VerbError::Exhausted(ReverseReason::EchoMismatch) => "echo_mismatch".into(),
+        VerbError::Exhausted(ReverseReason::LocalLocked) => "local_locked".into(),
         VerbError::LocalLocked => "local_locked".into(),
         VerbError::TooLarge => "too_large".into(),
     }
