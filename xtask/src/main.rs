@@ -621,6 +621,7 @@ fn soak(extra: &[String]) -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
+    disk_report("before the build");
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(
         &[
@@ -671,6 +672,7 @@ fn test() -> Result<(), String> {
         &[],
         "check the quick suite's results",
     )?;
+    disk_report("before the test binaries are built");
     let mut totals = [0u64; 3];
     // Every test binary runs even after one fails, so a run reports every
     // failure, not the first.
@@ -700,8 +702,47 @@ fn test() -> Result<(), String> {
     );
     let [passed, failed, ignored] = totals;
     println!("tests: {passed} passed, {failed} failed, {ignored} skipped");
+    disk_report("after the tests");
     tests.and(docs).and(loom)?;
-    cross()
+    cross()?;
+    disk_report("at the end");
+    Ok(())
+}
+
+/// What a whole `cargo xtask test` from a fresh clone needs in `target/`,
+/// measured: below this, say so before a link fails with ENOSPC.
+const TEST_DISK_NEED_GB: u64 = 12;
+
+/// Prints how much `target/` holds and how much its filesystem has free, so
+/// a run that fills the disk shows where; warns when too little is left.
+fn disk_report(stage: &str) {
+    let kib = |program: &str, args: &[&str], column: usize| -> Option<u64> {
+        let out = Command::new(program).args(args).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .last()?
+            .split_whitespace()
+            .nth(column)?
+            .parse()
+            .ok()
+    };
+    let _ = std::fs::create_dir_all("target");
+    let used = kib("du", &["-sk", "target"], 0);
+    let free = kib("df", &["-Pk", "target"], 3);
+    let gb = |k: Option<u64>| k.map_or("?".to_string(), |k| format!("{:.1}", k as f64 / 1048576.0));
+    println!(
+        "disk {stage}: target/ holds {} GB, {} GB free",
+        gb(used),
+        gb(free)
+    );
+    if let (Some(used), Some(free)) = (used, free)
+        && (used + free) / 1048576 < TEST_DISK_NEED_GB
+    {
+        println!(
+            "disk: warning: a full test run needs about {TEST_DISK_NEED_GB} GB in target/; \
+             free space or point CARGO_TARGET_DIR elsewhere"
+        );
+    }
 }
 
 /// The IPU's ARM cores.
@@ -987,6 +1028,7 @@ fn run(program: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Result
     eprintln!("xtask: {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(ci_env())
         .envs(env.iter().copied())
         .status()
         .map_err(|e| format!("{what}: cannot start {program}: {e}"))?;
@@ -994,6 +1036,16 @@ fn run(program: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Result
         Ok(())
     } else {
         Err(format!("{what} failed ({status})"))
+    }
+}
+
+/// On CI (a fresh clone, built once and thrown away) incremental
+/// compilation only costs disk.
+fn ci_env() -> Vec<(&'static str, &'static str)> {
+    if std::env::var_os("CI").is_some() {
+        vec![("CARGO_INCREMENTAL", "0")]
+    } else {
+        Vec::new()
     }
 }
 
@@ -1012,6 +1064,7 @@ fn cargo_test_env(
     eprintln!("xtask: cargo {}", args.join(" "));
     let mut child = Command::new("cargo")
         .args(args)
+        .envs(ci_env())
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
