@@ -45,6 +45,11 @@ impl Supervised {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Its standard input, if it was spawned with one piped (once).
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.as_mut()?.stdin.take()
+    }
+
     /// Its exit status if it has exited (then it is reaped).
     pub fn exited(&mut self) -> Option<ExitStatus> {
         let before = cpu::reaped_children();

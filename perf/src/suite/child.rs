@@ -26,31 +26,77 @@ pub(super) struct Bounded {
     process: Supervised,
     what: &'static str,
     log: std::path::PathBuf,
+    /// Where [`Bounded::send`] writes, for a child driven by commands.
+    input: Option<std::process::ChildStdin>,
 }
 
 impl Bounded {
-    pub(super) fn spawn(
-        mut cmd: Command,
+    pub(super) fn spawn(cmd: Command, log: &Path, what: &'static str) -> Result<Bounded, String> {
+        Bounded::start(cmd, log, what, Stdio::null())
+    }
+
+    /// [`Bounded::spawn`] with its standard input kept for
+    /// [`Bounded::send`] (an interactive program, driven by commands).
+    pub(super) fn spawn_driven(
+        cmd: Command,
         log: &Path,
         what: &'static str,
     ) -> Result<Bounded, String> {
+        let mut b = Bounded::start(cmd, log, what, Stdio::piped())?;
+        b.input = b.process.take_stdin();
+        Ok(b)
+    }
+
+    fn start(
+        mut cmd: Command,
+        log: &Path,
+        what: &'static str,
+        stdin: Stdio,
+    ) -> Result<Bounded, String> {
         let out = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
-        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        cmd.stdin(stdin).stdout(out).stderr(err);
         let process = Supervised::spawn(&mut cmd, what, Duration::from_secs(15))
             .map_err(|e| format!("{e} (is it installed? cargo xtask setup)"))?;
         Ok(Bounded {
             process,
             what,
             log: log.to_path_buf(),
+            input: None,
         })
+    }
+
+    /// Writes `line` to the child's standard input.
+    pub(super) fn send(&mut self, line: &str) -> Result<(), String> {
+        use std::io::Write;
+        let input = self
+            .input
+            .as_mut()
+            .ok_or_else(|| format!("{} takes no commands", self.what))?;
+        writeln!(input, "{line}")
+            .and_then(|()| input.flush())
+            .map_err(|e| format!("{}: cannot send '{line}': {e}", self.what))
+    }
+
+    /// Its log so far.
+    pub(super) fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Waits until the log holds `needle`, the child exits, or `limit`.
     pub(super) fn wait_for_line(&mut self, needle: &str, limit: Duration) -> Result<(), String> {
+        self.wait_until(|log| log.contains(needle), limit)
+    }
+
+    /// Waits until `ready` holds of the log, the child exits, or `limit`.
+    pub(super) fn wait_until(
+        &mut self,
+        ready: impl Fn(&str) -> bool,
+        limit: Duration,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + limit;
         loop {
-            if std::fs::read_to_string(&self.log).is_ok_and(|t| t.contains(needle)) {
+            if std::fs::read_to_string(&self.log).is_ok_and(|t| ready(&t)) {
                 return Ok(());
             }
             if let Some(status) = self.process.exited() {

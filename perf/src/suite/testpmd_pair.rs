@@ -1,10 +1,11 @@
 //! Two `dpdk-testpmd` in macswap mode joined by `net_memif`: frames bounce
 //! between them with no kernel in the way, the DPDK reference OAE over
 //! `net_memif` is measured against. Side a (the memif client) forwards on
-//! core a and sends the first `in_flight` frames (`--tx-first`); side b
-//! (the server) forwards on core b. Each testpmd's main lcore, which only
-//! prints statistics, sits on the other core. A round trip is a frame's
-//! return to side a, so round trips/s is side a's receive rate.
+//! core a and, once its link is up, sends the first `in_flight` frames
+//! (`start tx_first`, typed at its prompt); side b (the server) forwards
+//! on core b. Each testpmd's main lcore sits on the other core. A round
+//! trip is a frame's return to side a, so round trips/s is side a's
+//! receive rate: its received count (`show port stats`) over the window.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,8 +16,7 @@ use super::child::{Bounded, tail};
 use super::choice::HUGEPAGES;
 use super::outcome::Outcome;
 
-/// Shortest measured window: testpmd prints its rates once a second, and
-/// the first line after the start is left out as warm-up.
+/// Shortest measured window.
 const MIN_SECS: f64 = 3.0;
 const READY: Duration = Duration::from_secs(20);
 
@@ -32,8 +32,11 @@ pub(super) fn testpmd_pair(opts: &Options, log: &Path, in_flight: u16) -> Result
     let _ = std::fs::remove_file(&socket);
     let [core_a, core_b] = opts.cores;
     let side = |role: &str, forward_on: usize, main_on: usize| {
-        let mut cmd = std::process::Command::new("dpdk-testpmd");
-        cmd.args(["-l", &format!("{forward_on},{main_on}")])
+        // Line-buffered output (stdbuf execs testpmd in place): side a's
+        // answers are read from its log while it runs.
+        let mut cmd = std::process::Command::new("stdbuf");
+        cmd.args(["-oL", "dpdk-testpmd"])
+            .args(["-l", &format!("{forward_on},{main_on}")])
             .args(["--main-lcore", &main_on.to_string()])
             .args(["--no-pci", "--in-memory"])
             .args(["--file-prefix", &format!("{tag}-{role}")])
@@ -44,37 +47,44 @@ pub(super) fn testpmd_pair(opts: &Options, log: &Path, in_flight: u16) -> Result
             .args([
                 "--",
                 "--forward-mode=macswap",
-                "--auto-start",
                 "--nb-cores=1",
-                "--stats-period=1",
                 "--total-num-mbufs=16384",
                 &format!("--burst={in_flight}"),
             ]);
         cmd
     };
     let log_b = log.with_extension("server.log");
-    let mut b = Bounded::spawn(side("server", core_b, core_a), &log_b, "dpdk-testpmd (b)")?;
+    let mut b_cmd = side("server", core_b, core_a);
+    // Without a stats period a non-interactive testpmd never creates the
+    // memif server's socket (seen with DPDK 22.11), and the client cannot
+    // connect.
+    b_cmd.args(["--auto-start", "--stats-period=1"]);
+    let mut b = Bounded::spawn(b_cmd, &log_b, "dpdk-testpmd (b)")?;
+    // Side a takes commands: its first burst goes once the memif link is
+    // up, not at start (`--tx-first` sends before the client has
+    // connected, the burst is dropped and nothing ever bounces).
     let mut a_cmd = side("client", core_a, core_b);
-    a_cmd.arg("--tx-first");
+    a_cmd.arg("-i");
     let measured = b
         .wait_for_line("packet forwarding - ports=", READY)
-        .and_then(|()| Bounded::spawn(a_cmd, log, "dpdk-testpmd (a)"))
+        .and_then(|()| Bounded::spawn_driven(a_cmd, log, "dpdk-testpmd (a)"))
         .and_then(|mut a| {
             let run = measure(&mut a, &b, opts.secs.max(MIN_SECS));
+            let _ = a.send("quit");
             a.stop();
             run
         });
     b.stop();
     let _ = std::fs::remove_file(&socket);
-    let (cpu, wall) = measured?;
-    let text = std::fs::read_to_string(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let rate = round_trips_per_s(&text).ok_or_else(|| {
-        format!(
+    let (bounced, cpu, wall) = measured.map_err(|e| format!("{e}\nserver:\n{}", tail(&log_b)))?;
+    if bounced == 0 {
+        return Err(format!(
             "the testpmd pair bounced no frames ({in_flight} in flight):\n{}\nserver:\n{}",
             tail(log),
             tail(&log_b)
-        )
-    })?;
+        ));
+    }
+    let rate = bounced as f64 / wall;
     let mut o = Outcome::default();
     o.set("round_trips_per_s", rate);
     // Little's law: each of the frames in flight comes back every
@@ -87,15 +97,36 @@ pub(super) fn testpmd_pair(opts: &Options, log: &Path, in_flight: u16) -> Result
     Ok(o)
 }
 
-/// Waits for side a to forward, then measures for `secs`: the CPU each
-/// side used (seconds) and the wall time.
-fn measure(a: &mut Bounded, b: &Bounded, secs: f64) -> Result<(Option<[f64; 2]>, f64), String> {
+/// Waits for side a's link, sends its first burst, and measures for
+/// `secs`: the frames that came back to side a, the CPU each side used
+/// (seconds) and the wall time.
+fn measure(
+    a: &mut Bounded,
+    b: &Bounded,
+    secs: f64,
+) -> Result<(u64, Option<[f64; 2]>, f64), String> {
+    a.wait_for_line("testpmd> ", READY)?;
+    let deadline = Instant::now() + READY;
+    while !a.log_text().contains("Link status: up") {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "side a's memif link did not come up within {READY:?}:\n{}",
+                a.log_text()
+            ));
+        }
+        let asked = a.log_text().matches("Link status:").count();
+        a.send("show port info 0")?;
+        a.wait_until(|log| log.matches("Link status:").count() > asked, READY)?;
+    }
+    a.send("start tx_first")?;
     a.wait_for_line("packet forwarding - ports=", READY)?;
+    let first = received(a)?;
     let before = (a.cpu(), b.cpu());
     let start = Instant::now();
     // The measured window itself, not a wait for readiness.
     std::thread::sleep(Duration::from_secs_f64(secs));
     let after = (a.cpu(), b.cpu());
+    let last = received(a)?;
     let wall = start.elapsed().as_secs_f64();
     let cpu = match (before, after) {
         ((Some(a0), Some(b0)), (Some(a1), Some(b1))) => {
@@ -103,30 +134,25 @@ fn measure(a: &mut Bounded, b: &Bounded, secs: f64) -> Result<(Option<[f64; 2]>,
         }
         _ => None,
     };
-    Ok((cpu, wall))
+    Ok((last.saturating_sub(first), cpu, wall))
 }
 
-/// The median of the receive rates testpmd printed (`Rx-pps:`), leaving
-/// out those before the first frame came back and the first after it
-/// (a partial second).
-fn round_trips_per_s(log: &str) -> Option<f64> {
-    let mut rates: Vec<f64> = log
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Rx-pps:"))
-        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
-        .skip_while(|&r: &f64| r == 0.0)
-        .skip(1)
-        .collect();
-    if rates.is_empty() {
-        return None;
-    }
-    rates.sort_by(f64::total_cmp);
-    let mid = rates.len() / 2;
-    Some(if rates.len() % 2 == 1 {
-        rates[mid]
-    } else {
-        (rates[mid - 1] + rates[mid]) / 2.0
-    })
+/// The frames side a has received so far, as `show port stats 0` says.
+fn received(a: &mut Bounded) -> Result<u64, String> {
+    let asked = a.log_text().matches("RX-packets:").count();
+    a.send("show port stats 0")?;
+    a.wait_until(|log| log.matches("RX-packets:").count() > asked, READY)?;
+    rx_packets(&a.log_text()).ok_or_else(|| format!("no RX-packets in:\n{}", a.log_text()))
+}
+
+/// The last `RX-packets:` count in testpmd's output.
+fn rx_packets(log: &str) -> Option<u64> {
+    let at = log.rfind("RX-packets:")?;
+    log[at + "RX-packets:".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -134,15 +160,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_are_read_past_the_start_and_its_partial_second() {
-        let log = "  Rx-pps:            0          Rx-bps:            0\n\
-                   \x20 Rx-pps:        12173          Rx-bps:      6232712\n\
-                   \x20 Tx-pps:        12173          Tx-bps:      6232712\n\
-                   \x20 Rx-pps:      8086910          Rx-bps:   4140498024\n\
-                   \x20 Rx-pps:      7696640          Rx-bps:   3940679992\n\
-                   \x20 Rx-pps:      7657881          Rx-bps:   3920835288\n";
-        assert_eq!(round_trips_per_s(log), Some(7_696_640.0));
-        assert_eq!(round_trips_per_s("  Rx-pps: 0 Rx-bps: 0\n"), None);
-        assert_eq!(round_trips_per_s("EAL: error\n"), None);
+    fn the_last_received_count_is_read() {
+        let log = "  RX-packets: 26926464   RX-missed: 0          RX-bytes:  1723293760\n\
+                   \x20 RX-errors: 0\n\
+                   \x20 RX-packets: 28268608   RX-missed: 0          RX-bytes:  1809190912\n";
+        assert_eq!(rx_packets(log), Some(28_268_608));
+        assert_eq!(rx_packets("EAL: error\n"), None);
     }
 }
