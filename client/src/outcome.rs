@@ -11,7 +11,7 @@ use crate::api::{AppError, NotSubmitted};
 #[repr(u8)]
 pub enum Outcome {
     Ok = 0,
-    /// 1-8: the target refused it, by [`Refusal`] code.
+    /// 1-15: the target refused it, by [`Refusal`] code.
     RefusedNoCredit = 1,
     RefusedUnknownRegion = 2,
     RefusedBadKey = 3,
@@ -20,6 +20,8 @@ pub enum Outcome {
     RefusedForbidden = 6,
     RefusedLocked = 7,
     RefusedMisaligned = 8,
+    RefusedNoReceive = 9,
+    RefusedReceiveTooSmall = 10,
     Unreachable = 16,
     PeerRestarted = 17,
     EchoMissing = 18,
@@ -43,7 +45,7 @@ pub enum Outcome {
 pub const OUTCOME_CODES: usize = 42;
 
 impl Outcome {
-    pub const ALL: [Outcome; 25] = [
+    pub const ALL: [Outcome; 27] = [
         Outcome::Ok,
         Outcome::RefusedNoCredit,
         Outcome::RefusedUnknownRegion,
@@ -53,6 +55,8 @@ impl Outcome {
         Outcome::RefusedForbidden,
         Outcome::RefusedLocked,
         Outcome::RefusedMisaligned,
+        Outcome::RefusedNoReceive,
+        Outcome::RefusedReceiveTooSmall,
         Outcome::Unreachable,
         Outcome::PeerRestarted,
         Outcome::EchoMissing,
@@ -99,6 +103,8 @@ impl Outcome {
                 Refusal::Forbidden => Outcome::RefusedForbidden,
                 Refusal::Locked => Outcome::RefusedLocked,
                 Refusal::Misaligned => Outcome::RefusedMisaligned,
+                Refusal::NoReceive => Outcome::RefusedNoReceive,
+                Refusal::ReceiveTooSmall => Outcome::RefusedReceiveTooSmall,
             },
             VerbError::Unreachable => Outcome::Unreachable,
             VerbError::PeerRestarted => Outcome::PeerRestarted,
@@ -134,6 +140,8 @@ impl Outcome {
             Outcome::RefusedForbidden => "refused_forbidden",
             Outcome::RefusedLocked => "refused_locked",
             Outcome::RefusedMisaligned => "refused_misaligned",
+            Outcome::RefusedNoReceive => "refused_no_receive",
+            Outcome::RefusedReceiveTooSmall => "refused_receive_too_small",
             Outcome::Unreachable => "unreachable",
             Outcome::PeerRestarted => "peer_restarted",
             Outcome::EchoMissing => "echo_missing",
@@ -170,6 +178,10 @@ impl Outcome {
             }
             Outcome::RefusedMisaligned => {
                 "refused by the target: an atomic word offset is not 8-byte aligned"
+            }
+            Outcome::RefusedNoReceive => "refused by the target: no receive was posted",
+            Outcome::RefusedReceiveTooSmall => {
+                "refused by the target: the message is longer than its posted receive"
             }
             Outcome::Unreachable => "the link was declared unreachable; no effect",
             Outcome::PeerRestarted => "the target restarted; no effect on its new incarnation",
@@ -215,7 +227,7 @@ mod tests {
                 assert_ne!(a.name(), b.name());
             }
         }
-        assert_eq!(Outcome::from_code(9), None);
+        assert_eq!(Outcome::from_code(11), None);
     }
 
     #[test]

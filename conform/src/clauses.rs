@@ -83,6 +83,11 @@ pub fn all() -> Vec<Clause> {
             target::refusals
         ),
         clause!(
+            "R41 V4",
+            "a SEND to an IUT whose application posted no receive is refused `no receive` at once",
+            |c| { done(target::send_without_receive(c)) }
+        ),
+        clause!(
             "R31",
             "a REQUEST beyond the credits offered is refused `no credit`",
             target::credits

@@ -244,6 +244,29 @@ pub fn refusals(c: &mut Ctx) -> Result<Option<String>, String> {
         .then(|| "forbidden not checked: give --no-atomics REGION:KEY".to_string()))
 }
 
+/// A SEND (opcode 8: flags, two zero bytes, immediate data, length,
+/// message) to an IUT whose application has posted no receive: REFUSE
+/// `no receive` (9), in the same round trip, and nothing changes.
+pub fn send_without_receive(c: &mut Ctx) -> Outcome {
+    let mut send = vec![8, 1, 0, 0, 0, 0, 0, 42, 0, 3];
+    send.extend_from_slice(b"hi!");
+    let seq = c.seq(13) + 1;
+    c.seqs[13] = seq;
+    c.slot_frame(REQUEST, 13, seq, false, 0, &send);
+    let f = c.answer(13, seq)?;
+    if f.transition() != REFUSE || f.payload()[8] != 9 {
+        return fail(format!(
+            "a SEND with no receive posted: got {} reason {}, want REFUSE 9 (no receive)",
+            frame::name(f.transition()),
+            f.payload()[8]
+        ));
+    }
+    if f.payload()[9..].iter().any(|&b| b != 0) {
+        return fail("no receive: bytes after the reason");
+    }
+    c.check_memory(2)
+}
+
 pub fn credits(c: &mut Ctx) -> Result<Option<String>, String> {
     let (slots, credits) = (c.peer.iut.slots, c.peer.iut.credits);
     if credits >= slots || credits > 40 {

@@ -193,6 +193,16 @@ enum VerbCmd {
         #[arg(long)]
         len: u16,
     },
+    /// A message (up to 960 bytes) into the receive the peer's application
+    /// posted first; refused `no receive` at once if it posted none.
+    Send {
+        /// Bytes in hex (may be empty).
+        #[arg(long, default_value = "")]
+        data: String,
+        /// Immediate data delivered beside the message.
+        #[arg(long, value_parser = numbers::parse::<u32>)]
+        imm: Option<u32>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -804,6 +814,10 @@ fn verb_spec(v: &VerbCmd) -> VerbSpec {
             local_offset: *local_offset,
             len: *len,
         },
+        VerbCmd::Send { data, imm } => VerbSpec::Send {
+            data: data.clone(),
+            imm: *imm,
+        },
     }
 }
 
@@ -836,6 +850,7 @@ fn describe_output(o: &OutputView) -> String {
             }
         ),
         OutputView::Bswap { data } => format!("bilateral swap: received {data}"),
+        OutputView::Send => "sent: the message is in the peer's receive".into(),
     }
 }
 

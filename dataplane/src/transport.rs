@@ -281,6 +281,10 @@ impl Transport for Oae {
                     None
                 }
                 Some(&Event::Link { link, change }) => Some((link, change)),
+                // A receive is reported only after one is posted, and the
+                // dataplane posts none yet: its SENDs are refused
+                // `NoReceive` at once.
+                Some(Event::Received { .. }) => None,
             };
             self.node.pop_event();
             if let Some((link, change)) = changed {

@@ -93,6 +93,13 @@ fn as_verb<'a>(req: &Request<'a>) -> (Verb, &'a [u8]) {
             },
             &[],
         ),
+        Request::Send { imm, data } => (
+            Verb::Send {
+                imm,
+                data: Block::new(data).expect("decoded blocks fit"),
+            },
+            &[],
+        ),
         Request::CompareAndSwap {
             target,
             offset,

@@ -39,6 +39,8 @@
 
 #define OAE_OP_BSWAP 6
 
+#define OAE_OP_SEND 7
+
 // A completion for an id this queue did not post (never expected).
 #define OAE_OP_UNKNOWN 255
 
@@ -59,6 +61,10 @@
 #define OAE_WC_REFUSED_LOCKED 7
 
 #define OAE_WC_REFUSED_MISALIGNED 8
+
+#define OAE_WC_REFUSED_NO_RECEIVE 9
+
+#define OAE_WC_REFUSED_RECEIVE_TOO_SMALL 10
 
 #define OAE_WC_UNREACHABLE 16
 

@@ -31,6 +31,7 @@ pub const OAE_OP_FAA: u32 = 3;
 pub const OAE_OP_SWAP: u32 = 4;
 pub const OAE_OP_MCAS: u32 = 5;
 pub const OAE_OP_BSWAP: u32 = 6;
+pub const OAE_OP_SEND: u32 = 7;
 /// A completion for an id this queue did not post (never expected).
 pub const OAE_OP_UNKNOWN: u32 = 255;
 
@@ -45,6 +46,7 @@ pub(crate) const fn op_number(kind: Opcode) -> u32 {
         Opcode::Swap => OAE_OP_SWAP,
         Opcode::MultiWordCommit => OAE_OP_MCAS,
         Opcode::BilateralSwap => OAE_OP_BSWAP,
+        Opcode::Send => OAE_OP_SEND,
     }
 }
 
@@ -58,6 +60,8 @@ pub const OAE_WC_REFUSED_MALFORMED: u32 = 5;
 pub const OAE_WC_REFUSED_FORBIDDEN: u32 = 6;
 pub const OAE_WC_REFUSED_LOCKED: u32 = 7;
 pub const OAE_WC_REFUSED_MISALIGNED: u32 = 8;
+pub const OAE_WC_REFUSED_NO_RECEIVE: u32 = 9;
+pub const OAE_WC_REFUSED_RECEIVE_TOO_SMALL: u32 = 10;
 pub const OAE_WC_UNREACHABLE: u32 = 16;
 pub const OAE_WC_PEER_RESTARTED: u32 = 17;
 pub const OAE_WC_ECHO_MISSING: u32 = 18;
@@ -130,6 +134,11 @@ mod tests {
             (OAE_WC_REFUSED_FORBIDDEN, Outcome::RefusedForbidden),
             (OAE_WC_REFUSED_LOCKED, Outcome::RefusedLocked),
             (OAE_WC_REFUSED_MISALIGNED, Outcome::RefusedMisaligned),
+            (OAE_WC_REFUSED_NO_RECEIVE, Outcome::RefusedNoReceive),
+            (
+                OAE_WC_REFUSED_RECEIVE_TOO_SMALL,
+                Outcome::RefusedReceiveTooSmall,
+            ),
             (OAE_WC_UNREACHABLE, Outcome::Unreachable),
             (OAE_WC_PEER_RESTARTED, Outcome::PeerRestarted),
             (OAE_WC_ECHO_MISSING, Outcome::EchoMissing),

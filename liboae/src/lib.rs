@@ -245,7 +245,7 @@ impl oae_queue {
 fn fill_result(output: &Output, wc: &mut oae_wc) {
     match output {
         Output::Read { len } | Output::BilateralSwap { len } => wc.len = u32::from(*len),
-        Output::Write => {}
+        Output::Write | Output::Send => {}
         Output::CompareAndSwap { old, swapped } => {
             wc.old = *old;
             wc.swapped = u8::from(*swapped);

@@ -28,7 +28,9 @@ pub use config::{ConfigError, LinkConfig, Nanos};
 pub use down_reason::{DOWN_REASON_FRAMES, DownReason};
 pub use fabric::routes::{Member, Route, View};
 pub use fabric::{FabricConfig, FabricStats, PATH_BASE};
-pub use link::{HELLO_BACKOFF_LIMIT, LinkStats, LinkStatus};
+pub use link::{
+    HELLO_BACKOFF_LIMIT, LinkStats, LinkStatus, MAX_POSTED_RECEIVES, PostError, PostedReceive,
+};
 pub use memory::{Memory, Permissions, RegionSpec, RegisterError, SharedMemory, Store};
 pub use sealing::NoSuchLink;
 pub use verb::{
@@ -60,6 +62,15 @@ pub enum Event {
     Link {
         link: LinkId,
         change: LinkChange,
+    },
+    /// A message filled the receive the application posted as `id`: its
+    /// first `len` bytes, with the SEND's immediate data. Receives of a
+    /// link are reported in the order they were posted.
+    Received {
+        link: LinkId,
+        id: u64,
+        len: u16,
+        imm: Option<u32>,
     },
 }
 
@@ -375,6 +386,21 @@ impl<O: Observer, M: Store> Node<O, M> {
         }
     }
 
+    /// Lends `link` (or a path) `receive`, for the next SEND that arrives
+    /// on it; [`Event::Received`] reports it filled.
+    pub fn post_receive(&mut self, link: LinkId, receive: PostedReceive) -> Result<(), PostError> {
+        let l = if link >= PATH_BASE {
+            self.fabric
+                .as_deref_mut()
+                .and_then(|f| f.paths.get_mut(usize::from(link - PATH_BASE)))
+                .map(|p| &mut p.link)
+        } else {
+            self.links.get_mut(usize::from(link))
+        };
+        l.ok_or(PostError::UnknownLink(link))?
+            .post_receive(receive, &self.memory)
+    }
+
     /// Queues a verb for node `node`, wherever it is: on the link to it
     /// while that link is usable, else on the path to it through the
     /// fabric (which waits for a route while the routes converge; a verb
@@ -388,6 +414,18 @@ impl<O: Observer, M: Store> Node<O, M> {
             .iter()
             .position(|l| l.peer_id() == node && node != 0)
             .map(|d| d as LinkId);
+        // A SEND follows the SENDs to `node` not yet decided, on the link
+        // or path they are on, so it never overtakes them.
+        if matches!(verb, Verb::Send { .. }) {
+            let path = self.fabric.as_deref().and_then(|f| f.path_index(node));
+            let behind = direct
+                .into_iter()
+                .chain(path.map(|p| PATH_BASE + p as LinkId))
+                .find(|&l| self.any_link(l).is_some_and(|l| l.messages_pending()));
+            if let Some(l) = behind {
+                return self.submit(l, id, verb).map(|()| l);
+            }
+        }
         if let Some(d) = direct
             && (self.fabric.is_none() || self.links[usize::from(d)].is_usable())
         {

@@ -121,6 +121,11 @@ pub enum Verb {
         local_offset: u32,
         len: u16,
     },
+    /// A message: delivered whole, once, into the receive the target's
+    /// application posted first on this link, with `imm` beside it (as
+    /// RDMA's SEND WITH IMMEDIATE). Refused at once with
+    /// [`Refusal::NoReceive`] if none is posted.
+    Send { imm: Option<u32>, data: Block },
 }
 
 /// Declares the one list of verb kinds: each kind's code on the wire, its
@@ -175,6 +180,7 @@ opcodes! {
     Swap = 5, "swap", "SWAP";
     MultiWordCommit = 6, "mcas", "MULTI-WORD COMMIT";
     BilateralSwap = 7, "bswap", "BILATERAL SWAP";
+    Send = 8, "send", "SEND";
 }
 
 // Codes run from 1 with no gap, so `index` is dense and matches the C
@@ -366,10 +372,13 @@ impl Verb {
             Verb::Swap { .. } => Opcode::Swap,
             Verb::MultiWordCommit { .. } => Opcode::MultiWordCommit,
             Verb::BilateralSwap { .. } => Opcode::BilateralSwap,
+            Verb::Send { .. } => Opcode::Send,
         }
     }
 
-    pub fn target(&self) -> RegionRef {
+    /// The target's region the verb acts on; a SEND names none (it lands
+    /// wherever the target's application posted its receive).
+    pub fn target(&self) -> Option<RegionRef> {
         match *self {
             Verb::Read { target, .. }
             | Verb::Write { target, .. }
@@ -377,7 +386,8 @@ impl Verb {
             | Verb::FetchAdd { target, .. }
             | Verb::Swap { target, .. }
             | Verb::MultiWordCommit { target, .. }
-            | Verb::BilateralSwap { target, .. } => target,
+            | Verb::BilateralSwap { target, .. } => Some(target),
+            Verb::Send { .. } => None,
         }
     }
 
@@ -420,6 +430,7 @@ impl Verb {
                 Verb::FetchAdd { .. } | Verb::Swap { .. } => 4 + 8,
                 Verb::MultiWordCommit { count, .. } => usize::from(*count) * 20,
                 Verb::BilateralSwap { len, .. } => 4 + 2 + usize::from(*len),
+                Verb::Send { data, .. } => 2 + data.len(),
             }
     }
 
@@ -427,7 +438,7 @@ impl Verb {
     pub fn result_len(&self) -> usize {
         match self {
             Verb::Read { len, .. } | Verb::BilateralSwap { len, .. } => 2 + usize::from(*len),
-            Verb::Write { .. } => 0,
+            Verb::Write { .. } | Verb::Send { .. } => 0,
             Verb::CompareAndSwap { .. } | Verb::FetchAdd { .. } | Verb::Swap { .. } => 8,
             Verb::MultiWordCommit { count, .. } => 2 + 8 * usize::from(*count),
         }
@@ -442,7 +453,12 @@ impl Verb {
 }
 
 /// Request header: opcode, word count (MCAS) or 0, region id, region key.
+/// A SEND's: opcode, flags ([`SEND_IMMEDIATE`]), two zero bytes, immediate
+/// data (zero without the flag).
 const REQUEST_HEADER: usize = 8;
+
+/// A SEND's flag: its immediate data is present.
+const SEND_IMMEDIATE: u8 = 1;
 
 /// A request as decoded by the target; the data of a WRITE or BSWAP stays
 /// borrowed from the frame.
@@ -484,6 +500,10 @@ pub enum Request<'a> {
         offset: u32,
         data: &'a [u8],
     },
+    Send {
+        imm: Option<u32>,
+        data: &'a [u8],
+    },
 }
 
 impl Request<'_> {
@@ -497,6 +517,7 @@ impl Request<'_> {
             Request::Swap { .. } => Opcode::Swap,
             Request::MultiWordCommit { .. } => Opcode::MultiWordCommit,
             Request::BilateralSwap { .. } => Opcode::BilateralSwap,
+            Request::Send { .. } => Opcode::Send,
         }
     }
 }
@@ -555,7 +576,17 @@ pub fn encode_request(verb: &Verb, local_block: &[u8], payload: &mut [u8]) {
         buf: payload,
         at: 0,
     };
-    let target = verb.target();
+    let Some(target) = verb.target() else {
+        let Verb::Send { imm, data } = verb else {
+            unreachable!("only a SEND names no region")
+        };
+        let flags = if imm.is_some() { SEND_IMMEDIATE } else { 0 };
+        w.put(&[verb.opcode().code(), flags, 0, 0]);
+        w.put(&imm.unwrap_or(0).to_be_bytes());
+        w.put(&(data.len() as u16).to_be_bytes());
+        w.put(data.as_slice());
+        return;
+    };
     let count = match verb {
         Verb::MultiWordCommit { count, .. } => *count,
         _ => 0,
@@ -599,6 +630,7 @@ pub fn encode_request(verb: &Verb, local_block: &[u8], payload: &mut [u8]) {
             w.put(&(local_block.len() as u16).to_be_bytes());
             w.put(local_block);
         }
+        Verb::Send { .. } => unreachable!("encoded above"),
     }
 }
 
@@ -609,6 +641,9 @@ pub fn decode_request(payload: &[u8]) -> Option<Request<'_>> {
         at: 0,
     };
     let op = Opcode::from_code(r.u8()?)?;
+    if op == Opcode::Send {
+        return decode_send(r);
+    }
     let count = r.u8()?;
     let target = RegionRef {
         id: r.u16()?,
@@ -651,6 +686,7 @@ pub fn decode_request(payload: &[u8]) -> Option<Request<'_>> {
                 }
             }
         }
+        Opcode::Send => unreachable!("decoded above"),
         Opcode::CompareAndSwap => Request::CompareAndSwap {
             target,
             offset: r.u32()?,
@@ -689,16 +725,44 @@ pub fn decode_request(payload: &[u8]) -> Option<Request<'_>> {
     r.rest_is_zero().then_some(request)
 }
 
+/// A SEND's request after its opcode.
+fn decode_send(mut r: Reader<'_>) -> Option<Request<'_>> {
+    let flags = r.u8()?;
+    if flags & !SEND_IMMEDIATE != 0 || r.u16()? != 0 {
+        return None;
+    }
+    let imm = r.u32()?;
+    let imm = if flags & SEND_IMMEDIATE != 0 {
+        Some(imm)
+    } else if imm == 0 {
+        None
+    } else {
+        return None;
+    };
+    let len = r.u16()?;
+    if usize::from(len) > MAX_BLOCK {
+        return None;
+    }
+    let data = r.take(usize::from(len))?;
+    r.rest_is_zero().then_some(Request::Send { imm, data })
+}
+
 /// Whether the result of `request` fits in `space` bytes of echo payload.
 pub fn result_fits(request: &Request<'_>, space: usize) -> bool {
-    let need = match request {
-        Request::Read { len, .. } => 2 + usize::from(*len),
-        Request::BilateralSwap { data, .. } => 2 + data.len(),
-        Request::Write { .. } => 0,
-        Request::CompareAndSwap { .. } | Request::FetchAdd { .. } | Request::Swap { .. } => 8,
-        Request::MultiWordCommit { count, .. } => 2 + 8 * usize::from(*count),
-    };
-    need <= space
+    request.result_len() <= space
+}
+
+impl Request<'_> {
+    /// Bytes of echo payload (after the reflected slice) its result takes.
+    pub fn result_len(&self) -> usize {
+        match self {
+            Request::Read { len, .. } => 2 + usize::from(*len),
+            Request::BilateralSwap { data, .. } => 2 + data.len(),
+            Request::Write { .. } | Request::Send { .. } => 0,
+            Request::CompareAndSwap { .. } | Request::FetchAdd { .. } | Request::Swap { .. } => 8,
+            Request::MultiWordCommit { count, .. } => 2 + 8 * usize::from(*count),
+        }
+    }
 }
 
 /// What a verb returns on success. A block verb's bytes are not here: they
@@ -733,6 +797,8 @@ pub enum Output {
     BilateralSwap {
         len: u16,
     },
+    /// The message is in the target's receive.
+    Send,
 }
 
 impl Output {
@@ -746,6 +812,7 @@ impl Output {
             Output::Swap { .. } => Opcode::Swap,
             Output::MultiWordCommit { .. } => Opcode::MultiWordCommit,
             Output::BilateralSwap { .. } => Opcode::BilateralSwap,
+            Output::Send => Opcode::Send,
         }
     }
 }
@@ -760,7 +827,7 @@ pub fn encode_output(output: &Output, block: &[u8], out: &mut [u8]) {
             w.put(&len.to_be_bytes());
             w.put(&block[..usize::from(*len)]);
         }
-        Output::Write => {}
+        Output::Write | Output::Send => {}
         Output::CompareAndSwap { old, .. } | Output::FetchAdd { old } | Output::Swap { old } => {
             w.put(&old.to_be_bytes())
         }
@@ -797,6 +864,7 @@ pub fn decode_output<'a>(verb: &Verb, bytes: &'a [u8]) -> Option<(Output, &'a [u
             }
         }
         Verb::Write { .. } => Output::Write,
+        Verb::Send { .. } => Output::Send,
         Verb::CompareAndSwap { expected, .. } => {
             let old = r.u64()?;
             Output::CompareAndSwap {
@@ -854,6 +922,11 @@ pub enum Refusal {
     Locked = 7,
     /// An atomic word offset is not 8-byte aligned.
     Misaligned = 8,
+    /// A SEND found no receive posted on the link. Final: the initiator
+    /// learns it in this round trip and no timer makes it wait.
+    NoReceive = 9,
+    /// A SEND's message is longer than the receive posted first.
+    ReceiveTooSmall = 10,
 }
 
 impl Refusal {
@@ -867,6 +940,8 @@ impl Refusal {
             6 => Refusal::Forbidden,
             7 => Refusal::Locked,
             8 => Refusal::Misaligned,
+            9 => Refusal::NoReceive,
+            10 => Refusal::ReceiveTooSmall,
             _ => return None,
         })
     }

@@ -113,6 +113,12 @@ fn request(op: Opcode, at: u32, len: u16, value: u64, data: &[u8]) -> Request<'_
             offset: at,
             data: &data[..usize::from(len)],
         },
+        // No store takes a SEND (a link delivers it into a receive): both
+        // refuse it alike.
+        Opcode::Send => Request::Send {
+            imm: Some(value as u32),
+            data: &data[..usize::from(len)],
+        },
     }
 }
 

@@ -65,12 +65,13 @@ const OP_NAK_ACCESS: u8 = 6;
 /// Set on a request to ask for an immediate acknowledgement.
 const FLAG_ACK_REQ: u8 = 1;
 
-/// Whether RC runs verbs of this kind: RDMA READ, WRITE and its two
-/// atomics (compare-and-swap, fetch-and-add); the rest are OAE's own.
+/// Whether this model runs verbs of this kind: RDMA READ, WRITE and its
+/// two atomics (compare-and-swap, fetch-and-add). SWAP, MULTI-WORD COMMIT
+/// and BILATERAL SWAP are OAE's own; RC's SEND is not modelled.
 pub const fn runs(kind: Opcode) -> bool {
     match kind {
         Opcode::Read | Opcode::Write | Opcode::CompareAndSwap | Opcode::FetchAdd => true,
-        Opcode::Swap | Opcode::MultiWordCommit | Opcode::BilateralSwap => false,
+        Opcode::Swap | Opcode::MultiWordCommit | Opcode::BilateralSwap | Opcode::Send => false,
     }
 }
 

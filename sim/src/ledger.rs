@@ -2,10 +2,10 @@
 //! model of every node's memory rebuilt from what the targets applied,
 //! committed and reversed, computed independently of the core's verbs engine.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use oae_proto::verb::MAX_MCAS_WORDS;
-use oae_proto::{Output, Verb, VerbError, VerbId};
+use oae_proto::{LinkId, Output, Verb, VerbError, VerbId};
 
 /// Where a verb stands, as the oracle sees it.
 #[derive(Clone, Debug)]
@@ -34,6 +34,11 @@ pub struct Record {
     pub orphaned: bool,
     /// The target's incarnation died while holding an effect of this verb.
     pub target_lost: bool,
+    /// A SEND's live application: the target's link and the receive it
+    /// holds, and the receive's bytes from before.
+    pub receive: Option<(LinkId, u64, Vec<u8>)>,
+    /// A SEND's message was reported received.
+    pub delivered: bool,
 }
 
 impl Record {
@@ -62,7 +67,25 @@ pub type AttemptKey = (usize, u32, u32, u16, u16);
 pub const REGION: u16 = 1;
 /// Where a node's READs land: no peer's verb names it.
 pub const LANDING: u16 = 2;
+/// Where a node's receives are posted: no peer's verb names it.
+pub const MAILBOX: u16 = 3;
 pub const KEY: u32 = 0x0AE0_0001;
+
+/// A receive as the oracle tracks it.
+#[derive(Clone, Debug)]
+struct ModelReceive {
+    id: u64,
+    offset: usize,
+    len: usize,
+    fill: ModelFill,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ModelFill {
+    Posted,
+    Held(VerbId),
+    Filled(VerbId),
+}
 
 #[derive(Default)]
 pub struct Ledger {
@@ -73,6 +96,12 @@ pub struct Ledger {
     pub model: Vec<Vec<u8>>,
     /// Model of region `LANDING` of every node: what its READs returned.
     pub landing: Vec<Vec<u8>>,
+    /// Model of region `MAILBOX` of every node: the messages it received.
+    pub mailbox: Vec<Vec<u8>>,
+    /// Receives posted on each (node, link), in the order posted.
+    receives: HashMap<(usize, LinkId), VecDeque<ModelReceive>>,
+    /// The last SEND reported received on each (node, link).
+    last_received: HashMap<(usize, LinkId), VerbId>,
     /// Which live, uncommitted application holds each byte of each node's
     /// region: no other verb may read or write it until it settles.
     holder: Vec<Vec<Option<VerbId>>>,
@@ -80,10 +109,11 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub fn new(nodes: usize, region_len: usize) -> Ledger {
+    pub fn new(nodes: usize, region_len: usize, mailbox_len: usize) -> Ledger {
         Ledger {
             model: vec![vec![0; region_len]; nodes],
             landing: vec![vec![0; region_len]; nodes],
+            mailbox: vec![vec![0; mailbox_len]; nodes],
             holder: vec![vec![None; region_len]; nodes],
             ..Ledger::default()
         }
@@ -121,8 +151,21 @@ impl Ledger {
         })
     }
 
+    /// Node `node` posted receive `id` on `link`: `MAILBOX[offset..+len]`.
+    pub fn posted(&mut self, node: usize, link: LinkId, id: u64, offset: usize, len: usize) {
+        self.receives
+            .entry((node, link))
+            .or_default()
+            .push_back(ModelReceive {
+                id,
+                offset,
+                len,
+                fill: ModelFill::Posted,
+            });
+    }
+
     /// The target applied an attempt: run the verb on the model.
-    pub fn applied(&mut self, target: usize, key: AttemptKey) -> Check {
+    pub fn applied(&mut self, target: usize, link: LinkId, key: AttemptKey) -> Check {
         let id = self.attempt(key)?;
         let rec = self.records.get_mut(&id).expect("issued");
         if rec.target != target {
@@ -158,6 +201,32 @@ impl Ledger {
             }
         }
         rec.applied += 1;
+        if let Verb::Send { data, .. } = rec.verb {
+            // The first receive posted and not yet holding a message.
+            let Some(receive) = self
+                .receives
+                .get_mut(&(target, link))
+                .and_then(|q| q.iter_mut().find(|r| r.fill == ModelFill::Posted))
+            else {
+                return violation(
+                    "message_order",
+                    format!("{id:?} applied at node {target} link {link} with no receive posted"),
+                );
+            };
+            if data.len() > receive.len {
+                return violation(
+                    "message_whole",
+                    format!("{id:?} applied into a receive of {} bytes", receive.len),
+                );
+            }
+            let span = receive.offset..receive.offset + data.len();
+            let old = self.mailbox[target][span.clone()].to_vec();
+            self.mailbox[target][span].copy_from_slice(data.as_slice());
+            receive.fill = ModelFill::Held(id);
+            rec.receive = Some((link, receive.id, old));
+            rec.model_output = Some(Output::Send);
+            return Ok(());
+        }
         let mem = &mut self.model[target];
         let (output, block, undo) = run_model(&rec.verb, rec.sent_block.as_deref(), mem);
         for (at, old) in &undo {
@@ -188,6 +257,14 @@ impl Ledger {
         for (at, old) in &rec.undo {
             self.holder[rec.target][*at..*at + old.len()].fill(None);
         }
+        if let Some((link, receive, _)) = rec.receive {
+            let held = self
+                .receives
+                .get_mut(&(rec.target, link))
+                .and_then(|q| q.iter_mut().find(|r| r.id == receive))
+                .expect("a held receive stays queued");
+            held.fill = ModelFill::Filled(id);
+        }
         Ok(())
     }
 
@@ -207,6 +284,15 @@ impl Ledger {
             );
         }
         rec.reversed += 1;
+        if let Some((link, receive, old)) = rec.receive.take() {
+            let held = self
+                .receives
+                .get_mut(&(target, link))
+                .and_then(|q| q.iter_mut().find(|r| r.id == receive))
+                .expect("a held receive stays queued");
+            self.mailbox[target][held.offset..held.offset + old.len()].copy_from_slice(&old);
+            held.fill = ModelFill::Posted;
+        }
         let mem = &mut self.model[target];
         for (at, old) in rec.undo.drain(..).rev() {
             mem[at..at + old.len()].copy_from_slice(&old);
@@ -261,6 +347,68 @@ impl Ledger {
         Ok(())
     }
 
+    /// Node `node` reported receive `id` of `link` filled with a message
+    /// of `len` bytes and immediate data `imm`: it must be the first
+    /// posted, hold one committed SEND whole, and come after the SENDs
+    /// reported before it on the link.
+    pub fn received(
+        &mut self,
+        node: usize,
+        link: LinkId,
+        id: u64,
+        len: u16,
+        imm: Option<u32>,
+    ) -> Check {
+        let queue = self.receives.entry((node, link)).or_default();
+        let Some(&ModelReceive {
+            id: first,
+            fill: ModelFill::Filled(verb),
+            ..
+        }) = queue.front()
+        else {
+            return violation(
+                "message_order",
+                format!(
+                    "node {node} link {link} reported receive {id}, the oracle's first is {:?}",
+                    queue.front()
+                ),
+            );
+        };
+        if first != id {
+            return violation(
+                "message_order",
+                format!("node {node} link {link} reported receive {id} before {first}"),
+            );
+        }
+        queue.pop_front();
+        let rec = self.records.get_mut(&verb).expect("issued");
+        let Verb::Send {
+            data,
+            imm: sent_imm,
+        } = rec.verb
+        else {
+            unreachable!("only a SEND fills a receive")
+        };
+        if usize::from(len) != data.len() || imm != sent_imm {
+            return violation(
+                "message_whole",
+                format!("{verb:?} reported as {len} bytes, immediate {imm:?}: {rec:?}"),
+            );
+        }
+        if std::mem::replace(&mut rec.delivered, true) {
+            return violation("exactly_once", format!("{verb:?} received twice"));
+        }
+        if let Some(last) = self.last_received.insert((node, link), verb)
+            && last > verb
+        {
+            return violation(
+                "message_order",
+                format!("node {node} link {link} received {verb:?} after {last:?}"),
+            );
+        }
+        Ok(())
+    }
+
     /// The issuer was told the outcome.
     pub fn completed(&mut self, id: VerbId, now: u64, result: Result<Output, VerbError>) -> Check {
         let Some(rec) = self.records.get_mut(&id) else {
@@ -308,6 +456,10 @@ impl Ledger {
     pub fn node_restarted(&mut self, node: usize) {
         self.model[node].fill(0);
         self.landing[node].fill(0);
+        self.mailbox[node].fill(0);
+        // A new incarnation numbers its paths afresh.
+        self.receives.retain(|&(n, _), _| n != node);
+        self.last_received.retain(|&(n, _), _| n != node);
         self.holder[node].fill(None);
         for rec in self.records.values_mut() {
             if rec.issuer == node && rec.completion.is_none() {
@@ -333,6 +485,15 @@ impl Ledger {
                 Some((_, Err(_))) => 0,
                 None => rec.committed,
             };
+            if matches!(rec.verb, Verb::Send { .. }) && rec.delivered != (expect_committed == 1) {
+                return violation(
+                    "exactly_once",
+                    format!(
+                        "{id:?} completed {:?}, delivered: {}",
+                        rec.completion, rec.delivered
+                    ),
+                );
+            }
             if rec.committed != expect_committed
                 || rec.live_applications() != i64::from(expect_committed)
             {
@@ -364,6 +525,8 @@ fn touched(verb: &Verb) -> Vec<std::ops::Range<usize>> {
             .iter()
             .map(|w| span(w.offset, 8))
             .collect(),
+        // Lands in a receive, not in the region peers use.
+        Verb::Send { .. } => Vec::new(),
     }
 }
 
@@ -452,6 +615,7 @@ fn run_model(
             put(mem, at, sent_block.expect("recorded when sent"), &mut undo);
             Output::BilateralSwap { len }
         }
+        Verb::Send { .. } => unreachable!("a SEND is run on the mailbox"),
     };
     (out, block, undo)
 }

@@ -16,13 +16,14 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
 
-use ledger::{Check, KEY, LANDING, Ledger, REGION, Record, Violation, violation};
+use ledger::{Check, KEY, LANDING, Ledger, MAILBOX, REGION, Record, Violation, violation};
 use oae_proto::auth::{AUTH_TRAILER_LEN, Authenticator, LinkIdentity, LinkKey};
 use oae_proto::verb::MAX_MCAS_WORDS;
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
     Block, Event, FabricConfig, LinkConfig, LinkId, McasWord, Nanos, Node, Observer, PATH_BASE,
-    Permissions, RegionRef, RegionSpec, SubmitError, Verb, VerbId,
+    Permissions, PostedReceive, Refusal, RegionRef, RegionSpec, SubmitError, Verb, VerbError,
+    VerbId,
 };
 use rng::Rng;
 
@@ -255,6 +256,11 @@ pub struct SimConfig {
     /// Authenticated links: every frame sealed by its sender and opened by
     /// its receiver (`oae_proto::auth`), as `[queue.auth]` does.
     pub auth: bool,
+    /// Share of verbs drawn as SENDs, in parts per million; every node
+    /// then keeps receives posted on its links and paths (a few at a
+    /// time, and now and then none, so some SENDs find no receive). Zero
+    /// draws nothing for messages: a seed replays as it did before SEND.
+    pub messages_ppm: u32,
 }
 
 impl Default for SimConfig {
@@ -275,6 +281,7 @@ impl Default for SimConfig {
             region_len: 128,
             settle_time: 2_000_000_000,
             auth: false,
+            messages_ppm: 0,
         }
     }
 }
@@ -329,6 +336,11 @@ pub struct Report {
     pub auth_dropped: [u64; 5],
     /// Frames an authenticated link could not seal (and so lost).
     pub auth_unsealed: u64,
+    /// SENDs issued, messages reported received, and SENDs refused
+    /// because no receive was posted.
+    pub sends: u64,
+    pub messages: u64,
+    pub no_receive: u64,
 }
 
 impl Report {
@@ -369,6 +381,9 @@ impl Report {
             *a += b;
         }
         self.auth_unsealed += o.auth_unsealed;
+        self.sends += o.sends;
+        self.messages += o.messages;
+        self.no_receive += o.no_receive;
     }
 }
 
@@ -422,6 +437,53 @@ impl Observer for Tap {
     }
 }
 
+/// Bytes of one receive in a node's mailbox region: messages are drawn up
+/// to a little longer, so a few are refused `ReceiveTooSmall`.
+const RECEIVE_LEN: u32 = 40;
+/// Receives a node's mailbox holds.
+const RECEIVE_CELLS: u32 = 64;
+
+/// The simulator's side of messages: its own stream of draws (so runs
+/// without messages draw exactly as before), and each node's free cells.
+struct Mailboxes {
+    rng: Rng,
+    /// Receives kept posted on each link and path.
+    depth: usize,
+    /// Chance per node and step that it posts nothing (receives run out).
+    starve_ppm: u32,
+    free: Vec<Vec<u32>>,
+    next_receive: u64,
+    /// Cell of each posted receive, by receive id.
+    cells: std::collections::HashMap<u64, (usize, u32)>,
+}
+
+impl Mailboxes {
+    fn new(seed: u64, nodes: usize) -> Mailboxes {
+        let mut rng = Rng::new(seed ^ 0x5E4D_5E4D_5E4D_5E4D);
+        Mailboxes {
+            depth: 1 + rng.below(3) as usize,
+            starve_ppm: [0, 20_000, 200_000][rng.below(3) as usize],
+            rng,
+            free: vec![(0..RECEIVE_CELLS).rev().collect(); nodes],
+            next_receive: 1,
+            cells: Default::default(),
+        }
+    }
+
+    /// A SEND of 0 to 44 bytes, with immediate data half the time.
+    fn random_send(&mut self) -> Verb {
+        let len = self.rng.below(u64::from(RECEIVE_LEN) + 5) as usize;
+        let data: Vec<u8> = (0..len).map(|_| self.rng.below(256) as u8).collect();
+        Verb::Send {
+            imm: self
+                .rng
+                .chance_ppm(500_000)
+                .then(|| self.rng.below(1 << 32) as u32),
+            data: Block::new(&data).expect("small"),
+        }
+    }
+}
+
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Flight {
     at: Nanos,
@@ -467,6 +529,7 @@ struct Sim {
     cuts_pending: Vec<(Nanos, usize, usize)>,
     disruptions: Vec<(Nanos, Disruption)>,
     ledger: Ledger,
+    mailboxes: Mailboxes,
     issued: usize,
     outstanding: Vec<usize>,
     report: Report,
@@ -495,7 +558,7 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
     let f = scenario.faults;
     format!(
         "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {} \
-         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}",
+         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}{}",
         scenario.name,
         seed,
         cfg.verbs,
@@ -510,7 +573,12 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
         f.link_flaps,
         f.restarts,
         if cfg.link.ordered { "" } else { " --unordered" },
-        if cfg.auth { " --auth" } else { "" }
+        if cfg.auth { " --auth" } else { "" },
+        if cfg.messages_ppm > 0 {
+            format!(" --messages-ppm {}", cfg.messages_ppm)
+        } else {
+            String::new()
+        }
     )
     .replace("\\\n         ", "")
 }
@@ -580,7 +648,12 @@ impl Sim {
         disruptions.sort();
         disruptions.reverse();
         Sim {
-            ledger: Ledger::new(cfg.nodes, cfg.region_len as usize),
+            ledger: Ledger::new(
+                cfg.nodes,
+                cfg.region_len as usize,
+                (RECEIVE_LEN * RECEIVE_CELLS) as usize,
+            ),
+            mailboxes: Mailboxes::new(seed, cfg.nodes),
             outstanding: vec![0; cfg.nodes],
             down: vec![vec![false; cfg.nodes]; cfg.nodes],
             cut: vec![vec![false; cfg.nodes]; cfg.nodes],
@@ -620,6 +693,7 @@ impl Sim {
             }
             self.transmit()?;
             self.complete()?;
+            self.post_receives();
             self.check_step()?;
             if self.issued == self.cfg.verbs && self.disruptions.is_empty() && self.settled() {
                 return self.check_final();
@@ -787,6 +861,8 @@ impl Sim {
         // no replay window yet.
         self.nodes[n] = new_node(&self.cfg, &self.adj, n, epoch, self.fabric);
         self.ledger.node_restarted(n);
+        self.mailboxes.free[n] = (0..RECEIVE_CELLS).rev().collect();
+        self.mailboxes.cells.retain(|_, (node, _)| *node != n);
         self.outstanding[n] = 0;
     }
 
@@ -826,7 +902,13 @@ impl Sim {
                     None => {
                         let j = (i + 1 + self.rng.below(self.cfg.nodes as u64 - 1) as usize)
                             % self.cfg.nodes;
-                        (j, random_verb(&mut self.rng, self.cfg.region_len))
+                        let send = self.cfg.messages_ppm > 0
+                            && self.mailboxes.rng.chance_ppm(self.cfg.messages_ppm);
+                        if send {
+                            (j, self.mailboxes.random_send())
+                        } else {
+                            (j, random_verb(&mut self.rng, self.cfg.region_len))
+                        }
                     }
                 };
                 let id = VerbId(self.issued as u64);
@@ -852,6 +934,7 @@ impl Sim {
                     }
                 }
                 self.issued += 1;
+                self.report.sends += u64::from(matches!(verb, Verb::Send { .. }));
                 self.ledger.issue(
                     id,
                     Record {
@@ -871,6 +954,8 @@ impl Sim {
                         landed: false,
                         orphaned: false,
                         target_lost: false,
+                        receive: None,
+                        delivered: false,
                     },
                 );
                 self.outstanding[i] += 1;
@@ -949,7 +1034,7 @@ impl Sim {
                 }
                 Seen::Applied(link, pe, slot, seq) => {
                     let key = self.attempt_key(i, link, pe, slot, seq);
-                    self.ledger.applied(i, key)?
+                    self.ledger.applied(i, link, key)?
                 }
                 Seen::Committed(link, pe, slot, seq) => {
                     let key = self.attempt_key(i, link, pe, slot, seq);
@@ -993,6 +1078,20 @@ impl Sim {
     fn complete(&mut self) -> Check {
         for i in 0..self.nodes.len() {
             while let Some(ev) = self.nodes[i].poll_event() {
+                if let Event::Received { link, id, len, imm } = ev {
+                    self.ledger.received(i, link, id, len, imm)?;
+                    // The application is done with it: the cell is free.
+                    let (_, cell) = self.mailboxes.cells.remove(&id).expect("posted");
+                    self.mailboxes.free[i].push(cell);
+                    self.report.messages += 1;
+                }
+                if let Event::Completed {
+                    result: Err(VerbError::Refused(Refusal::NoReceive)),
+                    ..
+                } = ev
+                {
+                    self.report.no_receive += 1;
+                }
                 if let Event::Completed { id, result, link } = ev {
                     self.ledger.completed(id, self.now, result)?;
                     let rec = &self.ledger.records[&id];
@@ -1018,9 +1117,57 @@ impl Sim {
         Ok(())
     }
 
+    /// Keeps receives posted on every link and path, as an application
+    /// would, unless this node's receives run out this step.
+    fn post_receives(&mut self) {
+        if self.cfg.messages_ppm == 0 {
+            return;
+        }
+        let m = &mut self.mailboxes;
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if m.rng.chance_ppm(m.starve_ppm) {
+                continue;
+            }
+            for link in all_links(node) {
+                let posted = node.link_status(link).expect("exists").posted_receives;
+                for _ in posted..m.depth {
+                    let Some(cell) = m.free[i].pop() else {
+                        break;
+                    };
+                    let receive = PostedReceive {
+                        id: m.next_receive,
+                        region: MAILBOX,
+                        offset: cell * RECEIVE_LEN,
+                        len: RECEIVE_LEN as u16,
+                    };
+                    m.next_receive += 1;
+                    node.post_receive(link, receive)
+                        .expect("a posted receive fits its link");
+                    m.cells.insert(receive.id, (i, cell));
+                    let at = receive.offset as usize;
+                    self.ledger
+                        .posted(i, link, receive.id, at, RECEIVE_LEN as usize);
+                }
+            }
+        }
+    }
+
     /// Invariants checked after every step.
     fn check_step(&mut self) -> Check {
         for (i, n) in self.nodes.iter().enumerate() {
+            let mailbox = n.memory().bytes(MAILBOX).expect("registered");
+            if let Some(at) = mailbox
+                .iter()
+                .zip(&self.ledger.mailbox[i])
+                .position(|(a, b)| a != b)
+            {
+                return violation(
+                    "no_trace_after_reversal",
+                    format!(
+                        "node {i}'s mailbox differs from the messages it received at byte {at}"
+                    ),
+                );
+            }
             let landing = n.memory().bytes(LANDING).expect("registered");
             if let Some(at) = landing
                 .iter()
@@ -1223,6 +1370,14 @@ fn new_node(cfg: &SimConfig, adj: &[Vec<usize>], i: usize, epoch: u32, fabric: b
         permissions: Permissions::READ,
     })
     .expect("valid region");
+    // Receives are the application's: no peer's verb may touch them.
+    n.register(RegionSpec {
+        id: MAILBOX,
+        key: KEY,
+        len: RECEIVE_LEN * RECEIVE_CELLS,
+        permissions: Permissions::READ,
+    })
+    .expect("valid region");
     for _ in &adj[i] {
         n.add_link(cfg.link).expect("valid link config");
     }
@@ -1325,14 +1480,17 @@ mod tests {
 
     use super::*;
 
-    /// The simulator's mix reaches every kind of verb the core has.
+    /// The simulator's mix (with messages) reaches every kind of verb the
+    /// core has.
     #[test]
     fn the_random_mix_draws_every_kind_of_verb() {
         let mut rng = Rng::new(1);
+        let mut mailboxes = Mailboxes::new(1, 2);
         let mut drawn = [0u32; Opcode::COUNT];
         for _ in 0..10_000 {
             drawn[random_verb(&mut rng, 128).opcode().index()] += 1;
         }
+        drawn[mailboxes.random_send().opcode().index()] += 1;
         assert!(drawn.iter().all(|&n| n > 0), "draws by kind: {drawn:?}");
     }
 }

@@ -9,11 +9,13 @@ const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
                    [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
-                   [--flaps N] [--restarts N] [--unordered] [--auth]
+                   [--flaps N] [--restarts N] [--unordered] [--auth] [--messages-ppm N]
        oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth]
+                    [--messages-ppm N]
 
 --unordered: links that may reorder (losses found by patience, not by order)
 --auth: authenticated links (every frame tagged, replays refused)
+--messages-ppm N: draw this share of verbs (parts per million) as SENDs, with receives posted
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy
 fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-partition mesh-flap
@@ -74,6 +76,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--exponential-delay" => a.faults.push((arg, 1)),
             "--unordered" => a.cfg.link.ordered = false,
             "--auth" => a.cfg.auth = true,
+            "--messages-ppm" => a.cfg.messages_ppm = value("--messages-ppm")? as u32,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -185,6 +188,12 @@ fn row(name: &str, seeds: u64, r: &Report) {
             r.max_view
         );
     }
+    if r.sends > 0 {
+        println!(
+            "{:<12} messages: {} SENDs, {} received, {} refused for want of a receive",
+            "", r.sends, r.messages, r.no_receive
+        );
+    }
 }
 
 fn campaign(a: &Args) -> ExitCode {
@@ -206,7 +215,7 @@ fn campaign(a: &Args) -> ExitCode {
         total.add(&sum);
     }
     println!(
-        "every invariant held: exactly_once, no_trace_after_reversal, isolation, linearizable, no_overrun, single_completion, liveness, in_doubt_resolved{}",
+        "every invariant held: exactly_once, no_trace_after_reversal, isolation, linearizable, no_overrun, single_completion, liveness, in_doubt_resolved, message_order, message_whole{}",
         if failed {
             " — EXCEPT the failures above"
         } else {

@@ -1221,6 +1221,13 @@ fn ctl_drives_a_running_dataplane() {
         !out.success() && out.stderr.contains("wrong region key"),
         "{out}"
     );
+    // A SEND to a dataplane that posts no receive: refused in its round
+    // trip, saying why.
+    let out = ctl(&["verb", "send", "--data", "6869", "--imm", "7"]);
+    assert!(
+        !out.success() && out.stderr.contains("no receive was posted"),
+        "{out}"
+    );
     // Two new values for one word: refused before it is sent, and b's word
     // keeps the CAS's 9. (A target would apply it, the last write winning.)
     let key = format!("{TARGET_KEY:#x}");

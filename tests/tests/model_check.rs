@@ -44,12 +44,15 @@ use std::time::Instant;
 
 use oae_proto::wire::{Frame, MAX_FRAME, SLICE, Transition};
 use oae_proto::{
-    Event, LinkConfig, Node, Observer, Output, Permissions, Refusal, RegionRef, RegionSpec, Verb,
-    VerbError, VerbId,
+    Block, Event, LinkConfig, Node, Observer, Output, Permissions, PostedReceive, Refusal,
+    RegionRef, RegionSpec, Verb, VerbError, VerbId,
 };
 use stateright::{Checker, Expectation, HasDiscoveries, Model, Property};
 
 const REGION: RegionRef = RegionRef { id: 1, key: 42 };
+/// Where each node's receives are: receive `r` is its bytes `8r..8r + 8`.
+const MAILBOX: u16 = 2;
+const RECEIVE_LEN: u16 = 8;
 /// The one word every verb of the script targets (the region is one word).
 const WORD: u32 = 0;
 const LINK: u16 = 0;
@@ -91,6 +94,9 @@ struct Recorder {
     committed: Vec<Attempt>,
     reversed: Vec<Attempt>,
     local_landed: Vec<VerbId>,
+    /// Receives reported filled, in the order reported: (receive id, len,
+    /// immediate data).
+    received: Vec<(u64, u16, Option<u32>)>,
     /// Which of the link counters the properties read are non-zero
     /// (overruns, protocol violations, malformed, unreachable declared):
     /// the core leaves counters out of a node's identity, so the model
@@ -187,8 +193,14 @@ struct State {
 impl State {
     fn pull_events(&mut self, i: usize) {
         while let Some(e) = self.nodes[i].poll_event() {
-            if let Event::Completed { id, result, .. } = e {
-                self.nodes[i].observer_mut().complete(id, result);
+            match e {
+                Event::Completed { id, result, .. } => {
+                    self.nodes[i].observer_mut().complete(id, result)
+                }
+                Event::Received { id, len, imm, .. } => {
+                    self.nodes[i].observer_mut().received.push((id, len, imm))
+                }
+                Event::Link { .. } => {}
             }
         }
         let st = self.nodes[i].link_stats(LINK).expect("one link");
@@ -256,6 +268,8 @@ struct LinkModel {
     /// Unordered channel: deliveries in one run, for the same reason (a
     /// frame that is never delivered is a loss there).
     max_deliveries: u8,
+    /// Receives each node posts before anything happens.
+    receives: u8,
     /// The `sometimes` properties this configuration must reach.
     examples: &'static [&'static str],
 }
@@ -274,6 +288,14 @@ fn faa(add: u64) -> Verb {
         target: REGION,
         offset: WORD,
         add,
+    }
+}
+
+/// A SEND whose one byte and immediate data name it: `tag`, nonzero.
+fn send(tag: u8) -> Verb {
+    Verb::Send {
+        imm: Some(u32::from(tag)),
+        data: Block::new(&[tag]).expect("one byte"),
     }
 }
 
@@ -309,6 +331,25 @@ impl Model for LinkModel {
                 permissions: Permissions::ATOMIC,
             })
             .expect("one region");
+            n.register(RegionSpec {
+                id: MAILBOX,
+                key: REGION.key,
+                len: u32::from(RECEIVE_LEN) * u32::from(self.receives.max(1)),
+                permissions: Permissions::READ,
+            })
+            .expect("the mailbox");
+            for r in 0..self.receives {
+                n.post_receive(
+                    LINK,
+                    PostedReceive {
+                        id: u64::from(r),
+                        region: MAILBOX,
+                        offset: u32::from(r) * u32::from(RECEIVE_LEN),
+                        len: RECEIVE_LEN,
+                    },
+                )
+                .expect("room for the receives");
+            }
             n
         });
         let mut s = State {
@@ -419,6 +460,8 @@ impl Model for LinkModel {
             Property::always(INVARIANTS[3].0, holds::<3>),
             Property::always(INVARIANTS[4].0, holds::<4>),
             Property::always(INVARIANTS[5].0, holds::<5>),
+            Property::always(INVARIANTS[6].0, holds::<6>),
+            Property::always(INVARIANTS[7].0, holds::<7>),
         ];
 
         for (name, example) in EXAMPLES {
@@ -434,13 +477,15 @@ type Check = fn(&LinkModel, &State) -> Result<(), String>;
 
 /// The invariants of `docs/SEMANTICS.md` that a state can be checked
 /// against, by name; `Err` says what is wrong.
-const INVARIANTS: [(&str, Check); 6] = [
+const INVARIANTS: [(&str, Check); 8] = [
     ("exactly_once", exactly_once),
     ("no_trace_after_reversal", no_trace_after_reversal),
     ("isolation", isolation),
     ("linearizable", linearizable),
     ("no_overrun", no_overrun),
     ("single_completion", single_completion),
+    ("message_whole", message_whole),
+    ("message_order", message_order),
 ];
 
 fn holds<const K: usize>(m: &LinkModel, s: &State) -> bool {
@@ -451,7 +496,9 @@ type Example = fn(&LinkModel, &State) -> bool;
 
 /// States a configuration can be asked to reach, to show that the space
 /// really contains the paths the invariants are about.
-const EXAMPLES: [(&str, Example); 8] = [
+const EXAMPLES: [(&str, Example); 10] = [
+    ("a_message_received", a_message_received),
+    ("refused_no_receive", refused_no_receive),
     ("all_verbs_completed", all_verbs_completed),
     ("a_reversal_happened", a_reversal_happened),
     ("ok_after_a_reversal", ok_after_a_reversal),
@@ -633,7 +680,7 @@ struct Replay {
 
 fn replay(m: &LinkModel, s: &State, initiator: usize) -> Result<Replay, String> {
     let mut ts = transfers(s, initiator)?;
-    ts.retain(|t| t.applied > 0 && t.reversed == 0);
+    ts.retain(|t| t.applied > 0 && t.reversed == 0 && !is_send(m, t.id));
     ts.sort_by_key(|t| t.applied_at);
     let mut r = Replay {
         seen: Vec::new(),
@@ -656,6 +703,90 @@ fn replay(m: &LinkModel, s: &State, initiator: usize) -> Result<Replay, String> 
         }
     }
     Ok(r)
+}
+
+fn is_send(m: &LinkModel, id: u64) -> bool {
+    matches!(m.script[id as usize].1, Verb::Send { .. })
+}
+
+/// Tentative SENDs of node `initiator`'s at its peer: each holds the word
+/// of its one byte in a receive.
+fn tentative_sends(m: &LinkModel, s: &State, initiator: usize) -> Result<usize, String> {
+    let ts = transfers(s, initiator)?;
+    Ok(ts
+        .iter()
+        .filter(|t| is_send(m, t.id) && t.applied > t.reversed && t.committed == 0)
+        .count())
+}
+
+/// What receive `r` of node `node` holds: the tag of the SEND in it (0:
+/// none).
+fn receive_tag(s: &State, node: usize, r: u64) -> u8 {
+    let bytes = s.nodes[node].memory().bytes(MAILBOX).expect("registered");
+    bytes[r as usize * usize::from(RECEIVE_LEN)]
+}
+
+/// Every receive reported holds one SEND of the peer's script, whole (its
+/// length and immediate data), committed at the target, and never failed
+/// at its initiator; no SEND is reported twice.
+fn message_whole(m: &LinkModel, s: &State) -> Result<(), String> {
+    for target in 0..2 {
+        let initiator = 1 - target;
+        let ts = transfers(s, initiator)?;
+        let mut seen = BTreeSet::new();
+        for &(r, len, imm) in &s.nodes[target].observer().received {
+            let tag = receive_tag(s, target, r);
+            let k = usize::from(tag).wrapping_sub(1);
+            let Some(&(
+                from,
+                Verb::Send {
+                    imm: sent_imm,
+                    data,
+                },
+            )) = m.script.get(k)
+            else {
+                return Err(format!("node {target} receive {r} holds tag {tag}"));
+            };
+            if usize::from(from) != initiator || usize::from(len) != data.len() || imm != sent_imm {
+                return Err(format!(
+                    "node {target} receive {r}: {len} bytes, {imm:?} for verb {k}"
+                ));
+            }
+            if !ts.iter().any(|t| t.id == k as u64 && t.committed == 1) {
+                return Err(format!("node {target} reported verb {k} uncommitted"));
+            }
+            let failed = s.nodes[initiator]
+                .observer()
+                .completed
+                .iter()
+                .any(|c| c.id.0 == k as u64 && c.result.is_err());
+            if failed || !seen.insert(k) {
+                return Err(format!("verb {k} reported twice or after failing"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Receives are reported in the order posted, and hold messages in the
+/// order their initiator submitted them.
+fn message_order(_: &LinkModel, s: &State) -> Result<(), String> {
+    for target in 0..2 {
+        let received = &s.nodes[target].observer().received;
+        for (k, &(r, ..)) in received.iter().enumerate() {
+            if r != k as u64 {
+                return Err(format!("node {target} reported receive {r} {k}th"));
+            }
+        }
+        let tags: Vec<u8> = received
+            .iter()
+            .map(|&(r, ..)| receive_tag(s, target, r))
+            .collect();
+        if tags.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("node {target} received messages {tags:?}"));
+        }
+    }
+    Ok(())
 }
 
 fn word(s: &State, node: usize) -> u64 {
@@ -684,10 +815,12 @@ fn no_trace_after_reversal(m: &LinkModel, s: &State) -> Result<(), String> {
 fn isolation(m: &LinkModel, s: &State) -> Result<(), String> {
     for target in 0..2 {
         let r = replay(m, s, 1 - target)?;
+        let sends = tentative_sends(m, s, 1 - target)?;
         let locked = s.nodes[target].memory().locked_words();
-        if locked != r.locked || r.locked > 1 {
+        if locked != r.locked + sends || r.locked > 1 {
             return Err(format!(
-                "node {target}: {locked} words locked, {} tentative changes",
+                "node {target}: {locked} words locked, {} tentative changes and {sends} \
+                 tentative messages",
                 r.locked
             ));
         }
@@ -703,6 +836,12 @@ fn linearizable(m: &LinkModel, s: &State) -> Result<(), String> {
         for c in &s.nodes[i].observer().completed {
             let Ok(output) = c.result else { continue };
             let id = c.id.0;
+            if is_send(m, id) {
+                if output != Output::Send {
+                    return Err(format!("SEND {id} completed {output:?}"));
+                }
+                continue;
+            }
             let tr = c.attempt.ok_or("Ok for a verb never sent")?;
             let old = r
                 .seen
@@ -807,6 +946,20 @@ fn refused_locked(_: &LinkModel, s: &State) -> bool {
     frames(s).any(|f| {
         f.context.transition == Transition::Refuse
             && Refusal::from_u8(f.payload[SLICE]) == Some(Refusal::Locked)
+    })
+}
+
+fn a_message_received(_: &LinkModel, s: &State) -> bool {
+    s.nodes.iter().any(|n| !n.observer().received.is_empty())
+}
+
+/// A SEND found no receive posted and failed.
+fn refused_no_receive(_: &LinkModel, s: &State) -> bool {
+    s.nodes.iter().any(|n| {
+        n.observer()
+            .completed
+            .iter()
+            .any(|c| c.result == Err(VerbError::Refused(Refusal::NoReceive)))
     })
 }
 
@@ -933,6 +1086,8 @@ struct Bounds {
     script: Vec<(u8, Verb)>,
     /// Losses (FIFO) or deliveries (unordered) allowed.
     budget: u8,
+    /// Receives each node posts first.
+    receives: u8,
 }
 
 fn check(b: Bounds, examples: &'static [&'static str]) -> impl Checker<LinkModel> + use<> {
@@ -971,6 +1126,7 @@ fn check(b: Bounds, examples: &'static [&'static str]) -> impl Checker<LinkModel
             } else {
                 u8::MAX
             },
+            receives: b.receives,
             examples,
         },
     )
@@ -980,6 +1136,7 @@ fn short(v: &Verb) -> &'static str {
     match v {
         Verb::CompareAndSwap { .. } => "CAS",
         Verb::FetchAdd { .. } => "FAA",
+        Verb::Send { .. } => "SEND",
         _ => "verb",
     }
 }
@@ -1005,6 +1162,7 @@ fn fifo_one_slot() {
             rounds: [3, 1],
             script: same_word(),
             budget: FIFO_LOSSES,
+            receives: 0,
         },
         &[
             "all_verbs_completed",
@@ -1033,6 +1191,7 @@ fn fifo_one_slot_both_directions() {
             rounds: [1, 1],
             script,
             budget: FIFO_LOSSES,
+            receives: 0,
         },
         &[
             "all_verbs_completed",
@@ -1058,6 +1217,7 @@ fn fifo_two_slots() {
             rounds: [1, 1],
             script: same_word(),
             budget: FIFO_LOSSES,
+            receives: 0,
         },
         &[
             "all_verbs_completed",
@@ -1092,6 +1252,7 @@ fn unordered_one_slot(ordered: bool) {
             rounds: [1, 1],
             script: same_word(),
             budget: UNORDERED_DELIVERIES,
+            receives: 0,
         },
         &[
             "all_verbs_completed",
@@ -1132,6 +1293,7 @@ fn unordered_two_slots() {
                 rounds: [1, 1],
                 script: same_word(),
                 budget: UNORDERED_DELIVERIES,
+                receives: 0,
             },
             &[
                 "all_verbs_completed",
@@ -1140,4 +1302,31 @@ fn unordered_two_slots() {
             ],
         );
     }
+}
+
+/// Three SENDs from node 0 on two slots, two receives posted at node 1:
+/// each message lands whole in the receive posted first, once, in order,
+/// and the third finds no receive and fails at once; with losses, an
+/// attempt whose echo is lost is reversed (the receive's bytes put back)
+/// and retried.
+#[test]
+fn fifo_messages() {
+    check(
+        Bounds {
+            channel: Channel::Fifo,
+            ordered: true,
+            slots: 2,
+            attempts: 2,
+            rounds: [1, 1],
+            script: vec![(0, send(1)), (0, send(2)), (0, send(3))],
+            budget: FIFO_LOSSES,
+            receives: 2,
+        },
+        &[
+            "a_message_received",
+            "refused_no_receive",
+            "a_reversal_happened",
+            "ok_after_a_reversal",
+        ],
+    );
 }

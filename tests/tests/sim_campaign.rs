@@ -2,9 +2,10 @@
 //! and on links that may reorder, 12 seeds each, a thousand verbs per seed. After every
 //! simulated step the oracle checks exactly_once, no_trace_after_reversal,
 //! isolation, linearizable, no_overrun and single_completion; at the end,
-//! liveness and in_doubt_resolved. A failure prints its replay command.
+//! liveness and in_doubt_resolved; with messages, message_order and
+//! message_whole. A failure prints its replay command.
 
-use oae_sim::{SCENARIOS, SimConfig, run, scenario};
+use oae_sim::{FABRIC_SCENARIOS, SCENARIOS, SimConfig, run, scenario};
 
 const SEEDS: u64 = 12;
 
@@ -120,6 +121,58 @@ fn every_fault_class_on_authenticated_links() {
     assert!(
         replayed <= duplication.duplicated && replayed * 100 >= duplication.duplicated * 99,
         "{duplication:?}"
+    );
+}
+
+/// Every fault class, the fabric's too, with a third of the verbs SENDs
+/// and receives kept posted (now and then running out): message_order and
+/// message_whole after every step, on top of every invariant above; on
+/// ordered links, on links that may reorder, and authenticated.
+#[test]
+fn messages_in_every_fault_class() {
+    let with_messages = SimConfig {
+        messages_ppm: 300_000,
+        ..SimConfig::default()
+    };
+    let configs = [
+        ("ordered", with_messages),
+        ("unordered", unordered(with_messages)),
+        (
+            "authenticated",
+            SimConfig {
+                auth: true,
+                ..with_messages
+            },
+        ),
+    ];
+    let mut failures = Vec::new();
+    let mut sum = oae_sim::Report::default();
+    for (how, cfg) in configs {
+        for sc in SCENARIOS.iter().chain(&FABRIC_SCENARIOS) {
+            // Fabric runs are slower: fewer seeds, and on ordered links only.
+            let seeds = match (sc.fabric.is_some(), how) {
+                (false, _) => 6,
+                (true, "ordered") => 4,
+                (true, _) => 0,
+            };
+            for seed in 1..=seeds {
+                match run(&cfg, sc, seed) {
+                    Ok(r) => sum.add(&r),
+                    Err(f) => failures.push(format!("{how} {}: {f}", sc.name)),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Messages were sent, most arrived, and some found no receive.
+    assert!(
+        sum.sends > 1000 && sum.messages * 2 > sum.sends && sum.messages < sum.sends,
+        "{sum:?}"
+    );
+    assert!(sum.no_receive > 0, "{sum:?}");
+    println!(
+        "messages: {} SENDs, {} received, {} refused for want of a receive; every invariant held",
+        sum.sends, sum.messages, sum.no_receive
     );
 }
 

@@ -226,6 +226,13 @@ fn verb_with_local() -> impl Strategy<Value = (Verb, Vec<u8>)> {
                 },
                 local
             )),
+        (proptest::option::of(any::<u32>()), bytes_of_block_len()).prop_map(|(imm, data)| (
+            Verb::Send {
+                imm,
+                data: Block::new(&data).unwrap()
+            },
+            vec![]
+        )),
     ]
 }
 
@@ -248,6 +255,7 @@ fn word_output_for(verb: Verb) -> BoxedStrategy<Output> {
     match verb {
         Verb::Read { .. } | Verb::BilateralSwap { .. } => unreachable!("block verbs"),
         Verb::Write { .. } => Just(Output::Write).boxed(),
+        Verb::Send { .. } => Just(Output::Send).boxed(),
         Verb::CompareAndSwap { expected, .. } => prop_oneof![Just(expected), any::<u64>()]
             .prop_map(move |old| Output::CompareAndSwap {
                 old,
@@ -354,6 +362,10 @@ fn expected_request<'a>(verb: &'a Verb, local: &'a [u8]) -> Request<'a> {
             target,
             offset,
             data: local,
+        },
+        Verb::Send { imm, data } => Request::Send {
+            imm: *imm,
+            data: data.as_slice(),
         },
     }
 }

@@ -430,6 +430,13 @@ pub enum VerbSpec {
         local_offset: u32,
         len: u16,
     },
+    /// A message for the peer's posted receive, with optional immediate
+    /// data.
+    Send {
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        imm: Option<u32>,
+    },
 }
 
 impl VerbSpec {
@@ -443,6 +450,7 @@ impl VerbSpec {
             VerbSpec::Swap { .. } => Opcode::Swap,
             VerbSpec::Mcas { .. } => Opcode::MultiWordCommit,
             VerbSpec::Bswap { .. } => Opcode::BilateralSwap,
+            VerbSpec::Send { .. } => Opcode::Send,
         }
     }
 
@@ -546,6 +554,13 @@ impl VerbSpec {
                 local_offset: *local_offset,
                 len: *len,
             },
+            VerbSpec::Send { data, imm } => {
+                let bytes = from_hex(data)?;
+                let data = Block::new(&bytes).ok_or_else(|| {
+                    format!("a message is {} bytes; at most {MAX_BLOCK}", bytes.len())
+                })?;
+                Verb::Send { imm: *imm, data }
+            }
         })
     }
 }
@@ -563,6 +578,7 @@ pub enum OutputView {
     Swap { old: u64 },
     Mcas { committed: bool, old: Vec<u64> },
     Bswap { data: String },
+    Send,
 }
 
 impl OutputView {
@@ -591,6 +607,7 @@ impl OutputView {
             Output::BilateralSwap { .. } => OutputView::Bswap {
                 data: to_hex(landed),
             },
+            Output::Send => OutputView::Send,
         }
     }
 }
@@ -908,6 +925,10 @@ mod tests {
                 local_region: 2,
                 local_offset: 0,
                 len: 8,
+            },
+            Opcode::Send => VerbSpec::Send {
+                data: "ab".into(),
+                imm: Some(7),
             },
         }
     }

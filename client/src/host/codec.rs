@@ -237,6 +237,14 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
                 w.put(&word.new.to_le_bytes());
             }
         }
+        Verb::Send { imm, data } => {
+            if data.len() > MAX_WRITE {
+                return Err("a SEND over the host ring carries at most 374 bytes");
+            }
+            w.put(&[u8::from(imm.is_some())]);
+            w.put(&imm.unwrap_or(0).to_le_bytes());
+            w.put(data.as_slice());
+        }
     }
     Ok(cut(s.id, s.verb.opcode().code(), generation, w.bytes()))
 }
@@ -247,12 +255,26 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
     let mut buf = [0; MAX_MESSAGE];
     let b = join(records, &mut buf)?;
     let mut r = Reader { b, at: 0 };
+    let opcode = Opcode::from_code(kind(&records[0]))?;
+    if opcode == Opcode::Send {
+        let imm = match (r.u8()?, r.u32()?) {
+            (0, 0) => None,
+            (1, imm) => Some(imm),
+            _ => return None,
+        };
+        let data = Block::new(r.rest())?;
+        return Some(Submission {
+            id: records[0].id,
+            verb: Verb::Send { imm, data },
+        });
+    }
     let target = RegionRef {
         id: r.u16()?,
         key: r.u32()?,
     };
     let offset = r.u32()?;
-    let verb = match Opcode::from_code(kind(&records[0]))? {
+    let verb = match opcode {
+        Opcode::Send => unreachable!("decoded above"),
         Opcode::Read => Verb::Read {
             target,
             offset,
@@ -348,7 +370,7 @@ pub fn encode_completion(c: &Completion, generation: u32) -> Records {
                     w.put(&[output.opcode().code()]);
                     w.put(&len.to_le_bytes());
                 }
-                Output::Write => w.put(&[output.opcode().code()]),
+                Output::Write | Output::Send => w.put(&[output.opcode().code()]),
                 Output::CompareAndSwap { old, swapped } => {
                     w.put(&[output.opcode().code()]);
                     w.put(&old.to_le_bytes());
@@ -396,6 +418,7 @@ pub fn decode_completion(records: &[VerbRecord]) -> Option<Completion> {
             Opcode::Read => Output::Read { len: r.u16()? },
             Opcode::BilateralSwap => Output::BilateralSwap { len: r.u16()? },
             Opcode::Write => Output::Write,
+            Opcode::Send => Output::Send,
             Opcode::CompareAndSwap => Output::CompareAndSwap {
                 old: r.u64()?,
                 swapped: r.u8()? != 0,
@@ -491,6 +514,14 @@ mod tests {
                 local_region: 2,
                 local_offset: 64,
                 len: 16,
+            },
+            Verb::Send {
+                imm: Some(0xfeed),
+                data: Block::new(&[3; MAX_WRITE]).unwrap(),
+            },
+            Verb::Send {
+                imm: None,
+                data: Block::EMPTY,
             },
         ]
     }
@@ -591,6 +622,7 @@ mod tests {
                 old: [9; MAX_MCAS_WORDS],
             }),
             Ok(Output::BilateralSwap { len: 16 }),
+            Ok(Output::Send),
             Err(AppError::Verb(VerbError::Refused(Refusal::BadKey))),
             Err(AppError::Verb(VerbError::Exhausted(
                 ReverseReason::EchoMissing,

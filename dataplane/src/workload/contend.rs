@@ -74,7 +74,7 @@ impl Contention {
                 offset: base,
                 add: 1,
             },
-            Opcode::Read | Opcode::Write | Opcode::Swap | Opcode::BilateralSwap => {
+            Opcode::Read | Opcode::Write | Opcode::Swap | Opcode::BilateralSwap | Opcode::Send => {
                 unreachable!("contended mode runs {KINDS:?} only, never {kind}")
             }
         };

@@ -196,6 +196,13 @@ impl Workload {
         if kinds.is_empty() {
             return Err("no verb of the mix runs on this transport".into());
         }
+        if kinds.contains(&Opcode::Send) {
+            return Err(
+                "the workload's lanes take one-sided verbs; 'send' needs receives \
+                        that the peer's application posts, and a workload posts none"
+                    .into(),
+            );
+        }
         let kinds = if spec.contend {
             let wanted: Vec<Opcode> = if spec.verbs.is_empty() {
                 contend::KINDS.to_vec()
@@ -478,6 +485,7 @@ impl Workload {
                 Issued::Swap { word: w as u8, new }
             }
             Opcode::MultiWordCommit => self.make_mcas(i, stale, verb),
+            Opcode::Send => unreachable!("refused when the workload was built"),
             Opcode::BilateralSwap => {
                 let at = base + BILATERAL_AT as u32;
                 *verb = Verb::BilateralSwap {

@@ -184,7 +184,9 @@ impl Link {
                     .committed(self.index, self.peer_epoch, s as u16, r.seq);
                 self.stats.presumed_commits += 1;
                 self.stats.transfers_committed += 1;
+                self.settle_message(s as u16, true, sh.events);
             }
+            let r = &mut self.receivers[s];
             r.seq = 0;
             r.state = RecvState::Fresh;
         }

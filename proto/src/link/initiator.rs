@@ -141,6 +141,7 @@ impl Link {
         slot.previous_committed = false;
         self.commit_candidates.push(s);
         self.free_verbs.push(v);
+        self.message_decided(v);
     }
 
     pub(super) fn on_refuse<O: Observer, M: Store>(

@@ -23,9 +23,12 @@ use crate::{Event, LinkChange, Observer, VerbId};
 mod bringup;
 mod fabric;
 mod initiator;
+mod messages;
 mod order;
 mod phase;
 
+use messages::Messages;
+pub use messages::{MAX_POSTED_RECEIVES, PostError, PostedReceive};
 use phase::Phase;
 mod receive;
 mod submit;
@@ -117,6 +120,8 @@ struct ReceiverSlot {
     response: [u8; MAX_FRAME],
     response_len: u16,
     queued: bool,
+    /// The tentative transfer is a SEND holding a receive.
+    message: bool,
 }
 
 /// Counters a link keeps; never reset while the process lives.
@@ -168,13 +173,15 @@ pub struct LinkStats {
     pub presumed_commits: u64,
     pub completions_ok: u64,
     pub completions_err: u64,
+    /// Messages delivered whole into a posted receive, and reported.
+    pub messages_received: u64,
 }
 
 impl LinkStats {
     /// Every counter by its stable name: what the dataplane reports, the
     /// metrics endpoint exports and the test vectors check (malformed
     /// frames by reason are in [`LinkStats::malformed`]).
-    pub fn named(&self) -> [(&'static str, u64); 31] {
+    pub fn named(&self) -> [(&'static str, u64); 32] {
         [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
@@ -207,6 +214,7 @@ impl LinkStats {
             ("presumed_commits", self.presumed_commits),
             ("completions_ok", self.completions_ok),
             ("completions_err", self.completions_err),
+            ("messages_received", self.messages_received),
         ]
     }
 }
@@ -233,6 +241,8 @@ pub struct LinkStatus {
     pub tentative: u16,
     pub receive_credits: u16,
     pub queued_verbs: usize,
+    /// Receives posted for incoming SENDs and not yet reported filled.
+    pub posted_receives: usize,
     /// While the link is not up: why, as the last frames it dropped tell
     /// ([`DownReason`]), once [`DOWN_REASON_FRAMES`] in a row told it.
     pub down_reason: Option<DownReason>,
@@ -393,6 +403,7 @@ pub(crate) struct Link {
     /// owes has been sent.
     after_commits: VecDeque<u32>,
     sender_tx: VecDeque<u16>,
+    messages: Messages,
 
     receivers: Vec<ReceiverSlot>,
     tentative: u16,
@@ -457,6 +468,7 @@ impl Link {
             backoff: VecDeque::with_capacity(cfg.submit_queue),
             after_commits: VecDeque::with_capacity(cfg.submit_queue),
             sender_tx: VecDeque::with_capacity(slots),
+            messages: Messages::new(cfg.submit_queue),
             receivers: vec![
                 ReceiverSlot {
                     seq: 0,
@@ -465,6 +477,7 @@ impl Link {
                     response: [0; MAX_FRAME],
                     response_len: 0,
                     queued: false,
+                    message: false,
                 };
                 slots
             ],
@@ -497,6 +510,7 @@ impl Link {
             tentative: self.tentative,
             receive_credits: self.cfg.receive_credits,
             queued_verbs: self.queued_verbs(),
+            posted_receives: self.messages.posted(),
             down_reason: self.down_reason(),
             down_reason_frames: self.down_reason.map_or(0, |(_, n)| n),
         }
@@ -561,6 +575,7 @@ impl Link {
             && self.ready.is_empty()
             && self.backoff.is_empty()
             && self.after_commits.is_empty()
+            && self.messages.waiting() == 0
             && self
                 .senders
                 .iter()

@@ -41,13 +41,17 @@ impl Link {
                 (self.verbs.len() - 1) as u32
             }
         };
-        self.ready.push_back(v);
+        if matches!(verb, Verb::Send { .. }) {
+            self.queue_message(v);
+        } else {
+            self.ready.push_back(v);
+        }
         true
     }
 
     /// Verbs accepted and not on a slot.
     pub(super) fn queued_verbs(&self) -> usize {
-        self.ready.len() + self.backoff.len() + self.after_commits.len()
+        self.ready.len() + self.backoff.len() + self.after_commits.len() + self.messages.waiting()
     }
 
     /// Completes stored verb `v` and frees its place.
@@ -59,6 +63,7 @@ impl Link {
     ) {
         self.free_verbs.push(v);
         self.complete(self.verbs[v as usize].id, result, sh);
+        self.message_decided(v);
     }
 
     pub(super) fn complete<O: Observer, M: Store>(
@@ -93,6 +98,7 @@ impl Link {
         while let Some(v) = self.after_commits.pop_front() {
             self.finish(v, Err(VerbError::Unreachable), sh);
         }
+        self.fail_waiting_messages(VerbError::Unreachable, sh);
     }
 
     /// Moves the verbs queued here and not yet on a slot to `to`, oldest
@@ -104,6 +110,7 @@ impl Link {
         sh: &mut Shared<'_, O, M>,
     ) -> usize {
         let mut moved = 0;
+        let mut sent_message = false;
         for which in 0..3 {
             let queue = match which {
                 0 => &mut self.after_commits,
@@ -118,11 +125,17 @@ impl Link {
                 if p.verb.class(to.cfg.max_class).is_some() && to.submit(p.id, &p.verb, sh) {
                     self.free_verbs.push(v);
                     moved += 1;
+                    // The SEND in flight was queued, not on a slot: the
+                    // ones behind it may follow it.
+                    sent_message |= matches!(p.verb, Verb::Send { .. });
                 } else {
                     queue.push_back(v);
                 }
             }
         }
-        moved
+        if sent_message {
+            self.messages_in_flight_moved();
+        }
+        moved + self.hand_over_messages(to, sh)
     }
 }

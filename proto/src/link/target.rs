@@ -2,6 +2,7 @@
 //! memory tentatively and answered (receiver rows R17-R31).
 
 use super::*;
+use crate::verb::Request;
 
 impl Link {
     pub(super) fn handle_as_target<O: Observer, M: Store>(
@@ -111,6 +112,7 @@ impl Link {
         self.tentative -= 1;
         self.stats.transfers_committed += 1;
         sh.observer.committed(self.index, self.peer_epoch, s, r.seq);
+        self.settle_message(s, true, sh.events);
     }
 
     pub(super) fn reverse_tentative<O: Observer, M: Store>(
@@ -124,6 +126,7 @@ impl Link {
         self.tentative -= 1;
         self.stats.transfers_reversed += 1;
         sh.observer.reversed(self.index, self.peer_epoch, s, r.seq);
+        self.settle_message(s, false, sh.events);
     }
 
     pub(super) fn apply_request<O: Observer, M: Store>(
@@ -152,6 +155,9 @@ impl Link {
                     let fits = verb::result_fits(&request, result_area.len());
                     if !fits {
                         Some(Refusal::Malformed)
+                    } else if let Request::Send { imm, data } = request {
+                        // R41: a SEND lands in the first posted receive
+                        self.take_receive(s, imm, data, sh).err()
                     } else {
                         result_area.fill(0);
                         sh.memory

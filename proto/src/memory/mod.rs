@@ -368,7 +368,7 @@ pub trait Store {
         undo.count = 0;
         // Checked before any word is taken: a result that cannot be written
         // must not leave words locked (the link sizes `out` to fit).
-        if out.len() < result_len(request) {
+        if out.len() < request.result_len() {
             return Err(Refusal::Malformed);
         }
         match *request {
@@ -414,6 +414,8 @@ pub trait Store {
                 self.keep(i, words(&range), owner);
                 Ok(2 + data.len())
             }
+            // A message lands in a receive the link hands to `deliver`.
+            Request::Send { .. } => Err(Refusal::NoReceive),
             Request::CompareAndSwap { target, offset, .. }
             | Request::FetchAdd { target, offset, .. }
             | Request::Swap { target, offset, .. } => {
@@ -536,21 +538,38 @@ pub trait Store {
         self.unlock(i, words(&range));
     }
 
+    /// Writes a SEND's message tentatively into the start of a receive
+    /// the application posted (`region[offset..+len]`, its own memory: no
+    /// key or permission applies): the words it changes are locked for
+    /// `owner` and their old bytes kept in `undo`, as a WRITE's are.
+    fn deliver(
+        &mut self,
+        receive: (u16, u32, u16),
+        message: &[u8],
+        owner: LockOwner,
+        undo: &mut Undo,
+    ) -> Result<(), Refusal> {
+        undo.count = 0;
+        let (region, offset, len) = receive;
+        if message.len() > usize::from(len) {
+            return Err(Refusal::ReceiveTooSmall);
+        }
+        if message.is_empty() {
+            return Ok(());
+        }
+        let (i, facts) = self.find(region).ok_or(Refusal::UnknownRegion)?;
+        let range = facts.check(offset, message.len())?;
+        self.try_lock(i, words(&range), owner)?;
+        undo.record(self, i, range.clone());
+        self.save(i, range.start, message);
+        self.keep(i, words(&range), owner);
+        Ok(())
+    }
+
     /// Validates a local block without locking it (at submission).
     fn check_local(&self, region: u16, offset: u32, len: u16) -> Result<(), Refusal> {
         let (_, facts) = self.find(region).ok_or(Refusal::UnknownRegion)?;
         facts.check(offset, usize::from(len)).map(|_| ())
-    }
-}
-
-/// Bytes of `request`'s result.
-fn result_len(request: &Request<'_>) -> usize {
-    match *request {
-        Request::Read { len, .. } => 2 + usize::from(len),
-        Request::Write { .. } => 0,
-        Request::BilateralSwap { data, .. } => 2 + data.len(),
-        Request::CompareAndSwap { .. } | Request::FetchAdd { .. } | Request::Swap { .. } => 8,
-        Request::MultiWordCommit { count, .. } => 2 + 8 * usize::from(count),
     }
 }
 

@@ -2,10 +2,10 @@
 //! would and plays it against the core, line by line.
 
 use oae_proto::wire::MAX_FRAME;
-use oae_proto::{Event, Nanos, VerbId};
+use oae_proto::{Event, Nanos, PostedReceive, VerbId};
 
 use super::iut::Setup;
-use super::text::{counter, hex, parse_verb, result_text, unhex};
+use super::text::{counter, hex, parse_verb, received_text, result_text, unhex};
 
 /// Plays `text` (the file `name`) against a fresh node; panics at the
 /// first line the node does not do, naming the file and the line.
@@ -62,11 +62,36 @@ pub fn replay(name: &str, text: &str) -> usize {
                 let result = loop {
                     match iut.poll_event() {
                         Some(Event::Completed { result, .. }) => break result,
-                        Some(_) => continue,
-                        None => panic!("{at}: no completion"),
+                        Some(Event::Link { .. }) => continue,
+                        other => panic!("{at}: no completion but {other:?}"),
                     }
                 };
                 assert_eq!(result_text(&result), rest, "{at}");
+            }
+            "receive" => {
+                let mut n = rest.split_whitespace().map(|w| {
+                    w.parse::<u64>()
+                        .unwrap_or_else(|_| panic!("{at}: not a number"))
+                });
+                let mut next = || n.next().unwrap_or_else(|| panic!("{at}: ID OFFSET LEN"));
+                let receive = PostedReceive {
+                    id: next(),
+                    region: 1,
+                    offset: next() as u32,
+                    len: next() as u16,
+                };
+                iut.post_receive(0, receive)
+                    .unwrap_or_else(|e| panic!("{at}: refused: {e}"));
+            }
+            "received" => {
+                let got = loop {
+                    match iut.poll_event() {
+                        Some(Event::Received { id, len, imm, .. }) => break (id, len, imm),
+                        Some(Event::Link { .. }) => continue,
+                        other => panic!("{at}: no filled receive but {other:?}"),
+                    }
+                };
+                assert_eq!(received_text(got), rest, "{at}");
             }
             "count" => {
                 let (counter_name, value) = rest.split_once(' ').expect("name and value");

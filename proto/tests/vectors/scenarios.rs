@@ -36,6 +36,8 @@ pub fn all() -> Vec<(String, String)> {
         initiator_refused,
         initiator_loss_by_order,
         initiator_answer_checks,
+        send_as_target,
+        send_as_initiator,
     ]
     .into_iter()
     .map(|make| make().finish())
@@ -879,5 +881,91 @@ fn initiator_answer_checks() -> Script {
     assert_eq!(s.count("echo_mismatches"), 1);
     s.answer(&commit, Transition::CommitAck, |_| {});
     s.drain();
+    s
+}
+
+fn send(data: &[u8], imm: Option<u32>) -> Verb {
+    Verb::Send {
+        imm,
+        data: Block::new(data).unwrap(),
+    }
+}
+
+fn send_as_target() -> Script {
+    let mut s = Script::new(
+        "26-send-as-target",
+        "SEND: refused at once with no receive posted; delivered tentatively into the receive \
+         posted first; a REVERSE restores its bytes and posts it again; committed, it is \
+         reported with its length and immediate data; a message longer than its receive is \
+         refused",
+        "R41 R42 R43 V3 V4",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.note("no receive posted: REFUSE no receive (9)");
+    s.request(0, 1, false, &send(b"hello", Some(5)), &[]);
+    let answer = s.drain();
+    assert_eq!(
+        answer[0][wire::HEADER_LEN + SLICE],
+        Refusal::NoReceive as u8
+    );
+    s.receive(1, 0, 8);
+    s.receive(2, 8, 8);
+    s.note("the message lands in receive 1, tentatively");
+    s.request(0, 2, false, &send(b"hello", Some(5)), &[]);
+    s.drain();
+    assert_eq!(s.memory(0, 8), b"hello\0\0\0");
+    s.note("reversed: the receive's bytes come back and it is posted again");
+    s.decide(Transition::Reverse, 0, 2);
+    s.drain();
+    assert_eq!(s.memory(0, 8), [0; 8]);
+    s.request(0, 3, false, &send(b"hello", Some(5)), &[]);
+    s.drain();
+    s.decide(Transition::Commit, 0, 3);
+    s.drain();
+    assert_eq!(s.received(), (1, 5, Some(5)));
+    s.memory(0, 8);
+    s.note("nine bytes for the 8-byte receive 2: REFUSE receive too small (10)");
+    s.request(0, 4, false, &send(&[7; 9], None), &[]);
+    let answer = s.drain();
+    assert_eq!(
+        answer[0][wire::HEADER_LEN + SLICE],
+        Refusal::ReceiveTooSmall as u8
+    );
+    s.note("an empty message with immediate data fills receive 2");
+    s.request(0, 5, false, &send(&[], Some(9)), &[]);
+    s.drain();
+    s.decide(Transition::Commit, 0, 5);
+    s.drain();
+    assert_eq!(s.received(), (2, 0, Some(9)));
+    assert_eq!(s.count("messages_received"), 2);
+    assert_eq!(s.count("refusals_sent"), 2);
+    s
+}
+
+fn send_as_initiator() -> Script {
+    let mut s = Script::new(
+        "27-send-as-initiator",
+        "the IUT as initiator keeps one SEND in flight: the second goes once the first is \
+         decided; a REFUSE no receive fails it at once, with no retry",
+        "I5 R37 V4",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.submit(send(b"one", None));
+    s.submit(send(b"two", Some(2)));
+    let first = s.drain();
+    assert_eq!(first.len(), 1, "one SEND in flight");
+    s.answer(&first[0], Transition::Echo, |_| {});
+    s.done();
+    let second = s.drain().remove(0);
+    s.answer(&second, Transition::Refuse, |p| {
+        p[0] = Refusal::NoReceive as u8
+    });
+    s.done();
+    s.drain();
+    assert_eq!(s.count("retries"), 0);
     s
 }

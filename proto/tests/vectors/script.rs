@@ -8,10 +8,10 @@ use oae_proto::verb::{self, Verb};
 use oae_proto::wire::{
     self, Context, Frame, Knowledge, MAX_FRAME, Machine, Role, SLICE, Transition,
 };
-use oae_proto::{Event, Nanos, Node, VerbId};
+use oae_proto::{Event, Nanos, Node, PostedReceive, VerbId};
 
 use super::iut::Setup;
-use super::text::{counter, hex, result_text, verb_text};
+use super::text::{REGION, counter, hex, received_text, result_text, verb_text};
 
 /// The peer's node id in every vector.
 pub const PEER_ID: u64 = 0x0B;
@@ -262,10 +262,37 @@ impl Script {
         let result = loop {
             match self.iut.poll_event().expect("a completion") {
                 Event::Completed { result, .. } => break result,
-                _ => continue,
+                Event::Link { .. } => continue,
+                other => panic!("a completion expected, not {other:?}"),
             }
         };
         writeln!(self.text, "done {}", result_text(&result)).unwrap();
+    }
+
+    /// The IUT's user posts receive `id`: region 1's `len` bytes at
+    /// `offset`.
+    pub fn receive(&mut self, id: u64, offset: u32, len: u16) {
+        writeln!(self.text, "receive {id} {offset} {len}").unwrap();
+        let receive = PostedReceive {
+            id,
+            region: REGION.id,
+            offset,
+            len,
+        };
+        self.iut.post_receive(0, receive).expect("room for it");
+    }
+
+    /// The filled receive the IUT's user gets next.
+    pub fn received(&mut self) -> (u64, u16, Option<u32>) {
+        let got = loop {
+            match self.iut.poll_event().expect("a filled receive") {
+                Event::Received { id, len, imm, .. } => break (id, len, imm),
+                Event::Link { .. } => continue,
+                other => panic!("a filled receive expected, not {other:?}"),
+            }
+        };
+        writeln!(self.text, "received {}", received_text(got)).unwrap();
+        got
     }
 
     /// Checks a counter (its value is whatever the core has now).

@@ -3,7 +3,7 @@
 //! writes with these and the replayer reads with them, so the two cannot
 //! disagree about the format `vectors/README.md` documents.
 
-use oae_proto::verb::{Output, Refusal, ReverseReason, Verb, VerbError};
+use oae_proto::verb::{Block, Output, Refusal, ReverseReason, Verb, VerbError};
 use oae_proto::wire::Malformed;
 use oae_proto::{LinkStats, RegionRef};
 
@@ -26,9 +26,15 @@ pub fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// `cas offset=O expected=E new=N` or `faa offset=O add=A`, on region 1.
+/// `cas offset=O expected=E new=N` or `faa offset=O add=A`, on region 1,
+/// or `send data=HEX imm=N` (`imm=-`: none).
 pub fn verb_text(verb: &Verb) -> String {
     match *verb {
+        Verb::Send { imm, data } => format!(
+            "send data={} imm={}",
+            hex(data.as_slice()),
+            imm.map_or("-".into(), |i| i.to_string())
+        ),
         Verb::CompareAndSwap {
             offset,
             expected,
@@ -36,13 +42,26 @@ pub fn verb_text(verb: &Verb) -> String {
             ..
         } => format!("cas offset={offset} expected={expected} new={new}"),
         Verb::FetchAdd { offset, add, .. } => format!("faa offset={offset} add={add}"),
-        ref other => panic!("vectors submit only cas and faa, not {other:?}"),
+        ref other => panic!("vectors submit only cas, faa and send, not {other:?}"),
     }
 }
 
 pub fn parse_verb(text: &str) -> Verb {
     let mut words = text.split_whitespace();
     let kind = words.next().expect("a verb");
+    if kind == "send" {
+        let mut value = |name: &str| {
+            let w = words.next().unwrap_or_else(|| panic!("{text}: no {name}"));
+            let v = w.strip_prefix(name).and_then(|w| w.strip_prefix('='));
+            v.unwrap_or_else(|| panic!("{text}: {w}")).to_string()
+        };
+        let data = Block::new(&unhex(&value("data"))).expect("a message fits");
+        let imm = match value("imm").as_str() {
+            "-" => None,
+            n => Some(n.parse().unwrap_or_else(|_| panic!("{text}: imm {n}"))),
+        };
+        return Verb::Send { imm, data };
+    }
     let field = |words: &mut dyn Iterator<Item = &str>, name: &str| -> u64 {
         let w = words.next().unwrap_or_else(|| panic!("{text}: no {name}"));
         let (k, v) = w.split_once('=').unwrap_or_else(|| panic!("{text}: {w}"));
@@ -66,14 +85,20 @@ pub fn parse_verb(text: &str) -> Verb {
     }
 }
 
-/// `ok old=O swapped=S`, `ok old=O`, or `err REASON`.
+/// `ok old=O swapped=S`, `ok old=O`, `ok` (SEND) or `err REASON`.
 pub fn result_text(result: &Result<Output, VerbError>) -> String {
     match result {
+        Ok(Output::Send) => "ok".into(),
         Ok(Output::CompareAndSwap { old, swapped }) => format!("ok old={old} swapped={swapped}"),
         Ok(Output::FetchAdd { old }) => format!("ok old={old}"),
-        Ok(other) => panic!("vectors submit only cas and faa, not {other:?}"),
+        Ok(other) => panic!("vectors submit only cas, faa and send, not {other:?}"),
         Err(e) => format!("err {}", error_name(e)),
     }
+}
+
+/// `ID LEN IMM` (`IMM` `-`: none) of a filled receive.
+pub fn received_text((id, len, imm): (u64, u16, Option<u32>)) -> String {
+    format!("{id} {len} {}", imm.map_or("-".into(), |i| i.to_string()))
 }
 
 fn error_name(e: &VerbError) -> String {
@@ -99,6 +124,8 @@ pub fn refusal_name(r: Refusal) -> &'static str {
         Refusal::Forbidden => "forbidden",
         Refusal::Locked => "locked",
         Refusal::Misaligned => "misaligned",
+        Refusal::NoReceive => "no_receive",
+        Refusal::ReceiveTooSmall => "receive_too_small",
     }
 }
 

@@ -97,6 +97,10 @@ pub fn every_kind(
             local_offset: 0,
             len,
         },
+        Opcode::Send => Verb::Send {
+            imm: Some(expected[0] as u32),
+            data: Block::new(&[1; 3]).unwrap(),
+        },
     })
 }
 
@@ -460,11 +464,11 @@ fn is_keyed_request(node: &Node, bytes: &[u8]) -> bool {
     f.context.transition == Transition::Request
         && f.sender_epoch == status.peer_epoch
         && f.receiver_epoch == node.epoch()
-        && matches!(verb::decode_request(f.payload), Some(r) if request_target(&r) == REGION)
+        && matches!(verb::decode_request(f.payload), Some(r) if request_target(&r) == Some(REGION))
 }
 
-fn request_target(r: &Request<'_>) -> RegionRef {
-    match *r {
+fn request_target(r: &Request<'_>) -> Option<RegionRef> {
+    Some(match *r {
         Request::Read { target, .. }
         | Request::Write { target, .. }
         | Request::CompareAndSwap { target, .. }
@@ -472,7 +476,8 @@ fn request_target(r: &Request<'_>) -> RegionRef {
         | Request::Swap { target, .. }
         | Request::MultiWordCommit { target, .. }
         | Request::BilateralSwap { target, .. } => target,
-    }
+        Request::Send { .. } => return None,
+    })
 }
 
 /// Feeds frames to one node of a live pair and checks every one against the
