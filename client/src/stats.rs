@@ -230,6 +230,9 @@ pub struct PipelineCounters {
     /// Verbs that ended on this queue (completed or failed on a link).
     #[serde(default)]
     pub verbs_ended: u64,
+    /// Messages that filled a receive whose `oaectl recv` had gone.
+    #[serde(default)]
+    pub messages_unclaimed: u64,
 }
 
 /// The stages of one polling-loop iteration, in the order it runs them.

@@ -153,6 +153,9 @@ pub struct OaeLinkStatus {
     pub tentative: u16,
     pub receive_credits: u16,
     pub queued_verbs: usize,
+    /// Receives posted for the peer's SENDs and not yet filled.
+    #[serde(default)]
+    pub posted_receives: usize,
     /// Transfers this node initiated whose outcome it does not know yet.
     pub in_doubt: usize,
     /// While the link is not up: why it is not coming up, when the frames
@@ -270,6 +273,7 @@ mod tests {
                 tentative: 9,
                 receive_credits: 10,
                 queued_verbs: 11,
+                posted_receives: 1,
                 in_doubt: 12,
                 down_reason: Some((DownReason::SameIdentity, 4).into()),
             }),

@@ -73,6 +73,27 @@ enum Cmd {
         #[command(subcommand)]
         verb: VerbCmd,
     },
+    /// Posts a receive on a link and prints the message the peer's next
+    /// SEND puts in it (its bytes in hex and its immediate data); gives
+    /// the receive back if none comes within --timeout.
+    Recv {
+        #[arg(long, default_value_t = 0)]
+        queue: u16,
+        #[arg(long, default_value_t = 0)]
+        link: u16,
+        /// Where the message lands: a region of this dataplane's memory…
+        #[arg(long, value_parser = numbers::parse::<u16>)]
+        region: u16,
+        /// … at this offset …
+        #[arg(long, value_parser = numbers::parse::<u32>, default_value_t = 0)]
+        offset: u32,
+        /// … and at most this many bytes (up to 960).
+        #[arg(long, default_value_t = 960)]
+        len: u16,
+        /// Seconds to wait for a message (at most 50).
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+    },
     /// Registered memory.
     Region {
         #[command(subcommand)]
@@ -592,6 +613,37 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 "{} in {:.1} us",
                 describe_output(&answer.result),
                 answer.latency_ns as f64 / 1e3
+            );
+        }
+        Cmd::Recv {
+            queue,
+            link,
+            region,
+            offset,
+            len,
+            timeout,
+        } => {
+            if !(*timeout > 0.0 && *timeout <= 50.0) {
+                return Err(format!(
+                    "--timeout {timeout} must be more than 0 and at most 50 seconds"
+                ));
+            }
+            let wait = Duration::from_secs_f64(*timeout);
+            let answer = Client::new(socket, wait + TIMEOUT).recv(
+                *queue,
+                *link,
+                (*region, *offset, *len),
+                wait.as_millis().max(1) as u32,
+            )?;
+            if json {
+                return print_typed(&answer);
+            }
+            let imm = answer.imm.map_or("none".into(), |i| i.to_string());
+            outln!(
+                "received {} bytes on link {} (immediate {imm}): {}",
+                answer.len,
+                answer.link,
+                answer.data
             );
         }
         Cmd::Region { cmd } => {

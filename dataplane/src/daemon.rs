@@ -22,12 +22,13 @@ use oae_proto::{LinkId, SharedMemory, Store};
 use crate::workload::Aim;
 
 use crate::metrics::MetricsServer;
-use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared};
+use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared, RecvRequest};
 use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
 use oae_client::control::{
     Answer, CONTROL_IDLE_TIMEOUT, CloseReason, ControlError, ErrorCode, FaultChange, FaultsSet,
     MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES,
-    MAX_REQUEST_LINE_BYTES, RegionDump, Request, Response, Stopping, WorkloadStarted, to_hex,
+    MAX_RECV_TIMEOUT_MS, MAX_REQUEST_LINE_BYTES, RegionDump, Request, Response, Stopping,
+    WorkloadStarted, to_hex,
 };
 use oae_client::stats::{
     Counters, DataplaneStats, FaultView, QueueStats, XdpStats, named_counters,
@@ -772,6 +773,36 @@ fn handle(request: Request, shared: &Shared) -> Result<Answer, ControlError> {
             link,
             change,
         } => ask(queue, CommandKind::Key(link, change)),
+        Request::Recv {
+            queue,
+            link,
+            region,
+            offset,
+            len,
+            timeout_ms,
+        } => {
+            if timeout_ms == 0 || timeout_ms > MAX_RECV_TIMEOUT_MS {
+                return Err(ControlError::bad_request(format!(
+                    "timeout_ms = {timeout_ms} must be 1 to {MAX_RECV_TIMEOUT_MS}"
+                )));
+            }
+            let within = Duration::from_millis(u64::from(timeout_ms));
+            let ask = RecvRequest {
+                link,
+                region,
+                offset,
+                len,
+                within,
+            };
+            // The polling core answers when the deadline passes; this waits
+            // a little longer, so its answer is the one the client gets.
+            ask_within(
+                shared,
+                queue,
+                CommandKind::Recv(ask),
+                within + CONTROL_TIMEOUT,
+            )
+        }
         Request::Verb {
             queue,
             link,
@@ -1005,6 +1036,16 @@ fn queue_of(shared: &Shared, queue: u16) -> Result<&Arc<QueueShared>, ControlErr
 }
 
 fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Answer, ControlError> {
+    ask_within(shared, queue, what, CONTROL_TIMEOUT)
+}
+
+/// [`ask`], waiting up to `limit` for the answer.
+fn ask_within(
+    shared: &Shared,
+    queue: u16,
+    what: CommandKind,
+    limit: Duration,
+) -> Result<Answer, ControlError> {
     let q = queue_of(shared, queue)?;
     if shared.stop.load(Ordering::Relaxed) {
         return Err(ControlError::new(
@@ -1012,7 +1053,7 @@ fn ask(shared: &Shared, queue: u16, what: CommandKind) -> Result<Answer, Control
             "the dataplane is shutting down",
         ));
     }
-    q.ask(what, CONTROL_TIMEOUT)
+    q.ask(what, limit)
         .map_err(|e| e.within(format_args!("queue {queue}")))
 }
 

@@ -28,6 +28,7 @@ pub fn link_state<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Opt
             tentative: s.tentative,
             receive_credits: s.receive_credits,
             queued_verbs: s.queued_verbs,
+            posted_receives: s.posted_receives,
             in_doubt: node.in_doubt(),
             down_reason: s.down_reason.map(|r| (r, s.down_reason_frames).into()),
         }),

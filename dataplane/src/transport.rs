@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use oae_proto::Opcode;
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{
-    DownReason, Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, SharedMemory, Store,
-    TransmitBuffers, VerbId,
+    DownReason, Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, PostError,
+    PostedReceive, SharedMemory, Store, TransmitBuffers, VerbId,
 };
 use oae_rc_model::{RcEndpoint, RcEvent};
 
@@ -38,6 +38,13 @@ pub enum TransportEvent<'a> {
         link: LinkId,
         node: u64,
         notice: String,
+    },
+    /// Receive `id` of `link` holds a message of `len` bytes.
+    Received {
+        link: LinkId,
+        id: u64,
+        len: u16,
+        imm: Option<u32>,
     },
 }
 
@@ -98,6 +105,18 @@ pub trait Transport: Send + 'static {
     /// Which link `link` is on the wire (authentication derives each
     /// direction's key from it).
     fn link_identity(&mut self, _link: LinkId, _identity: LinkIdentity) {}
+    /// Lends `link` a receive for its next SEND.
+    fn post_receive(&mut self, _link: LinkId, _receive: PostedReceive) -> Result<(), ControlError> {
+        Err(ControlError::unsupported(format!(
+            "the {} transport has no SEND",
+            self.name()
+        )))
+    }
+    /// Withdraws a receive no message holds; false if one does (or it is
+    /// not posted).
+    fn cancel_receive(&mut self, _link: LinkId, _id: u64) -> bool {
+        false
+    }
     /// Changes a link's keys (`oaectl key`).
     fn change_key(&mut self, _link: LinkId, _change: &KeyChange) -> Result<KeyState, ControlError> {
         Err(ControlError::unsupported(format!(
@@ -281,10 +300,10 @@ impl Transport for Oae {
                     None
                 }
                 Some(&Event::Link { link, change }) => Some((link, change)),
-                // A receive is reported only after one is posted, and the
-                // dataplane posts none yet: its SENDs are refused
-                // `NoReceive` at once.
-                Some(Event::Received { .. }) => None,
+                Some(&Event::Received { link, id, len, imm }) => {
+                    on(TransportEvent::Received { link, id, len, imm });
+                    None
+                }
             };
             self.node.pop_event();
             if let Some((link, change)) = changed {
@@ -318,6 +337,18 @@ impl Transport for Oae {
                 .node
                 .authenticate_link(link, Authenticator::new(identity, *number, key));
         }
+    }
+
+    fn post_receive(&mut self, link: LinkId, receive: PostedReceive) -> Result<(), ControlError> {
+        self.node.post_receive(link, receive).map_err(|e| match e {
+            PostError::UnknownLink(_) => ControlError::not_found(e.to_string()),
+            PostError::QueueFull => ControlError::conflict(e.to_string()),
+            PostError::BadBuffer(_) => ControlError::bad_request(e.to_string()),
+        })
+    }
+
+    fn cancel_receive(&mut self, link: LinkId, id: u64) -> bool {
+        self.node.cancel_receive(link, id)
     }
 
     fn change_key(&mut self, link: LinkId, change: &KeyChange) -> Result<KeyState, ControlError> {

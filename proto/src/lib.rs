@@ -389,16 +389,19 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// Lends `link` (or a path) `receive`, for the next SEND that arrives
     /// on it; [`Event::Received`] reports it filled.
     pub fn post_receive(&mut self, link: LinkId, receive: PostedReceive) -> Result<(), PostError> {
-        let l = if link >= PATH_BASE {
-            self.fabric
-                .as_deref_mut()
-                .and_then(|f| f.paths.get_mut(usize::from(link - PATH_BASE)))
-                .map(|p| &mut p.link)
-        } else {
-            self.links.get_mut(usize::from(link))
-        };
-        l.ok_or(PostError::UnknownLink(link))?
+        let (links, fabric) = (&mut self.links, self.fabric.as_deref_mut());
+        any_link_mut(links, fabric, link)
+            .ok_or(PostError::UnknownLink(link))?
             .post_receive(receive, &self.memory)
+    }
+
+    /// Withdraws receive `id` from `link` (or a path) if no message is in
+    /// it or arriving in it: true if it was withdrawn; false if it is not
+    /// posted there or a message holds it (its [`Event::Received`] will
+    /// come).
+    pub fn cancel_receive(&mut self, link: LinkId, id: u64) -> bool {
+        let (links, fabric) = (&mut self.links, self.fabric.as_deref_mut());
+        any_link_mut(links, fabric, link).is_some_and(|l| l.cancel_receive(id))
     }
 
     /// Queues a verb for node `node`, wherever it is: on the link to it
@@ -623,6 +626,19 @@ impl TransmitBuffers for OneBuffer<'_> {
 }
 
 /// Rejects verbs that no target could accept, before they take a slot.
+/// Link `link` of `links`, or the fabric's path of that id.
+fn any_link_mut<'a>(
+    links: &'a mut [Link],
+    fabric: Option<&'a mut Fabric>,
+    link: LinkId,
+) -> Option<&'a mut Link> {
+    if link >= PATH_BASE {
+        let path = fabric?.paths.get_mut(usize::from(link - PATH_BASE))?;
+        return Some(&mut path.link);
+    }
+    links.get_mut(usize::from(link))
+}
+
 fn check_verb(verb: &Verb, memory: &impl Store) -> Result<(), SubmitError> {
     check_local_block(verb, memory).map_err(SubmitError::Invalid)?;
     match *verb {

@@ -1380,3 +1380,53 @@ fn a_fault_change_one_interface_refuses_changes_none() {
     assert!(changed.iter().all(|(_, ppm)| *ppm == 1000), "{changed:?}");
     assert!(shut_down(&mut oaed, &socket), "oaed exits by itself");
 }
+
+/// A message between two dataplanes on real links: b posts a receive
+/// (`recv`), a's `oaectl verb send` fills it, b's waiting client gets the
+/// bytes and the immediate data, and they are in b's memory; a `recv` that
+/// no message fills gives its receive back when its time is up.
+#[test]
+fn a_send_fills_a_receive_posted_through_the_control_socket() {
+    if !oae_tests::require_root("a_send_fills_a_receive_posted_through_the_control_socket") {
+        return;
+    }
+    let d = Dataplanes::start("msg", &Options::default());
+    d.wait_up(Duration::from_secs(30));
+    let b = d.client(1);
+    let waiting = std::thread::spawn(move || b.recv(0, 0, (TARGET_REGION, 512, 64), 20_000));
+    // The receive is posted when b's link says so.
+    d.wait_for(Duration::from_secs(20), "b's receive posted", |d| {
+        d.oae_link(1).1.posted_receives == 1
+    });
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[0])
+        .args(["verb", "send", "--data", "68656c6c6f", "--imm", "7"]));
+    assert!(out.success() && out.stdout.contains("sent"), "{out}");
+    let got = waiting
+        .join()
+        .expect("the receiving thread")
+        .unwrap_or_else(|e| panic!("recv: {e}\n--- b:\n{}", d.log(1)));
+    assert_eq!(
+        (got.len, got.imm, got.data.as_str()),
+        (5, Some(7), "68656c6c6f")
+    );
+    assert_eq!(&d.region(1, TARGET_REGION)[512..517], b"hello");
+    assert_eq!(d.link_counters(1).get("messages_received"), 1);
+    // Nothing comes: the receive is withdrawn, and the client told so.
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[1])
+        .args([
+            "recv",
+            "--region",
+            &TARGET_REGION.to_string(),
+            "--timeout",
+            "0.2",
+        ]));
+    assert!(
+        !out.success() && out.stderr.contains("the receive was withdrawn"),
+        "{out}"
+    );
+    assert_eq!(d.oae_link(1).1.posted_receives, 0);
+}

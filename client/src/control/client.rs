@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::error::{ControlError, ErrorCode};
 use super::{
     CaptureReport, FaultChange, FaultsSet, HistReport, KeyChange, KeyState, PhaseStarted,
-    RegionAdded, RegionDump, RegionView, Request, Stopping, VerbAnswer, VerbSpec, WorkloadReport,
-    WorkloadSpec, WorkloadStarted,
+    ReceivedAnswer, RegionAdded, RegionDump, RegionView, Request, Stopping, VerbAnswer, VerbSpec,
+    WorkloadReport, WorkloadSpec, WorkloadStarted,
 };
 use crate::stats::DataplaneStats;
 use crate::status::DataplaneStatus;
@@ -223,6 +223,25 @@ impl Client {
             queue,
             link,
             change,
+        })
+    }
+
+    /// Posts a receive on `queue`'s `link` and waits for its message (the
+    /// client's own timeout must outlast `timeout_ms`).
+    pub fn recv(
+        &self,
+        queue: u16,
+        link: u16,
+        (region, offset, len): (u16, u32, u16),
+        timeout_ms: u32,
+    ) -> Result<ReceivedAnswer, ControlError> {
+        self.call(&Request::Recv {
+            queue,
+            link,
+            region,
+            offset,
+            len,
+            timeout_ms,
         })
     }
 

@@ -45,6 +45,9 @@ pub enum ErrorCode {
     Busy,
     /// The dataplane is stopping and takes no new work.
     ShuttingDown,
+    /// What was waited for did not happen in the time asked (a `recv`
+    /// that no message filled; its receive was withdrawn).
+    Timeout,
     /// Something failed on the dataplane's side (an XDP map update, a
     /// region registration): the message says what.
     Failed,
@@ -127,6 +130,7 @@ impl ErrorCode {
             ErrorCode::VerbNotSubmitted => "verb_not_submitted",
             ErrorCode::Busy => "busy",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Timeout => "timeout",
             ErrorCode::Failed => "failed",
             ErrorCode::NoDataplane => "no_dataplane",
             ErrorCode::Denied => "denied",

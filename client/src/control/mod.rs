@@ -105,9 +105,26 @@ pub enum Request {
         link: u16,
         change: KeyChange,
     },
+    /// Posts a receive on a link, `region[offset..+len]` of the
+    /// dataplane's memory, and answers with the message the next SEND on
+    /// that link puts in it; withdrawn after `timeout_ms` (at most
+    /// [`MAX_RECV_TIMEOUT_MS`]) if none came.
+    Recv {
+        #[serde(default)]
+        queue: u16,
+        #[serde(default)]
+        link: u16,
+        region: u16,
+        offset: u32,
+        len: u16,
+        timeout_ms: u32,
+    },
     /// Stop accepting work, finish what is in flight, exit.
     Shutdown,
 }
+
+/// Longest a `recv` request waits for its message.
+pub const MAX_RECV_TIMEOUT_MS: u32 = 50_000;
 
 /// A change to a link's keys. Keys travel as 64 hex digits and are never
 /// written to a log or an answer.
@@ -270,6 +287,17 @@ pub struct HistReport {
 pub struct VerbAnswer {
     pub result: OutputView,
     pub latency_ns: u64,
+}
+
+/// A message a posted receive took: its bytes (hex, read from the
+/// receive) and the SEND's immediate data.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReceivedAnswer {
+    pub link: u16,
+    pub len: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imm: Option<u32>,
+    pub data: String,
 }
 
 /// A registered region, as `oaectl region list` shows it.
@@ -846,6 +874,7 @@ pub enum Answer {
     QueueStats(Box<crate::stats::QueueStats>),
     Hist(HistReport),
     Verb(VerbAnswer),
+    Received(ReceivedAnswer),
     RegionAdded(RegionAdded),
     Regions(Vec<RegionView>),
     RegionDump(RegionDump),

@@ -12,7 +12,7 @@ use oae_proto::{LinkId, Nanos, RegionSpec, Store};
 
 use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
-use super::{ControlWaiter, Origin, Pipeline, Target, driver_counters};
+use super::{ControlWaiter, Origin, Pipeline, RecvRequest, Target, driver_counters};
 use crate::transport::Transport;
 use crate::workload::Aim;
 use oae_client::api::{AppError, Completion, Submission};
@@ -105,6 +105,8 @@ pub enum CommandKind {
     WorkloadPhase(Aim, String),
     /// Changes a link's keys.
     Key(LinkId, KeyChange),
+    /// Posts a receive and answers with the message it takes.
+    Recv(RecvRequest),
     /// Records the next frames received and sent into `buffer`, for at
     /// most `within`; answered at once, the frames handed back on `done`.
     Capture {
@@ -269,6 +271,10 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .map(|report| Answer::Workload(Box::new(report))),
                 CommandKind::Key(link, change) => {
                     self.transport.change_key(link, &change).map(Answer::Key)
+                }
+                CommandKind::Recv(ask) => {
+                    self.receives.post(&mut self.transport, ask, cmd.reply, now);
+                    continue;
                 }
                 CommandKind::Capture {
                     buffer,

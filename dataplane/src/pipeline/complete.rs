@@ -14,6 +14,7 @@ use oae_proto::{Nanos, SharedMemory, Store, VerbId};
 
 use super::commands::QueueShared;
 use super::outcomes::VerbOutcomes;
+use super::receives::Receives;
 use super::{ControlWaiter, InFlight, Origin};
 use crate::host::HostPort;
 use crate::transport::TransportEvent;
@@ -31,6 +32,7 @@ pub(super) struct Completer<'p> {
     pub(super) control_waiting: &'p mut [Option<ControlWaiter>],
     pub(super) memory: &'p SharedMemory,
     pub(super) workloads: &'p mut LinkWorkloads,
+    pub(super) receives: &'p mut Receives,
 }
 
 impl Completer<'_> {
@@ -46,6 +48,10 @@ impl Completer<'_> {
             } => {
                 notice(self.info, &what);
                 self.workloads.peer_restarted(link, node);
+            }
+            TransportEvent::Received { id, len, imm, .. } => {
+                self.receives
+                    .received((id, len, imm), self.memory, self.counters, self.info)
             }
         }
     }

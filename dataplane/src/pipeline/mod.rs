@@ -11,6 +11,7 @@ mod complete;
 pub mod idle;
 mod outcomes;
 mod port;
+mod receives;
 mod stages;
 mod tap;
 #[cfg(test)]
@@ -21,6 +22,7 @@ pub use tap::{CaptureBuffer, FinishedCapture};
 pub use commands::{Command, CommandKind, QueueShared};
 pub use oae_client::stats::IdleCounters;
 pub use port::Port;
+pub use receives::RecvRequest;
 
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -119,6 +121,8 @@ pub struct Pipeline<D: Driver, T: Transport> {
     /// verb` landed, read back for its answer.
     memory: SharedMemory,
     workloads: LinkWorkloads,
+    /// Receives posted by `oaectl recv`, each waiting for its message.
+    receives: receives::Receives,
     latency: Histogram<u64>,
     counters: PipelineCounters,
     outcomes: VerbOutcomes,
@@ -156,6 +160,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             control_waiting: Vec::new(),
             memory,
             workloads: LinkWorkloads::new(links),
+            receives: receives::Receives::new(),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
             outcomes: VerbOutcomes::default(),
@@ -283,6 +288,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             self.take_host_submissions(now);
             self.run_workload(now);
             self.take_commands(now);
+            self.receives.expire(&mut self.transport, now);
         } else {
             self.run_workload(now);
         }
@@ -361,6 +367,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             control_waiting: &mut self.control_waiting,
             memory: &self.memory,
             workloads: &mut self.workloads,
+            receives: &mut self.receives,
         };
         self.transport
             .drain_events(|event| completer.handle(event, now));

@@ -140,6 +140,19 @@ impl Link {
         self.messages.pending()
     }
 
+    /// Takes back receive `id` if it is posted and holds no message (a
+    /// message arriving in it is the application's to take); true if it
+    /// was withdrawn.
+    pub fn cancel_receive(&mut self, id: u64) -> bool {
+        let at = self
+            .messages
+            .receives
+            .iter()
+            .position(|r| r.posted.id == id && r.fill == Fill::Posted);
+        at.and_then(|at| self.messages.receives.remove(at))
+            .is_some()
+    }
+
     /// Queues stored SEND `v` behind the SENDs before it.
     pub(super) fn queue_message(&mut self, v: u32) {
         self.messages.waiting.push_back(v);
