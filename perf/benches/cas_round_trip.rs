@@ -14,6 +14,10 @@
 //!   (the core seals and opens every frame: AES-GCM trailer, replay
 //!   window), to show what authentication adds. The target below is the
 //!   plain paths'; this one has none.
+//! * `write_64` and `send_64`: a 64-byte WRITE, and a 64-byte SEND into a
+//!   receive the target posts for it (the receive reported at the target
+//!   too), both in the first path's steady state: a message verb should
+//!   cost the core no more than a WRITE of its size (the ratio is printed).
 //!
 //! Reports ns per verb (median, min and max over batches; batches of the two
 //! paths interleaved so drift hits both alike) and heap allocations per verb
@@ -51,23 +55,33 @@ enum Path {
     Piggybacked,
     Explicit,
     SealedPiggybacked,
+    Write64,
+    Send64,
 }
 
 impl Path {
-    const ALL: [Path; 3] = [Path::Piggybacked, Path::Explicit, Path::SealedPiggybacked];
+    const ALL: [Path; 5] = [
+        Path::Piggybacked,
+        Path::Explicit,
+        Path::SealedPiggybacked,
+        Path::Write64,
+        Path::Send64,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Path::Piggybacked => "piggybacked_commit",
             Path::Explicit => "explicit_commit",
             Path::SealedPiggybacked => "sealed_piggybacked_commit",
+            Path::Write64 => "write_64",
+            Path::Send64 => "send_64",
         }
     }
 
     fn pair(self) -> Pair {
         match self {
-            Path::Piggybacked | Path::Explicit => Pair::new(),
             Path::SealedPiggybacked => Pair::sealed(),
+            _ => Pair::new(),
         }
     }
 
@@ -75,14 +89,14 @@ impl Path {
     fn target_ns(self) -> Option<f64> {
         match self {
             Path::Piggybacked | Path::Explicit => Some(TARGET_NS),
-            Path::SealedPiggybacked => None,
+            Path::SealedPiggybacked | Path::Write64 | Path::Send64 => None,
         }
     }
 
     fn frames_per_verb(self) -> u32 {
         match self {
-            Path::Piggybacked | Path::SealedPiggybacked => 2,
             Path::Explicit => 4,
+            _ => 2,
         }
     }
 
@@ -93,12 +107,17 @@ impl Path {
                 (0..n).for_each(|_| pair.cas_piggybacked_commit())
             }
             Path::Explicit => (0..n).for_each(|_| pair.cas_explicit_commit()),
+            Path::Write64 => (0..n).for_each(|_| pair.write_piggybacked_commit()),
+            Path::Send64 => (0..n).for_each(|_| pair.send_piggybacked_commit()),
         }
     }
 
-    /// The protocol did what the path claims: every verb swapped, and
-    /// commits went the intended way.
+    /// The protocol did what the path claims: every verb swapped (every
+    /// message landed), and commits went the intended way.
     fn check(self, pair: &Pair) -> Result<(), String> {
+        if matches!(self, Path::Write64 | Path::Send64) {
+            return check_messages(self, pair);
+        }
         let (i, t) = (pair.initiator_stats(), pair.target_stats());
         let n = pair.value();
         let mut bad = Vec::new();
@@ -112,8 +131,8 @@ impl Path {
             ));
         }
         let (commits, committed) = match self {
-            Path::Piggybacked | Path::SealedPiggybacked => (0, n.saturating_sub(1)),
             Path::Explicit => (n, n),
+            _ => (0, n.saturating_sub(1)),
         };
         if i.commits_sent != commits || t.transfers_committed != committed {
             bad.push(format!(
@@ -146,6 +165,28 @@ impl Path {
             Err(bad.join("; "))
         }
     }
+}
+
+/// A message path: every verb echoed and applied, nothing retried, and
+/// every SEND but the last (whose commit is still to ride) received.
+fn check_messages(path: Path, pair: &Pair) -> Result<(), String> {
+    let (i, t) = (pair.initiator_stats(), pair.target_stats());
+    let n = t.transfers_applied;
+    let trouble = i.retries + i.echo_mismatches + i.echo_missing + t.protocol_violations;
+    let received = pair.received();
+    let want = if path == Path::Send64 {
+        n.saturating_sub(1)
+    } else {
+        0
+    };
+    if n == 0 || i.echoes_verified != n || trouble != 0 || received != want {
+        return Err(format!(
+            "{n} applied, {} echoes verified, {trouble} retries/mismatches/violations, \
+             {received} messages received (want {want})",
+            i.echoes_verified
+        ));
+    }
+    Ok(())
 }
 
 struct Plan {
@@ -402,16 +443,37 @@ fn print_table(
             "target (< {TARGET_NS} ns/verb, 0 allocations): {:<26} {}",
             m.path.name(),
             match (plan.quick, m.meets_target()) {
-                (_, None) => "none (what authentication adds, for comparison)",
+                (_, None) if m.path == Path::SealedPiggybacked => {
+                    "none (what authentication adds, for comparison)"
+                }
+                (_, None) => "none (SEND against WRITE, below)",
                 (true, Some(_)) => "not judged in quick mode",
                 (false, Some(true)) => "met",
                 (false, Some(false)) => "NOT met",
             }
         );
     }
+    if let Some(r) = send_vs_write(measured) {
+        println!(
+            "a 64-byte SEND (receive posted and reported) costs {r:.2} x a 64-byte WRITE \
+             (wanted <= 1){}",
+            if plan.quick { "; quick mode" } else { "" }
+        );
+    }
     println!(
         "note: CPUs may be shared with other work (loadavg above); figures drift between runs."
     );
+}
+
+/// `send_64`'s median over `write_64`'s, if both were measured.
+fn send_vs_write(measured: &[Measured]) -> Option<f64> {
+    let median = |p: Path| {
+        measured
+            .iter()
+            .find(|m| m.path == p)
+            .map(|m| m.summary().median)
+    };
+    Some(median(Path::Send64)? / median(Path::Write64)?)
 }
 
 /// What sealing one 64-byte frame costs: the CRC32C over its first 60
@@ -444,6 +506,8 @@ struct Report<'a> {
     paths: Vec<PathReport<'a>>,
     /// `None` in quick mode, whose figures mean nothing.
     meets_target: Option<bool>,
+    /// A 64-byte SEND's median over a 64-byte WRITE's, if both ran.
+    send_vs_write: Option<f64>,
 }
 
 /// One path's figures in the JSON line.
@@ -514,6 +578,7 @@ fn json_line(
                 .filter_map(Measured::meets_target)
                 .all(|met| met),
         ),
+        send_vs_write: send_vs_write(measured).map(|r| round_to(r, 3)),
     };
     // Numbers and strings in structs: serialising cannot fail.
     serde_json::to_string(&report).expect("the report serialises")

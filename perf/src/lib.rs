@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use oae_proto::auth::{AuthStats, Authenticator, LinkIdentity, LinkKey};
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
-    Event, LinkConfig, LinkId, LinkStats, Nanos, Node, Output, Permissions, RegionRef, RegionSpec,
-    Verb, VerbId,
+    Block, Event, LinkConfig, LinkId, LinkStats, Nanos, Node, Output, Permissions, PostedReceive,
+    RegionRef, RegionSpec, Verb, VerbId,
 };
 use serde::Serialize;
 
@@ -147,6 +147,10 @@ pub const WORD_OFFSET: u32 = 8;
 pub const HOP: Nanos = 1_000;
 
 const LINK: LinkId = 0;
+/// Bytes of the WRITE and the SEND the message paths compare.
+pub const MESSAGE_BYTES: usize = 64;
+/// Where those WRITEs go and the SENDs' receives are, in the target's region.
+const MESSAGE_AT: u32 = 128;
 
 /// Two nodes joined by a perfect in-memory wire, the link brought up; node
 /// `initiator` issues CAS verbs against node `target`'s memory.
@@ -163,6 +167,12 @@ pub struct Pair {
     next_id: u64,
     /// The value the target's word holds after the last completed CAS.
     value: u64,
+    /// The WRITE and the SEND of [`MESSAGE_BYTES`] the message paths
+    /// submit, built once (as the CAS path builds its few fields).
+    write: Verb,
+    send: Verb,
+    /// Messages the target reported received.
+    received: u64,
 }
 
 impl Default for Pair {
@@ -218,6 +228,16 @@ impl Pair {
             now: 0,
             next_id: 0,
             value: 0,
+            write: Verb::Write {
+                target: REGION,
+                offset: MESSAGE_AT,
+                data: Block::new(&[0x6d; MESSAGE_BYTES]).expect("fits"),
+            },
+            send: Verb::Send {
+                imm: Some(7),
+                data: Block::new(&[0x6d; MESSAGE_BYTES]).expect("fits"),
+            },
+            received: 0,
         };
         pair.bring_up();
         pair
@@ -330,6 +350,73 @@ impl Pair {
         self.expect_completion(id);
         self.hop(true, "COMMIT");
         self.hop(false, "COMMIT_ACK");
+    }
+
+    /// One WRITE of [`MESSAGE_BYTES`], steady state (its commit rides on
+    /// the next REQUEST): the baseline of [`Pair::send_piggybacked_commit`].
+    #[inline]
+    pub fn write_piggybacked_commit(&mut self) {
+        self.next_id += 1;
+        let id = VerbId(self.next_id);
+        if let Err(e) = self.initiator.submit(LINK, id, &self.write) {
+            refused(e);
+        }
+        self.hop(true, "REQUEST");
+        self.hop(false, "ECHO");
+        self.expect_output(id, Output::Write);
+    }
+
+    /// One SEND of [`MESSAGE_BYTES`] as an application runs it: the target
+    /// posts a receive, the initiator sends into it, steady state (the
+    /// commit rides on the next REQUEST, and the target reports the
+    /// previous message then).
+    #[inline]
+    pub fn send_piggybacked_commit(&mut self) {
+        self.next_id += 1;
+        let id = VerbId(self.next_id);
+        let receive = PostedReceive {
+            id: self.next_id,
+            region: REGION.id,
+            offset: MESSAGE_AT,
+            len: MESSAGE_BYTES as u16,
+        };
+        if let Err(e) = self.target.post_receive(LINK, receive) {
+            panic!("receive not posted: {e}");
+        }
+        if let Err(e) = self.initiator.submit(LINK, id, &self.send) {
+            refused(e);
+        }
+        self.hop(true, "REQUEST");
+        self.hop(false, "ECHO");
+        self.expect_output(id, Output::Send);
+        while let Some(e) = self.target.peek_event() {
+            match *e {
+                Event::Received {
+                    len: l,
+                    imm: Some(7),
+                    ..
+                } if usize::from(l) == MESSAGE_BYTES => self.received += 1,
+                other => panic!("expected a {MESSAGE_BYTES}-byte message, got {other:?}"),
+            }
+            self.target.pop_event();
+        }
+    }
+
+    #[inline]
+    fn expect_output(&mut self, id: VerbId, want: Output) {
+        match self.initiator.peek_event() {
+            Some(&Event::Completed {
+                id: got,
+                result: Ok(out),
+                ..
+            }) if got == id && out == want => self.initiator.pop_event(),
+            other => panic!("expected {id:?} to complete with {want:?}, got {other:?}"),
+        }
+    }
+
+    /// Messages the target reported received.
+    pub fn received(&self) -> u64 {
+        self.received
     }
 
     /// Completed CAS verbs so far (also the value the target's word holds).
