@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{R, pair_with};
+use common::{R, pair_with, pump};
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::*;
 
@@ -12,23 +12,6 @@ fn pair() -> [Node; 2] {
     let mut n = pair_with(LinkConfig::default());
     pump(&mut n, 0);
     n
-}
-
-/// Moves frames both ways until neither side has anything to say.
-fn pump(nodes: &mut [Node; 2], now: Nanos) {
-    let mut buf = [0u8; MAX_FRAME];
-    loop {
-        let mut moved = false;
-        for from in 0..2 {
-            while let Some(len) = nodes[from].poll_transmit(0, now, &mut buf) {
-                nodes[1 - from].handle_frame(0, &buf[..len], now);
-                moved = true;
-            }
-        }
-        if !moved {
-            break;
-        }
-    }
 }
 
 fn send(data: &[u8], imm: Option<u32>) -> Verb {

@@ -1155,50 +1155,40 @@ impl Sim {
     /// Invariants checked after every step.
     fn check_step(&mut self) -> Check {
         for (i, n) in self.nodes.iter().enumerate() {
-            let mailbox = n.memory().bytes(MAILBOX).expect("registered");
-            if let Some(at) = mailbox
-                .iter()
-                .zip(&self.ledger.mailbox[i])
-                .position(|(a, b)| a != b)
-            {
-                return violation(
+            let regions = [
+                (
+                    MAILBOX,
+                    &self.ledger.mailbox[i],
                     "no_trace_after_reversal",
-                    format!(
-                        "node {i}'s mailbox differs from the messages it received at byte {at}"
-                    ),
-                );
-            }
-            let landing = n.memory().bytes(LANDING).expect("registered");
-            if let Some(at) = landing
-                .iter()
-                .zip(&self.ledger.landing[i])
-                .position(|(a, b)| a != b)
-            {
-                return violation(
+                    "the messages it received",
+                ),
+                (
+                    LANDING,
+                    &self.ledger.landing[i],
                     "linearizable",
-                    format!(
-                        "node {i}'s landing region differs from what its READs returned at byte \
-                         {at}: {:?} vs {:?}",
-                        &landing[at & !7..(at & !7) + 8],
-                        &self.ledger.landing[i][at & !7..(at & !7) + 8]
-                    ),
-                );
-            }
-            let real = n.memory().bytes(REGION).expect("registered");
-            if real != self.ledger.model[i].as_slice() {
-                let at = real
-                    .iter()
-                    .zip(&self.ledger.model[i])
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(0);
-                return violation(
+                    "what its READs returned",
+                ),
+                (
+                    REGION,
+                    &self.ledger.model[i],
                     "no_trace_after_reversal",
-                    format!(
-                        "node {i} memory differs from the sequential model at byte {at}: {:?} vs {:?}",
-                        &real[at & !7..(at & !7) + 8],
-                        &self.ledger.model[i][at & !7..(at & !7) + 8]
-                    ),
-                );
+                    "the sequential model",
+                ),
+            ];
+            for (region, model, invariant, what) in regions {
+                let real = n.memory().bytes(region).expect("registered");
+                if let Some(at) = real.iter().zip(model).position(|(a, b)| a != b) {
+                    let word = at & !7..(at & !7) + 8;
+                    return violation(
+                        invariant,
+                        format!(
+                            "node {i}'s region {region} differs from {what} at byte {at}: \
+                             {:?} vs {:?}",
+                            &real[word.clone()],
+                            &model[word]
+                        ),
+                    );
+                }
             }
             for l in all_links(n) {
                 let st = n.link_status(l).expect("exists");

@@ -2,7 +2,8 @@
 //! epoch 1, one link with `cfg`, and region 1 (key 42, 256 bytes, every
 //! permission).
 
-use oae_proto::{LinkConfig, Node, Permissions, RegionRef, RegionSpec};
+use oae_proto::wire::MAX_FRAME;
+use oae_proto::{LinkConfig, Nanos, Node, Permissions, RegionRef, RegionSpec};
 
 pub const R: RegionRef = RegionRef { id: 1, key: 42 };
 
@@ -19,4 +20,22 @@ pub fn pair_with(cfg: LinkConfig) -> [Node; 2] {
         .unwrap();
     }
     nodes
+}
+
+/// Moves frames both ways until neither side has anything to say.
+#[allow(dead_code, reason = "each test crate takes what it needs of this module")]
+pub fn pump(nodes: &mut [Node; 2], now: Nanos) {
+    let mut buf = [0u8; MAX_FRAME];
+    loop {
+        let mut moved = false;
+        for from in 0..2 {
+            while let Some(len) = nodes[from].poll_transmit(0, now, &mut buf) {
+                nodes[1 - from].handle_frame(0, &buf[..len], now);
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
 }
