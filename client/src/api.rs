@@ -5,12 +5,38 @@
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{LinkId, SubmitError};
 
-/// A verb submitted by an in-process application.
+/// A verb submitted by an application (in process, or through the host
+/// ring), and where it goes.
 #[derive(Clone, Copy, Debug)]
 pub struct Submission {
     /// The application's name for it, returned in its completion.
     pub id: u64,
     pub verb: Verb,
+    pub to: Destination,
+}
+
+impl Submission {
+    /// A verb for the queue's first link, as applications sent them before
+    /// they named a destination.
+    pub fn to_first_link(id: u64, verb: Verb) -> Submission {
+        Submission {
+            id,
+            verb,
+            to: Destination::FirstLink,
+        }
+    }
+}
+
+/// Where an application's verb goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Destination {
+    /// The queue's first link.
+    #[default]
+    FirstLink,
+    /// A link of the queue, in the order of its peers.
+    Link(LinkId),
+    /// A node, by its id: the link to it, or a path through the fabric.
+    Node(u64),
 }
 
 /// The one completion of a submitted verb. `Err` means it had no effect,

@@ -174,6 +174,21 @@ int main(int argc, char **argv) {
            oae_last_error());
     failures += rc != OAE_ERR_INVALID;
 
+    /* Where verbs go: a link the queue does not have, a node nobody
+     * reaches (each refused, no effect), then its first link again. */
+    post_or_die(oae_queue_to_link(queue, 7), "to link 7");
+    post_or_die(oae_post_faa(queue, 8, region, key, base, 1), "faa");
+    wc = wait_one();
+    expect(wc.status == OAE_WC_NO_SUCH_LINK, "a verb to a link the queue lacks refused", &wc);
+    post_or_die(oae_queue_to_node(queue, 0xdeadbeef), "to node");
+    post_or_die(oae_post_faa(queue, 9, region, key, base, 1), "faa");
+    wc = wait_one();
+    expect(wc.status == OAE_WC_NO_ROUTE, "a verb to a node nobody reaches refused", &wc);
+    post_or_die(oae_queue_to_link(queue, 0), "to link 0");
+    post_or_die(oae_post_faa(queue, 10, region, key, base, 0), "faa");
+    wc = wait_one();
+    expect(wc.status == OAE_WC_SUCCESS && wc.old == 7, "link 0 again: the word still holds 7", &wc);
+
     oae_queue_close(queue);
     printf("%s\n", failures ? "FAILED" : "PASSED");
     return failures ? 1 : 0;

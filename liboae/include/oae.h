@@ -6,7 +6,8 @@
 
 #include <stdint.h>
 
-// Most bytes a WRITE carries through the host ring.
+// Most bytes a WRITE carries through the host ring (9 fewer once
+// `oae_queue_to_node` or `oae_queue_to_link` names where verbs go).
 #define OAE_MAX_DATA 374
 
 // Most bytes a READ or BILATERAL SWAP moves: they land in the dataplane's
@@ -169,6 +170,24 @@ void oae_queue_close(struct oae_queue *queue);
 // # Safety
 // `queue` is NULL or an open queue.
 int oae_queue_outstanding(const struct oae_queue *queue);
+
+// Sends the verbs posted on `queue` from now on to node `node` (its id),
+// by the dataplane's link to it or a path through its fabric, instead of
+// the ring queue's first link. A node the dataplane has no way to is
+// refused verb by verb, `OAE_WC_NO_ROUTE`.
+//
+// # Safety
+// `queue` is NULL or an open queue, used by one thread at a time.
+int oae_queue_to_node(struct oae_queue *queue, uint64_t node);
+
+// Sends the verbs posted on `queue` from now on to link `link` of the
+// ring's queue (its peers in configuration order; 0 is where verbs go
+// unless told otherwise). A link the queue does not have is refused verb
+// by verb, `OAE_WC_NO_SUCH_LINK`.
+//
+// # Safety
+// `queue` is NULL or an open queue, used by one thread at a time.
+int oae_queue_to_link(struct oae_queue *queue, uint16_t link);
 
 // Reads `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
 // region `region` (key `key`) into the dataplane's own region

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use oae_client::outcome::Outcome;
 use oae_client::proto::Opcode;
 
-/// Most bytes a WRITE carries through the host ring.
+/// Most bytes a WRITE carries through the host ring (9 fewer once
+/// `oae_queue_to_node` or `oae_queue_to_link` names where verbs go).
 pub const OAE_MAX_DATA: usize = 374;
 /// Most bytes a READ or BILATERAL SWAP moves: they land in the dataplane's
 /// registered memory, not in the completion.

@@ -21,7 +21,7 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use std::path::Path;
 use std::time::Duration;
 
-use oae_client::api::{Completion, Submission};
+use oae_client::api::{Completion, Destination, Submission};
 use oae_client::control::Client;
 use oae_client::host::HostQueue;
 use oae_client::outcome::Outcome;
@@ -38,6 +38,8 @@ pub struct oae_queue {
     /// the verb's kind, so a failed completion still names both.
     posted: Vec<Option<(u64, Opcode)>>,
     free: Vec<u32>,
+    /// Where verbs posted from now on go.
+    to: Destination,
 }
 
 /// One word of a multi-word commit.
@@ -147,6 +149,7 @@ pub unsafe extern "C" fn oae_queue_open(
                 queue: q,
                 posted: Vec::new(),
                 free: Vec::new(),
+                to: Destination::FirstLink,
             });
             // SAFETY: `queue` is not NULL and writable by the contract.
             unsafe { *queue = Box::into_raw(handle) };
@@ -182,6 +185,44 @@ pub unsafe extern "C" fn oae_queue_outstanding(queue: *const oae_queue) -> c_int
     }
 }
 
+/// Sends the verbs posted on `queue` from now on to node `node` (its id),
+/// by the dataplane's link to it or a path through its fabric, instead of
+/// the ring queue's first link. A node the dataplane has no way to is
+/// refused verb by verb, `OAE_WC_NO_ROUTE`.
+///
+/// # Safety
+/// `queue` is NULL or an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_queue_to_node(queue: *mut oae_queue, node: u64) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { queue_mut(queue) } {
+        Ok(q) => {
+            q.to = Destination::Node(node);
+            0
+        }
+        Err(code) => code,
+    }
+}
+
+/// Sends the verbs posted on `queue` from now on to link `link` of the
+/// ring's queue (its peers in configuration order; 0 is where verbs go
+/// unless told otherwise). A link the queue does not have is refused verb
+/// by verb, `OAE_WC_NO_SUCH_LINK`.
+///
+/// # Safety
+/// `queue` is NULL or an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_queue_to_link(queue: *mut oae_queue, link: u16) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { queue_mut(queue) } {
+        Ok(q) => {
+            q.to = Destination::Link(link);
+            0
+        }
+        Err(code) => code,
+    }
+}
+
 /// SAFETY (callers): `queue` is NULL or an open queue used by one thread.
 unsafe fn queue_mut<'a>(queue: *mut oae_queue) -> Result<&'a mut oae_queue, c_int> {
     // SAFETY: NULL or an open queue, by the callers' contract.
@@ -201,6 +242,7 @@ impl oae_queue {
         let submission = Submission {
             id: u64::from(slot),
             verb,
+            to: self.to,
         };
         match self.queue.submit(submission) {
             Ok(()) => {

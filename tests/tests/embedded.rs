@@ -72,7 +72,7 @@ fn verbs_submitted_in_process_complete_exactly_once() {
             offset: word(id),
             add: id + 1,
         };
-        a.submit(Submission { id, verb })
+        a.submit(Submission::to_first_link(id, verb))
             .unwrap_or_else(|_| panic!("submission queue full at {id}"));
     }
     let done = collect(&a, N as usize);
@@ -92,17 +92,15 @@ fn verbs_submitted_in_process_complete_exactly_once() {
         }
     }
     assert!(applied > N / 2, "only {applied} of {N} applied");
-    a.submit(Submission {
-        id: N,
-        verb: Verb::Read {
-            target: TARGET,
-            offset: 0,
-            local_region: LOCAL_REGION,
-            local_offset: 256,
-            len: (WORDS * 8) as u16,
-        },
-    })
-    .unwrap_or_else(|_| panic!("submission queue full"));
+    let read = Verb::Read {
+        target: TARGET,
+        offset: 0,
+        local_region: LOCAL_REGION,
+        local_offset: 256,
+        len: (WORDS * 8) as u16,
+    };
+    a.submit(Submission::to_first_link(N, read))
+        .unwrap_or_else(|_| panic!("submission queue full"));
     let read = collect(&a, 1).remove(0);
     assert_eq!(
         read.result,
@@ -135,7 +133,7 @@ fn verbs_submitted_in_process_complete_exactly_once() {
         add: 1,
     };
     for (id, verb) in [(100_001, bad_key), (100_002, outside)] {
-        a.submit(Submission { id, verb })
+        a.submit(Submission::to_first_link(id, verb))
             .unwrap_or_else(|_| panic!("submission queue full"));
     }
     let mut refused = collect(&a, 2);

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::api::{AppError, Completion, Destination, NotSubmitted, Submission};
 use oae_client::control::{OutputView, VerbSpec};
 use oae_client::host::load::LoadReport;
 use oae_client::host::{AttachError, HostQueue, MAX_WRITE, RegionError};
@@ -42,8 +42,16 @@ fn start(tag: &str, cost: &'static str, settings: &'static str) -> (Dataplanes, 
 
 /// Submits and waits for the one completion, bounded in time.
 fn run(host: &mut HostQueue, id: u64, verb: Verb) -> Completion {
-    host.submit(Submission { id, verb })
-        .expect("room in the ring");
+    run_to(host, Destination::FirstLink, id, verb)
+}
+
+/// [`run`], the verb sent to `to`.
+fn run_to(host: &mut HostQueue, to: Destination, id: u64, verb: Verb) -> Completion {
+    host.submit(Submission {
+        to,
+        ..Submission::to_first_link(id, verb)
+    })
+    .expect("room in the ring");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(c) = host.poll_completion() {
@@ -277,6 +285,47 @@ fn every_verb(tag: &str, settings: &'static str, mode: &str) {
     );
 }
 
+/// A host program names where a verb goes: the peer by its node id, a link
+/// of the queue; a link or node the queue has no way to is refused with
+/// the reason, and nothing happens.
+#[test]
+fn host_verbs_name_their_destination() {
+    let (d, mut host) = start("hostto", "zero", FITO);
+    let peer = d.oae_link(0).1.peer_id;
+    let add = |n| Verb::FetchAdd {
+        target: T,
+        offset: 64,
+        add: n,
+    };
+    let by_node = run_to(&mut host, Destination::Node(peer), 1, add(1));
+    assert!(
+        matches!(by_node.result, Ok(Output::FetchAdd { old: 0 })),
+        "{by_node:?}"
+    );
+    let by_link = run_to(&mut host, Destination::Link(0), 2, add(2));
+    assert!(
+        matches!(by_link.result, Ok(Output::FetchAdd { old: 1 })),
+        "{by_link:?}"
+    );
+    let no_link = run_to(&mut host, Destination::Link(7), 3, add(4));
+    assert!(
+        matches!(
+            no_link.result,
+            Err(AppError::NotSubmitted(NotSubmitted::NoSuchLink(_)))
+        ),
+        "{no_link:?}"
+    );
+    let nobody = run_to(&mut host, Destination::Node(0xdead_beef), 4, add(8));
+    assert!(
+        matches!(
+            nobody.result,
+            Err(AppError::NotSubmitted(NotSubmitted::NoRoute(_)))
+        ),
+        "{nobody:?}"
+    );
+    assert_eq!(word(&d, 64), 3, "only the two verbs that went took effect");
+}
+
 #[test]
 fn a_window_of_host_verbs_completes_exactly_once_fito() {
     window_exactly_once("hostwin", FITO);
@@ -307,7 +356,7 @@ fn window_exactly_once(tag: &str, settings: &'static str) {
                 offset: 8 * (sent % 8) as u32,
                 add: 1,
             };
-            match host.submit(Submission { id: sent, verb }) {
+            match host.submit(Submission::to_first_link(sent, verb)) {
                 Ok(()) => sent += 1,
                 Err(_) => break,
             }
@@ -529,15 +578,13 @@ fn notices_dead_dataplane(tag: &str, settings: &'static str) {
     );
     assert!(c.result.is_ok());
     d.kill9(0);
-    host.submit(Submission {
-        id: 2,
-        verb: Verb::FetchAdd {
-            target: T,
-            offset: 0,
-            add: 1,
-        },
-    })
-    .expect("room");
+    let add = Verb::FetchAdd {
+        target: T,
+        offset: 0,
+        add: 1,
+    };
+    host.submit(Submission::to_first_link(2, add))
+        .expect("room");
     // A live polling core moves its counter every burst; a million of our
     // polls without a move means it is gone.
     const QUIET_POLLS: u64 = 1_000_000;

@@ -16,7 +16,7 @@ use oae_proto::{
 };
 use oae_swapring::verbs::{VERB_PAYLOAD_BYTES, VerbRecord};
 
-use crate::api::{AppError, Completion, NotSubmitted, Submission};
+use crate::api::{AppError, Completion, Destination, NotSubmitted, Submission};
 
 /// Most records one verb or one completion takes.
 pub const MAX_VERB_RECORDS: usize = 8;
@@ -36,6 +36,12 @@ const NOT_SUBMITTED: u8 = 17;
 const FAILED: u8 = 18;
 /// Every record of a message after its first.
 const CONTINUED: u8 = 0xff;
+/// Set on a verb's kind when its message starts with a destination: a
+/// byte ([`TO_LINK`] or [`TO_NODE`]) and a u64. A verb for the queue's
+/// first link carries none.
+const ADDRESSED: u8 = 0x40;
+const TO_LINK: u8 = 1;
+const TO_NODE: u8 = 2;
 
 // The verbs' codes stay below the outcomes'.
 const _: () = assert!(Opcode::ALL[Opcode::COUNT - 1].code() < DONE);
@@ -170,6 +176,18 @@ impl<'b> Reader<'b> {
 /// The records of a verb, or why the host ring cannot carry it.
 pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'static str> {
     let mut w = Writer::new();
+    let mut kind = s.verb.opcode().code();
+    if let Some((to, value)) = match s.to {
+        Destination::FirstLink => None,
+        Destination::Link(link) => Some((TO_LINK, u64::from(link))),
+        Destination::Node(node) => Some((TO_NODE, node)),
+    } {
+        kind |= ADDRESSED;
+        w.put(&[to]);
+        w.put(&value.to_le_bytes());
+    }
+    // What a WRITE's or SEND's bytes may take after the rest.
+    let room = MAX_MESSAGE - w.len;
     match &s.verb {
         Verb::Read {
             target,
@@ -195,8 +213,11 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
             offset,
             data,
         } => {
-            if data.len() > MAX_WRITE {
-                return Err("a WRITE over the host ring carries at most 374 bytes");
+            if HEAD + data.len() > room {
+                return Err(
+                    "a WRITE over the host ring carries at most 374 bytes (365 to a \
+                            named link or node)",
+                );
             }
             w.head(target, *offset);
             w.put(data.as_slice());
@@ -238,15 +259,18 @@ pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'s
             }
         }
         Verb::Send { imm, data } => {
-            if data.len() > MAX_WRITE {
-                return Err("a SEND over the host ring carries at most 374 bytes");
+            if 1 + 4 + data.len() > room {
+                return Err(
+                    "a SEND over the host ring carries at most 379 bytes (370 to a \
+                            named link or node)",
+                );
             }
             w.put(&[u8::from(imm.is_some())]);
             w.put(&imm.unwrap_or(0).to_le_bytes());
             w.put(data.as_slice());
         }
     }
-    Ok(cut(s.id, s.verb.opcode().code(), generation, w.bytes()))
+    Ok(cut(s.id, kind, generation, w.bytes()))
 }
 
 /// The dataplane side: the verb a message asks for, or `None` if the
@@ -255,7 +279,17 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
     let mut buf = [0; MAX_MESSAGE];
     let b = join(records, &mut buf)?;
     let mut r = Reader { b, at: 0 };
-    let opcode = Opcode::from_code(kind(&records[0]))?;
+    let kind = kind(&records[0]);
+    let to = if kind & ADDRESSED != 0 {
+        match (r.u8()?, r.u64()?) {
+            (TO_LINK, link) => Destination::Link(u16::try_from(link).ok()?),
+            (TO_NODE, node) => Destination::Node(node),
+            _ => return None,
+        }
+    } else {
+        Destination::FirstLink
+    };
+    let opcode = Opcode::from_code(kind & !ADDRESSED)?;
     if opcode == Opcode::Send {
         let imm = match (r.u8()?, r.u32()?) {
             (0, 0) => None,
@@ -266,6 +300,7 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
         return Some(Submission {
             id: records[0].id,
             verb: Verb::Send { imm, data },
+            to,
         });
     }
     let target = RegionRef {
@@ -329,6 +364,7 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
     r.done().then_some(Submission {
         id: records[0].id,
         verb,
+        to,
     })
 }
 
@@ -535,14 +571,27 @@ mod tests {
 
     #[test]
     fn every_verb_round_trips_in_as_few_records_as_it_needs() {
+        let destinations = [
+            Destination::FirstLink,
+            Destination::Link(3),
+            Destination::Node(0x0200_0000_0007),
+        ];
         for (i, verb) in verbs().into_iter().enumerate() {
-            let s = Submission { id: i as u64, verb };
-            let records = encode_submission(&s, 0x1_0007).unwrap();
+            let to = destinations[i % destinations.len()];
+            let s = Submission {
+                to,
+                ..Submission::to_first_link(i as u64, verb)
+            };
+            let Ok(records) = encode_submission(&s, 0x1_0007) else {
+                // The longest WRITE and SEND leave no room for a destination.
+                assert_ne!(to, Destination::FirstLink, "{verb:?}");
+                continue;
+            };
             let r = records.as_slice();
             assert_eq!(message_records(&r[0]), Some(r.len()));
             assert!(r.iter().all(|x| generation(x) == 7), "{verb:?}");
             let back = decode_submission(r).unwrap();
-            assert_eq!((back.id, back.verb), (s.id, s.verb));
+            assert_eq!((back.id, back.verb, back.to), (s.id, s.verb, s.to));
             // Short messages stay one record, as before batching.
             if matches!(verb, Verb::FetchAdd { .. } | Verb::CompareAndSwap { .. }) {
                 assert_eq!(r.len(), 1);
@@ -552,19 +601,24 @@ mod tests {
 
     #[test]
     fn what_does_not_fit_is_refused_and_broken_messages_do_not_decode() {
-        let too_long = Submission {
-            id: 1,
-            verb: Verb::Write {
-                target: T,
-                offset: 0,
-                data: Block::new(&[0; MAX_WRITE + 1]).unwrap(),
-            },
+        let write = |len: usize| Verb::Write {
+            target: T,
+            offset: 0,
+            data: Block::new(&vec![0; len]).unwrap(),
         };
+        let too_long = Submission::to_first_link(1, write(MAX_WRITE + 1));
         assert!(
             encode_submission(&too_long, 1)
                 .unwrap_err()
                 .contains("374 bytes")
         );
+        // A destination takes room from the data.
+        let addressed = |len| Submission {
+            to: Destination::Node(9),
+            ..Submission::to_first_link(1, write(len))
+        };
+        assert!(encode_submission(&addressed(MAX_WRITE - 9), 1).is_ok());
+        assert!(encode_submission(&addressed(MAX_WRITE - 8), 1).is_err());
         let garbage = VerbRecord::new(3, 99 | (1 << 8), &[1, 2, 3]).unwrap();
         assert!(decode_submission(&[garbage]).is_none());
         let short = VerbRecord::new(
@@ -574,14 +628,8 @@ mod tests {
         )
         .unwrap();
         assert!(decode_submission(&[short]).is_none());
-        let big = encode_submission(
-            &Submission {
-                id: 4,
-                verb: mcas(MAX_MCAS_WORDS),
-            },
-            1,
-        )
-        .unwrap();
+        let big =
+            encode_submission(&Submission::to_first_link(4, mcas(MAX_MCAS_WORDS)), 1).unwrap();
         let r = big.as_slice();
         assert!(r.len() > 1);
         assert!(decode_submission(&r[..r.len() - 1]).is_none(), "a part");

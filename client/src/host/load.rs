@@ -110,7 +110,7 @@ pub fn run(queue: &mut HostQueue, load: &Load) -> LoadReport {
                 offset: load.offset + 8 * (id as u32 % load.words.max(1)),
                 add: 1,
             };
-            if queue.submit(Submission { id, verb }).is_err() {
+            if queue.submit(Submission::to_first_link(id, verb)).is_err() {
                 break;
             }
             free.pop();

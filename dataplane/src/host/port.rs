@@ -568,14 +568,12 @@ mod tests {
     }
 
     fn faa(id: u64) -> Submission {
-        Submission {
-            id,
-            verb: Verb::FetchAdd {
-                target: RegionRef { id: 1, key: 1 },
-                offset: 0,
-                add: 1,
-            },
-        }
+        let verb = Verb::FetchAdd {
+            target: RegionRef { id: 1, key: 1 },
+            offset: 0,
+            add: 1,
+        };
+        Submission::to_first_link(id, verb)
     }
 
     /// The ids `take` hands on, and from which generation.

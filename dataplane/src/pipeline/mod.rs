@@ -41,7 +41,7 @@ use crate::host::{HostOrigin, HostPort};
 use crate::transport::Transport;
 use crate::workload::{Aim, LinkWorkloads};
 use complete::Completer;
-pub use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+pub use oae_client::api::{AppError, Completion, Destination, NotSubmitted, Submission};
 use oae_client::control::{Answer, ControlError, ErrorCode};
 use oae_client::outcome::Outcome;
 use oae_client::stats::{Counters, LinkCounters, PipelineCounters, Stage, named_counters};
@@ -59,6 +59,17 @@ use stages::StageClock;
 pub(crate) enum Target<'a> {
     Link(LinkId, &'a Verb),
     Node(u64, &'a Verb),
+}
+
+impl<'a> Target<'a> {
+    /// Where an application's submission goes.
+    fn of(s: &'a Submission) -> Target<'a> {
+        match s.to {
+            Destination::FirstLink => Target::Link(0, &s.verb),
+            Destination::Link(link) => Target::Link(link, &s.verb),
+            Destination::Node(node) => Target::Node(node, &s.verb),
+        }
+    }
 }
 
 /// Why an application's MULTI-WORD COMMIT that names one word twice is
@@ -421,9 +432,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             let Some(s) = self.shared.submissions.pop() else {
                 return;
             };
-            // In-process applications and host programs reach the queue's
-            // first link; oaectl and workloads name theirs.
-            match self.submit(Origin::App(s.id), Target::Link(0, &s.verb), now) {
+            match self.submit(Origin::App(s.id), Target::of(&s), now) {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(why) => {
                     self.counters.app_refused += 1;
@@ -444,7 +453,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             return;
         };
         host.take(MAX_BURST, |origin, s| {
-            let submitted = self.submit(Origin::Host(origin, s.id), Target::Link(0, &s.verb), now);
+            let submitted = self.submit(Origin::Host(origin, s.id), Target::of(&s), now);
             match submitted {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(_) => self.counters.app_refused += 1,

@@ -156,14 +156,12 @@ fn turn_until<D: Driver, const N: usize>(
 /// A FETCH-ADD of 1 to word `id` (of 512): verbs on words of their own
 /// never wait for each other's locks.
 fn faa(id: u64) -> Submission {
-    Submission {
-        id,
-        verb: Verb::FetchAdd {
-            target: REGION,
-            offset: (id % 512) as u32 * 8,
-            add: 1,
-        },
-    }
+    let verb = Verb::FetchAdd {
+        target: REGION,
+        offset: (id % 512) as u32 * 8,
+        add: 1,
+    };
+    Submission::to_first_link(id, verb)
 }
 
 /// Submits `n` FETCH-ADDs at core 0 and iterates until all complete;

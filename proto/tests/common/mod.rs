@@ -23,7 +23,10 @@ pub fn pair_with(cfg: LinkConfig) -> [Node; 2] {
 }
 
 /// Moves frames both ways until neither side has anything to say.
-#[allow(dead_code, reason = "each test crate takes what it needs of this module")]
+#[allow(
+    dead_code,
+    reason = "each test crate takes what it needs of this module"
+)]
 pub fn pump(nodes: &mut [Node; 2], now: Nanos) {
     let mut buf = [0u8; MAX_FRAME];
     loop {
