@@ -447,6 +447,57 @@ fn host_processes_share_a_bilateral_ring_one_slot_each() {
     assert!(ok > 0, "{reports:?}");
 }
 
+/// Application threads of one process, each with its own queue: on a
+/// bilateral ring each attach claims a slot of its own, and the threads'
+/// verbs run side by side, each completion reaching its own queue once.
+#[test]
+fn threads_of_one_process_each_have_their_own_queue() {
+    if !oae_tests::require_root("threads_of_one_process_each_have_their_own_queue") {
+        return;
+    }
+    let (d, first) = start("hostthreads", "zero", BILATERAL);
+    let ring = host_ring_path(&d.pair);
+    let load = oae_client::host::load::Load {
+        target: T,
+        offset: 512,
+        words: 16,
+        count: 1000,
+        window: 16,
+        duration: None,
+        deadline: Duration::from_secs(60),
+    };
+    let mut queues = [Some(first), None, None];
+    let threads: Vec<_> = queues
+        .iter_mut()
+        .map(|queue| {
+            let (ring, queue) = (ring.clone(), queue.take());
+            std::thread::spawn(move || {
+                let mut queue =
+                    queue.unwrap_or_else(|| HostQueue::attach(&ring, 100).expect("a free slot"));
+                oae_client::host::load::run(&mut queue, &load)
+            })
+        })
+        .collect();
+    let reports: Vec<LoadReport> = threads
+        .into_iter()
+        .map(|t| t.join().expect("a thread's verbs"))
+        .collect();
+    let mut slots: Vec<_> = reports.iter().map(|r| r.slot).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 3, "a slot each: {reports:?}");
+    for r in &reports {
+        assert_eq!(
+            (r.completed(), r.unfinished, r.unexpected),
+            (1000, 0, 0),
+            "{r:?}"
+        );
+    }
+    let ok: u64 = reports.iter().map(|r| r.ok).sum();
+    let total: u64 = (0..16).map(|w| word(&d, 512 + 8 * w)).sum();
+    assert_eq!(total, ok, "{reports:?}");
+}
+
 #[test]
 fn a_held_fito_ring_refuses_a_second_host_process() {
     held_ring_refuses("hostheldf", FITO, "held by process");
