@@ -709,9 +709,10 @@ fn test() -> Result<(), String> {
     Ok(())
 }
 
-/// What a whole `cargo xtask test` from a fresh clone needs in `target/`,
-/// measured: below this, say so before a link fails with ENOSPC.
-const TEST_DISK_NEED_GB: u64 = 12;
+/// What a whole `cargo xtask test` from a fresh clone needs in `target/`
+/// (measured: 6.2 GB at its peak, the aarch64 build included), with room
+/// to spare: below this, say so before a link fails with ENOSPC.
+const TEST_DISK_NEED_GB: u64 = 8;
 
 /// Prints how much `target/` holds and how much its filesystem has free, so
 /// a run that fills the disk shows where; warns when too little is left.
