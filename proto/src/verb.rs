@@ -37,6 +37,18 @@ impl Block {
         &self.bytes[..usize::from(self.len)]
     }
 
+    /// Makes `self` a copy of `src`, writing only the bytes either uses.
+    fn assign(&mut self, src: &Block) {
+        // Bytes past a block's length stay zero, as `Block::new` leaves
+        // them, so equal blocks compare and hash equal.
+        let old = self.len();
+        self.bytes[..src.len()].copy_from_slice(src.as_slice());
+        if old > src.len() {
+            self.bytes[src.len()..old].fill(0);
+        }
+        self.len = src.len;
+    }
+
     pub fn len(&self) -> usize {
         usize::from(self.len)
     }
@@ -274,14 +286,11 @@ impl Verb {
                 },
             ) => {
                 (*target, *offset) = (*t, *o);
-                // Bytes past a block's length stay zero, as `Block::new`
-                // leaves them, so equal blocks compare and hash equal.
-                let old = data.len();
-                data.bytes[..d.len()].copy_from_slice(d.as_slice());
-                if old > d.len() {
-                    data.bytes[d.len()..old].fill(0);
-                }
-                data.len = d.len;
+                data.assign(d);
+            }
+            (Verb::Send { imm, data }, Verb::Send { imm: i, data: d }) => {
+                *imm = *i;
+                data.assign(d);
             }
             (
                 Verb::CompareAndSwap {
@@ -1040,6 +1049,14 @@ mod tests {
                 local_region: 2,
                 local_offset: 8,
                 len: 32,
+            },
+            Verb::Send {
+                imm: Some(9),
+                data: block(64),
+            },
+            Verb::Send {
+                imm: None,
+                data: block(2),
             },
         ];
         for dst in &all {
