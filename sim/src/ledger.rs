@@ -164,6 +164,29 @@ impl Ledger {
             });
     }
 
+    /// Node `node` tried to take back receive `id` of `link`, and the core
+    /// `withdrawn` it or not: it must if and only if the receive holds no
+    /// message, arriving or arrived.
+    pub fn withdrawn(&mut self, node: usize, link: LinkId, id: u64, withdrawn: bool) -> Check {
+        let queue = self.receives.entry((node, link)).or_default();
+        let at = queue.iter().position(|r| r.id == id);
+        let empty = at.is_some_and(|at| queue[at].fill == ModelFill::Posted);
+        if withdrawn != empty {
+            return violation(
+                "message_order",
+                format!(
+                    "node {node} link {link}: receive {id} withdrawn: {withdrawn}, the oracle \
+                     has it {:?}",
+                    at.map(|at| queue[at].fill)
+                ),
+            );
+        }
+        if let (true, Some(at)) = (withdrawn, at) {
+            queue.remove(at);
+        }
+        Ok(())
+    }
+
     /// The target applied an attempt: run the verb on the model.
     pub fn applied(&mut self, target: usize, link: LinkId, key: AttemptKey) -> Check {
         let id = self.attempt(key)?;

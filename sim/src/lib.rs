@@ -261,6 +261,9 @@ pub struct SimConfig {
     /// time, and now and then none, so some SENDs find no receive). Zero
     /// draws nothing for messages: a seed replays as it did before SEND.
     pub messages_ppm: u32,
+    /// Chance per node and step that its application takes back one of
+    /// its posted receives (`Node::cancel_receive`), in parts per million.
+    pub withdraw_ppm: u32,
 }
 
 impl Default for SimConfig {
@@ -282,6 +285,7 @@ impl Default for SimConfig {
             settle_time: 2_000_000_000,
             auth: false,
             messages_ppm: 0,
+            withdraw_ppm: 0,
         }
     }
 }
@@ -341,6 +345,10 @@ pub struct Report {
     pub sends: u64,
     pub messages: u64,
     pub no_receive: u64,
+    /// Receives taken back by their application, and attempts the core
+    /// refused because a message held the receive.
+    pub withdrawn: u64,
+    pub withdraw_refused: u64,
 }
 
 impl Report {
@@ -384,6 +392,8 @@ impl Report {
         self.sends += o.sends;
         self.messages += o.messages;
         self.no_receive += o.no_receive;
+        self.withdrawn += o.withdrawn;
+        self.withdraw_refused += o.withdraw_refused;
     }
 }
 
@@ -453,8 +463,11 @@ struct Mailboxes {
     starve_ppm: u32,
     free: Vec<Vec<u32>>,
     next_receive: u64,
-    /// Cell of each posted receive, by receive id.
-    cells: std::collections::HashMap<u64, (usize, u32)>,
+    /// Node, link and cell of each posted receive, by receive id.
+    cells: std::collections::BTreeMap<u64, (usize, LinkId, u32)>,
+    /// Which receives are taken back, and when: a stream of its own, so
+    /// runs without withdrawals draw as before.
+    withdrawals: Rng,
 }
 
 impl Mailboxes {
@@ -467,6 +480,7 @@ impl Mailboxes {
             free: vec![(0..RECEIVE_CELLS).rev().collect(); nodes],
             next_receive: 1,
             cells: Default::default(),
+            withdrawals: Rng::new(seed ^ 0x0057_D7A4_0057_D7A4),
         }
     }
 
@@ -575,7 +589,10 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
         if cfg.link.ordered { "" } else { " --unordered" },
         if cfg.auth { " --auth" } else { "" },
         if cfg.messages_ppm > 0 {
-            format!(" --messages-ppm {}", cfg.messages_ppm)
+            format!(
+                " --messages-ppm {} --withdraw-ppm {}",
+                cfg.messages_ppm, cfg.withdraw_ppm
+            )
         } else {
             String::new()
         }
@@ -694,6 +711,7 @@ impl Sim {
             self.transmit()?;
             self.complete()?;
             self.post_receives();
+            self.withdraw_receives()?;
             self.check_step()?;
             if self.issued == self.cfg.verbs && self.disruptions.is_empty() && self.settled() {
                 return self.check_final();
@@ -862,7 +880,7 @@ impl Sim {
         self.nodes[n] = new_node(&self.cfg, &self.adj, n, epoch, self.fabric);
         self.ledger.node_restarted(n);
         self.mailboxes.free[n] = (0..RECEIVE_CELLS).rev().collect();
-        self.mailboxes.cells.retain(|_, (node, _)| *node != n);
+        self.mailboxes.cells.retain(|_, (node, ..)| *node != n);
         self.outstanding[n] = 0;
     }
 
@@ -1081,7 +1099,7 @@ impl Sim {
                 if let Event::Received { link, id, len, imm } = ev {
                     self.ledger.received(i, link, id, len, imm)?;
                     // The application is done with it: the cell is free.
-                    let (_, cell) = self.mailboxes.cells.remove(&id).expect("posted");
+                    let (.., cell) = self.mailboxes.cells.remove(&id).expect("posted");
                     self.mailboxes.free[i].push(cell);
                     self.report.messages += 1;
                 }
@@ -1143,13 +1161,40 @@ impl Sim {
                     m.next_receive += 1;
                     node.post_receive(link, receive)
                         .expect("a posted receive fits its link");
-                    m.cells.insert(receive.id, (i, cell));
+                    m.cells.insert(receive.id, (i, link, cell));
                     let at = receive.offset as usize;
                     self.ledger
                         .posted(i, link, receive.id, at, RECEIVE_LEN as usize);
                 }
             }
         }
+    }
+
+    /// Now and then an application takes back a receive it posted: the
+    /// core gives it back only if no message is in it or arriving in it,
+    /// as the oracle says.
+    fn withdraw_receives(&mut self) -> Check {
+        let m = &mut self.mailboxes;
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if !m.withdrawals.chance_ppm(self.cfg.withdraw_ppm) {
+                continue;
+            }
+            let mine: Vec<_> = m.cells.iter().filter(|(_, c)| c.0 == i).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let (&id, &(_, link, cell)) = mine[m.withdrawals.below(mine.len() as u64) as usize];
+            let withdrawn = node.cancel_receive(link, id);
+            self.ledger.withdrawn(i, link, id, withdrawn)?;
+            if withdrawn {
+                m.cells.remove(&id);
+                m.free[i].push(cell);
+                self.report.withdrawn += 1;
+            } else {
+                self.report.withdraw_refused += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Invariants checked after every step.

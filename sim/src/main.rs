@@ -9,13 +9,14 @@ const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
                    [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
-                   [--flaps N] [--restarts N] [--unordered] [--auth] [--messages-ppm N]
+                   [--flaps N] [--restarts N] [--unordered] [--auth] [--messages-ppm N] [--withdraw-ppm N]
        oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth]
-                    [--messages-ppm N]
+                    [--messages-ppm N] [--withdraw-ppm N]
 
 --unordered: links that may reorder (losses found by patience, not by order)
 --auth: authenticated links (every frame tagged, replays refused)
 --messages-ppm N: draw this share of verbs (parts per million) as SENDs, with receives posted
+--withdraw-ppm N: chance per node and step (ppm) that its application takes back a receive
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy
 fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-partition mesh-flap
@@ -77,6 +78,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--unordered" => a.cfg.link.ordered = false,
             "--auth" => a.cfg.auth = true,
             "--messages-ppm" => a.cfg.messages_ppm = value("--messages-ppm")? as u32,
+            "--withdraw-ppm" => a.cfg.withdraw_ppm = value("--withdraw-ppm")? as u32,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -190,8 +192,9 @@ fn row(name: &str, seeds: u64, r: &Report) {
     }
     if r.sends > 0 {
         println!(
-            "{:<12} messages: {} SENDs, {} received, {} refused for want of a receive",
-            "", r.sends, r.messages, r.no_receive
+            "{:<12} messages: {} SENDs, {} received, {} refused for want of a receive; \
+             receives withdrawn {} (refused while a message held them {})",
+            "", r.sends, r.messages, r.no_receive, r.withdrawn, r.withdraw_refused
         );
     }
 }

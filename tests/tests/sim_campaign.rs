@@ -132,6 +132,7 @@ fn every_fault_class_on_authenticated_links() {
 fn messages_in_every_fault_class() {
     let with_messages = SimConfig {
         messages_ppm: 300_000,
+        withdraw_ppm: 20_000,
         ..SimConfig::default()
     };
     let configs = [
@@ -170,6 +171,9 @@ fn messages_in_every_fault_class() {
         "{sum:?}"
     );
     assert!(sum.no_receive > 0, "{sum:?}");
+    // Applications took receives back, and the core refused to give back
+    // some that a message held.
+    assert!(sum.withdrawn > 0 && sum.withdraw_refused > 0, "{sum:?}");
     println!(
         "messages: {} SENDs, {} received, {} refused for want of a receive; every invariant held",
         sum.sends, sum.messages, sum.no_receive
