@@ -191,6 +191,14 @@ fn receives_outside_memory_or_too_many_are_refused() {
         n[1].post_receive(0, receive(1, 0, 961)),
         Err(PostError::BadBuffer(_))
     ));
+    let nowhere = PostedReceive {
+        region: 9,
+        ..receive(1, 0, 0)
+    };
+    assert!(matches!(
+        n[1].post_receive(0, nowhere),
+        Err(PostError::BadBuffer(_))
+    ));
     assert_eq!(
         n[1].post_receive(3, receive(1, 0, 8)),
         Err(PostError::UnknownLink(3))

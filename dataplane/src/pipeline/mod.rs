@@ -204,6 +204,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             self.iterate(false);
         }
         self.refuse_queued_submissions();
+        self.receives.shut_down();
         self.finish_capture();
         for port in &mut self.ports {
             port.flush();

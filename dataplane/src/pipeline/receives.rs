@@ -119,6 +119,17 @@ impl Receives {
         }
     }
 
+    /// The dataplane stops: every waiter is told so (its receive goes with
+    /// the dataplane).
+    pub fn shut_down(&mut self) {
+        for w in self.waiting.iter_mut().filter_map(Option::take) {
+            let _ = w.reply.send(Err(ControlError::new(
+                ErrorCode::ShuttingDown,
+                "the dataplane is shutting down; no message came",
+            )));
+        }
+    }
+
     /// Withdraws every receive past its deadline that no message holds,
     /// answering its waiter so; one a message holds waits for it.
     pub fn expire(&mut self, transport: &mut impl Transport, now: Nanos) {

@@ -117,6 +117,11 @@ impl Link {
         if usize::from(receive.len) > verb::MAX_BLOCK {
             return Err(PostError::BadBuffer("a message is at most 960 bytes"));
         }
+        // An empty receive takes only an empty message, but names a region
+        // all the same: whoever reads it back finds one.
+        if memory.find(receive.region).is_none() {
+            return Err(PostError::BadBuffer("no such local region"));
+        }
         if receive.len > 0 {
             memory
                 .check_local(receive.region, receive.offset, receive.len)
