@@ -50,8 +50,12 @@ impl Completer<'_> {
                 self.workloads.peer_restarted(link, node);
             }
             TransportEvent::Received { id, len, imm, .. } => {
-                self.receives
-                    .received((id, len, imm), self.memory, self.counters, self.info)
+                let unclaimed = self
+                    .receives
+                    .received((id, len, imm), self.memory, self.counters);
+                if let Some(what) = unclaimed {
+                    notice(self.info, &what);
+                }
             }
         }
     }

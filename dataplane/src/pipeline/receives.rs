@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use oae_client::control::{Answer, ControlError, ErrorCode, ReceivedAnswer, to_hex};
 use oae_client::stats::PipelineCounters;
-use oae_client::status::QueueInfo;
 use oae_proto::{LinkId, Nanos, PostedReceive, SharedMemory, Store};
 
-use super::complete::notice;
 use crate::transport::Transport;
 
 /// A control client waiting for the message its receive takes.
@@ -87,18 +85,15 @@ impl Receives {
     }
 
     /// Receive `id` holds a message: its waiter gets the bytes. One whose
-    /// waiter went away is counted and told in the log, never dropped
-    /// unseen.
+    /// waiter went away is counted, and what to log about it returned,
+    /// never dropped unseen.
     pub fn received(
         &mut self,
         (id, len, imm): (u64, u16, Option<u32>),
         memory: &SharedMemory,
         counters: &mut PipelineCounters,
-        info: &QueueInfo,
-    ) {
-        let Some(w) = self.waiting.get_mut(id as usize).and_then(Option::take) else {
-            return;
-        };
+    ) -> Option<String> {
+        let w = self.waiting.get_mut(id as usize).and_then(Option::take)?;
         let data = memory.with_block(w.region, w.offset, len, to_hex);
         let answer = ReceivedAnswer {
             link: w.link,
@@ -106,17 +101,14 @@ impl Receives {
             imm,
             data,
         };
-        if w.reply.send(Ok(Answer::Received(answer))).is_err() {
-            counters.messages_unclaimed += 1;
-            notice(
-                info,
-                &format!(
-                    "a message of {len} bytes filled receive {id} on link {}, whose \
-                     client had gone",
-                    w.link
-                ),
-            );
+        if w.reply.send(Ok(Answer::Received(answer))).is_ok() {
+            return None;
         }
+        counters.messages_unclaimed += 1;
+        Some(format!(
+            "a message of {len} bytes filled receive {id} on link {}, whose client had gone",
+            w.link
+        ))
     }
 
     /// The dataplane stops: every waiter is told so (its receive goes with
