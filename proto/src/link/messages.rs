@@ -119,13 +119,13 @@ impl Link {
         }
         // An empty receive takes only an empty message, but names a region
         // all the same: whoever reads it back finds one.
-        if memory.find(receive.region).is_none() {
-            return Err(PostError::BadBuffer("no such local region"));
-        }
+        let (_, region) = memory
+            .find(receive.region)
+            .ok_or(PostError::BadBuffer("no such local region"))?;
         if receive.len > 0 {
-            memory
-                .check_local(receive.region, receive.offset, receive.len)
-                .map_err(|_| PostError::BadBuffer("not inside a local region"))?;
+            region
+                .check(receive.offset, usize::from(receive.len))
+                .map_err(|_| PostError::BadBuffer("not inside its local region"))?;
         }
         if self.messages.receives.len() >= MAX_POSTED_RECEIVES {
             return Err(PostError::QueueFull);
