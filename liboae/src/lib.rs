@@ -195,13 +195,7 @@ pub unsafe extern "C" fn oae_queue_outstanding(queue: *const oae_queue) -> c_int
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn oae_queue_to_node(queue: *mut oae_queue, node: u64) -> c_int {
     // SAFETY: the caller's contract.
-    match unsafe { queue_mut(queue) } {
-        Ok(q) => {
-            q.to = Destination::Node(node);
-            0
-        }
-        Err(code) => code,
-    }
+    unsafe { send_to(queue, Destination::Node(node)) }
 }
 
 /// Sends the verbs posted on `queue` from now on to link `link` of the
@@ -214,9 +208,17 @@ pub unsafe extern "C" fn oae_queue_to_node(queue: *mut oae_queue, node: u64) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn oae_queue_to_link(queue: *mut oae_queue, link: u16) -> c_int {
     // SAFETY: the caller's contract.
+    unsafe { send_to(queue, Destination::Link(link)) }
+}
+
+/// Where the verbs posted on `queue` from now on go.
+///
+/// SAFETY (callers): `queue` is NULL or an open queue used by one thread.
+unsafe fn send_to(queue: *mut oae_queue, to: Destination) -> c_int {
+    // SAFETY: the callers' contract.
     match unsafe { queue_mut(queue) } {
         Ok(q) => {
-            q.to = Destination::Link(link);
+            q.to = to;
             0
         }
         Err(code) => code,
