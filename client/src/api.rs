@@ -2,7 +2,7 @@
 //! completion, and why a verb was not submitted, as an enum with stable
 //! codes (the host ring carries the code, never the text).
 
-use oae_proto::verb::{Output, Verb, VerbError};
+use oae_proto::verb::{Block, Output, Verb, VerbError};
 use oae_proto::{LinkId, SubmitError};
 
 /// A verb submitted by an application (in process, or through the host
@@ -37,6 +37,34 @@ pub enum Destination {
     Link(LinkId),
     /// A node, by its id: the link to it, or a path through the fabric.
     Node(u64),
+}
+
+/// A receive a program posts through the host ring: the block of the
+/// dataplane's registered memory its message lands in, on the link that
+/// `from` names (a node's receive is posted on the link to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceivePost {
+    /// The program's name for it, returned with its message.
+    pub id: u64,
+    pub from: Destination,
+    pub region: u16,
+    pub offset: u32,
+    pub len: u16,
+}
+
+/// What a posted receive came to: the message that filled it (its bytes
+/// travel back with it), or why it was never posted or was given back.
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub id: u64,
+    pub result: Result<Message, NotSubmitted>,
+}
+
+/// A message a SEND delivered.
+#[derive(Clone, Copy, Debug)]
+pub struct Message {
+    pub imm: Option<u32>,
+    pub data: Block,
 }
 
 /// The one completion of a submitted verb. `Err` means it had no effect,

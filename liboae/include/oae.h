@@ -14,6 +14,10 @@
 // registered memory, not in the completion.
 #define OAE_MAX_BLOCK 960
 
+// Most bytes a SEND carries through the host ring to a named node or link
+// (9 more to the ring queue's first link), and a receive holds.
+#define OAE_MAX_MESSAGE 370
+
 // A NULL pointer or an argument out of range; see `oae_last_error`.
 #define OAE_ERR_INVALID -1
 
@@ -25,6 +29,12 @@
 
 // The dataplane's control socket refused or did not answer.
 #define OAE_ERR_CONTROL -4
+
+// `oae_post_send`'s flag: the message carries `imm`.
+#define OAE_SEND_WITH_IMM 1
+
+// A RECV completion's `wc_flags`: the message came with `imm_data`.
+#define OAE_WC_WITH_IMM 1
 
 #define OAE_OP_READ 0
 
@@ -41,6 +51,9 @@
 #define OAE_OP_BSWAP 6
 
 #define OAE_OP_SEND 7
+
+// A receive's completion: a message filled it (or it was refused).
+#define OAE_OP_RECV 8
 
 // A completion for an id this queue did not post (never expected).
 #define OAE_OP_UNKNOWN 255
@@ -131,8 +144,12 @@ typedef struct oae_wc {
   uint8_t count;
   uint8_t reserved;
   // READ, BILATERAL SWAP: bytes that landed in the verb's local block
-  // (read them with `oae_region_read`).
+  // (read them with `oae_region_read`). RECV: the message's length.
   uint32_t len;
+  // RECV: `OAE_WC_WITH_IMM` if the message came with `imm_data`.
+  uint32_t wc_flags;
+  // RECV: the SEND's immediate data.
+  uint32_t imm_data;
   // MULTI-WORD COMMIT: each word before the verb.
   uint64_t mcas_old[8];
 } oae_wc;
@@ -219,6 +236,39 @@ int oae_post_write(struct oae_queue *queue,
                    uint32_t offset,
                    const uint8_t *data,
                    uint16_t len);
+
+// Sends a message of `len` bytes (at most `OAE_MAX_MESSAGE`) from `data`
+// into the next receive the peer posted on the link, with `imm` as its
+// immediate data if `flags` has `OAE_SEND_WITH_IMM`. With no receive
+// posted it completes `OAE_WC_REFUSED_NO_RECEIVE`, at once: nothing
+// waits and retries.
+//
+// # Safety
+// `queue` is an open queue used by one thread at a time; `data` points
+// to `len` readable bytes.
+int oae_post_send(struct oae_queue *queue,
+                  uint64_t wr_id,
+                  const uint8_t *data,
+                  uint16_t len,
+                  uint32_t flags,
+                  uint32_t imm);
+
+// Posts a receive for the next message on the link verbs go to (the
+// queue's first link, or the one `oae_queue_to_link`/`oae_queue_to_node`
+// names): it lands in the dataplane's region `region` at `offset`, and at
+// completion (`OAE_OP_RECV`) is copied into `buf`, `len` bytes at most
+// (`OAE_MAX_MESSAGE`); the completion's `len` is the message's. A
+// receive stays posted until a message fills it or the dataplane stops.
+//
+// # Safety
+// `queue` is an open queue used by one thread at a time; `buf` points to
+// `len` writable bytes, kept until the receive completes.
+int oae_post_recv(struct oae_queue *queue,
+                  uint64_t wr_id,
+                  uint16_t region,
+                  uint32_t offset,
+                  uint8_t *buf,
+                  uint16_t len);
 
 // Compare-and-swap of the 8-byte word at `offset`: writes `desired` if it
 // holds `expected`. The completion's `old` is the word before, `swapped`

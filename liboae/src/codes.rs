@@ -13,6 +13,10 @@ pub const OAE_MAX_DATA: usize = 374;
 /// Most bytes a READ or BILATERAL SWAP moves: they land in the dataplane's
 /// registered memory, not in the completion.
 pub const OAE_MAX_BLOCK: usize = 960;
+/// Most bytes a SEND carries through the host ring to a named node or link
+/// (9 more to the ring queue's first link), and a receive holds.
+pub const OAE_MAX_MESSAGE: usize = 370;
+const _: () = assert!(OAE_MAX_MESSAGE <= oae_client::host::codec::MAX_RECEIVE);
 
 // Returned by the functions (negative).
 /// A NULL pointer or an argument out of range; see `oae_last_error`.
@@ -24,6 +28,11 @@ pub const OAE_ERR_ATTACH: c_int = -3;
 /// The dataplane's control socket refused or did not answer.
 pub const OAE_ERR_CONTROL: c_int = -4;
 
+/// `oae_post_send`'s flag: the message carries `imm`.
+pub const OAE_SEND_WITH_IMM: u32 = 1;
+/// A RECV completion's `wc_flags`: the message came with `imm_data`.
+pub const OAE_WC_WITH_IMM: u32 = 1;
+
 // A completion's `opcode`.
 pub const OAE_OP_READ: u32 = 0;
 pub const OAE_OP_WRITE: u32 = 1;
@@ -33,6 +42,8 @@ pub const OAE_OP_SWAP: u32 = 4;
 pub const OAE_OP_MCAS: u32 = 5;
 pub const OAE_OP_BSWAP: u32 = 6;
 pub const OAE_OP_SEND: u32 = 7;
+/// A receive's completion: a message filled it (or it was refused).
+pub const OAE_OP_RECV: u32 = 8;
 /// A completion for an id this queue did not post (never expected).
 pub const OAE_OP_UNKNOWN: u32 = 255;
 
@@ -173,6 +184,7 @@ mod tests {
             assert_eq!(op_number(kind) as usize, kind.index(), "{kind}");
         }
         assert!(OAE_OP_UNKNOWN as usize >= Opcode::COUNT);
+        assert_eq!(OAE_OP_RECV as usize, Opcode::COUNT);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use std::path::Path;
 use std::time::Duration;
 
-use oae_client::api::{Completion, Destination, Submission};
+use oae_client::api::{Completion, Destination, ReceivePost, Received, Submission};
 use oae_client::control::Client;
 use oae_client::host::HostQueue;
 use oae_client::outcome::Outcome;
@@ -34,12 +34,27 @@ pub use codes::*;
 /// A host program's queue on a dataplane's host ring. Opaque to C.
 pub struct oae_queue {
     queue: HostQueue,
-    /// Posted verbs by the id the ring carries: the caller's `wr_id` and
-    /// the verb's kind, so a failed completion still names both.
-    posted: Vec<Option<(u64, Opcode)>>,
+    /// Posted verbs and receives by the id the ring carries, so a failed
+    /// completion still names the caller's `wr_id` and what it was.
+    posted: Vec<Option<Posted>>,
     free: Vec<u32>,
     /// Where verbs posted from now on go.
     to: Destination,
+}
+
+/// What a ring id stands for until it completes.
+#[derive(Clone, Copy)]
+enum Posted {
+    Verb {
+        wr_id: u64,
+        kind: Opcode,
+    },
+    /// The caller's buffer its message is copied into.
+    Receive {
+        wr_id: u64,
+        buf: *mut u8,
+        len: u16,
+    },
 }
 
 /// One word of a multi-word commit.
@@ -75,8 +90,12 @@ pub struct oae_wc {
     pub count: u8,
     pub reserved: u8,
     /// READ, BILATERAL SWAP: bytes that landed in the verb's local block
-    /// (read them with `oae_region_read`).
+    /// (read them with `oae_region_read`). RECV: the message's length.
     pub len: u32,
+    /// RECV: `OAE_WC_WITH_IMM` if the message came with `imm_data`.
+    pub wc_flags: u32,
+    /// RECV: the SEND's immediate data.
+    pub imm_data: u32,
     /// MULTI-WORD COMMIT: each word before the verb.
     pub mcas_old: [u64; 8],
 }
@@ -233,6 +252,34 @@ unsafe fn queue_mut<'a>(queue: *mut oae_queue) -> Result<&'a mut oae_queue, c_in
 
 impl oae_queue {
     fn post(&mut self, wr_id: u64, verb: Verb) -> c_int {
+        let kind = verb.opcode();
+        let to = self.to;
+        self.post_with(Posted::Verb { wr_id, kind }, |queue, id| {
+            queue.submit(Submission { id, verb, to }).map_err(|_| ())
+        })
+    }
+
+    fn post_receive(&mut self, posted: Posted, block: (u16, u32, u16)) -> c_int {
+        let (region, offset, len) = block;
+        let from = self.to;
+        self.post_with(posted, |queue, id| {
+            let post = ReceivePost {
+                id,
+                from,
+                region,
+                offset,
+                len,
+            };
+            queue.post_receive(post).map_err(|_| ())
+        })
+    }
+
+    /// Puts `what` on the ring under a free id.
+    fn post_with(
+        &mut self,
+        what: Posted,
+        put: impl FnOnce(&mut HostQueue, u64) -> Result<(), ()>,
+    ) -> c_int {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -240,18 +287,12 @@ impl oae_queue {
                 (self.posted.len() - 1) as u32
             }
         };
-        let kind = verb.opcode();
-        let submission = Submission {
-            id: u64::from(slot),
-            verb,
-            to: self.to,
-        };
-        match self.queue.submit(submission) {
+        match put(&mut self.queue, u64::from(slot)) {
             Ok(()) => {
-                self.posted[slot as usize] = Some((wr_id, kind));
+                self.posted[slot as usize] = Some(what);
                 0
             }
-            Err(_) => {
+            Err(()) => {
                 self.free.push(slot);
                 fail(
                     OAE_ERR_AGAIN,
@@ -261,18 +302,20 @@ impl oae_queue {
         }
     }
 
+    /// What ring id `id` stood for; its id is free again.
+    fn take_posted(&mut self, id: u64) -> Option<Posted> {
+        let slot = u32::try_from(id).ok()?;
+        let posted = self.posted.get_mut(slot as usize)?.take()?;
+        self.free.push(slot);
+        Some(posted)
+    }
+
     fn completion(&mut self, c: &Completion, wc: &mut oae_wc) {
-        let (wr_id, opcode) = usize::try_from(c.id)
-            .ok()
-            .and_then(|i| self.posted.get_mut(i)?.take())
-            .map_or((c.id, OAE_OP_UNKNOWN), |(wr_id, kind)| {
-                (wr_id, op_number(kind))
-            });
-        if let Ok(slot) = u32::try_from(c.id)
-            && (slot as usize) < self.posted.len()
-        {
-            self.free.push(slot);
-        }
+        let (wr_id, opcode) = match self.take_posted(c.id) {
+            Some(Posted::Verb { wr_id, kind }) => (wr_id, op_number(kind)),
+            Some(Posted::Receive { wr_id, .. }) => (wr_id, OAE_OP_UNKNOWN),
+            None => (c.id, OAE_OP_UNKNOWN),
+        };
         *wc = oae_wc {
             wr_id,
             opcode,
@@ -282,6 +325,43 @@ impl oae_queue {
         };
         if let Ok(output) = &c.result {
             fill_result(output, wc);
+        }
+    }
+
+    /// A receive's outcome; its message is copied into the caller's buffer.
+    fn received(&mut self, r: &Received, wc: &mut oae_wc) {
+        let (wr_id, buf, room) = match self.take_posted(r.id) {
+            Some(Posted::Receive { wr_id, buf, len }) => (wr_id, buf, len),
+            Some(Posted::Verb { wr_id, .. }) => (wr_id, std::ptr::null_mut(), 0),
+            None => (r.id, std::ptr::null_mut(), 0),
+        };
+        *wc = oae_wc {
+            wr_id,
+            opcode: OAE_OP_RECV,
+            ..oae_wc::default()
+        };
+        let message = match &r.result {
+            Ok(m) => m,
+            Err(why) => {
+                let result: Result<Output, _> = Err(oae_client::api::AppError::NotSubmitted(*why));
+                wc.status = u32::from(Outcome::of(&result).code());
+                return;
+            }
+        };
+        let data = message.data.as_slice();
+        if buf.is_null() || data.len() > usize::from(room) {
+            // The dataplane never fills a receive past its length.
+            wc.status = u32::from(Outcome::Undecodable.code());
+            return;
+        }
+        // SAFETY: `buf` has `room` writable bytes (`oae_post_recv`'s
+        // contract, held until this completion) and `data` fits in them.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, data.len()) };
+        wc.status = u32::from(Outcome::Ok.code());
+        wc.len = data.len() as u32;
+        if let Some(imm) = message.imm {
+            wc.wc_flags = OAE_WC_WITH_IMM;
+            wc.imm_data = imm;
         }
     }
 }
@@ -374,20 +454,10 @@ pub unsafe extern "C" fn oae_post_write(
     data: *const u8,
     len: u16,
 ) -> c_int {
-    if data.is_null() && len > 0 {
-        return fail(OAE_ERR_INVALID, "data is NULL");
-    }
-    let bytes = if len == 0 {
-        &[][..]
-    } else {
-        // SAFETY: not NULL, and `len` readable bytes by the contract.
-        unsafe { std::slice::from_raw_parts(data, usize::from(len)) }
-    };
-    let Some(block) = Block::new(bytes) else {
-        return fail(
-            OAE_ERR_INVALID,
-            format!("a WRITE of {len} bytes is too large"),
-        );
+    // SAFETY: the contract above.
+    let block = match unsafe { block_from(data, len, "WRITE") } {
+        Ok(b) => b,
+        Err(code) => return code,
     };
     let verb = Verb::Write {
         target: target(region, key),
@@ -396,6 +466,96 @@ pub unsafe extern "C" fn oae_post_write(
     };
     // SAFETY: the contract above.
     unsafe { post(queue, wr_id, verb) }
+}
+
+/// Sends a message of `len` bytes (at most `OAE_MAX_MESSAGE`) from `data`
+/// into the next receive the peer posted on the link, with `imm` as its
+/// immediate data if `flags` has `OAE_SEND_WITH_IMM`. With no receive
+/// posted it completes `OAE_WC_REFUSED_NO_RECEIVE`, at once: nothing
+/// waits and retries.
+///
+/// # Safety
+/// `queue` is an open queue used by one thread at a time; `data` points
+/// to `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_send(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    data: *const u8,
+    len: u16,
+    flags: u32,
+    imm: u32,
+) -> c_int {
+    // SAFETY: the contract above.
+    let block = match unsafe { block_from(data, len, "SEND") } {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    if flags & !OAE_SEND_WITH_IMM != 0 {
+        return fail(OAE_ERR_INVALID, format!("unknown flags {flags:#x}"));
+    }
+    let verb = Verb::Send {
+        imm: (flags & OAE_SEND_WITH_IMM != 0).then_some(imm),
+        data: block,
+    };
+    // SAFETY: the contract above.
+    unsafe { post(queue, wr_id, verb) }
+}
+
+/// Posts a receive for the next message on the link verbs go to (the
+/// queue's first link, or the one `oae_queue_to_link`/`oae_queue_to_node`
+/// names): it lands in the dataplane's region `region` at `offset`, and at
+/// completion (`OAE_OP_RECV`) is copied into `buf`, `len` bytes at most
+/// (`OAE_MAX_MESSAGE`); the completion's `len` is the message's. A
+/// receive stays posted until a message fills it or the dataplane stops.
+///
+/// # Safety
+/// `queue` is an open queue used by one thread at a time; `buf` points to
+/// `len` writable bytes, kept until the receive completes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_recv(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    offset: u32,
+    buf: *mut u8,
+    len: u16,
+) -> c_int {
+    if buf.is_null() && len > 0 {
+        return fail(OAE_ERR_INVALID, "buf is NULL");
+    }
+    if usize::from(len) > OAE_MAX_MESSAGE {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a receive of {len} bytes is longer than OAE_MAX_MESSAGE ({OAE_MAX_MESSAGE})"),
+        );
+    }
+    // SAFETY: the contract above.
+    match unsafe { queue_mut(queue) } {
+        Ok(q) => q.post_receive(Posted::Receive { wr_id, buf, len }, (region, offset, len)),
+        Err(code) => code,
+    }
+}
+
+/// `len` bytes at `data` as a block, or why not.
+///
+/// SAFETY (callers): `data` is NULL or points to `len` readable bytes.
+unsafe fn block_from(data: *const u8, len: u16, what: &str) -> Result<Block, c_int> {
+    if data.is_null() && len > 0 {
+        return Err(fail(OAE_ERR_INVALID, "data is NULL"));
+    }
+    let bytes = if len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: not NULL, and `len` readable bytes by the contract.
+        unsafe { std::slice::from_raw_parts(data, usize::from(len)) }
+    };
+    Block::new(bytes).ok_or_else(|| {
+        fail(
+            OAE_ERR_INVALID,
+            format!("a {what} of {len} bytes is too large"),
+        )
+    })
 }
 
 /// Compare-and-swap of the 8-byte word at `offset`: writes `desired` if it
@@ -563,12 +723,15 @@ pub unsafe extern "C" fn oae_poll_cq(queue: *mut oae_queue, max: c_int, wc: *mut
     }
     let mut taken = 0;
     while taken < max {
-        let Some(c) = q.queue.poll_completion() else {
-            break;
-        };
         // SAFETY: `wc` has `max` writable entries and `taken < max`.
         let entry = unsafe { &mut *wc.add(taken) };
-        q.completion(&c, entry);
+        if let Some(c) = q.queue.poll_completion() {
+            q.completion(&c, entry);
+        } else if let Some(r) = q.queue.poll_received() {
+            q.received(&r, entry);
+        } else {
+            break;
+        }
         taken += 1;
     }
     c_int::try_from(taken).unwrap_or(c_int::MAX)

@@ -16,7 +16,9 @@ use oae_proto::{
 };
 use oae_swapring::verbs::{VERB_PAYLOAD_BYTES, VerbRecord};
 
-use crate::api::{AppError, Completion, Destination, NotSubmitted, Submission};
+use crate::api::{
+    AppError, Completion, Destination, Message, NotSubmitted, ReceivePost, Received, Submission,
+};
 
 /// Most records one verb or one completion takes.
 pub const MAX_VERB_RECORDS: usize = 8;
@@ -29,11 +31,21 @@ const HEAD: usize = 10;
 pub const MAX_WRITE: usize = MAX_MESSAGE - HEAD;
 
 // Kinds of a first record: the verb (its code on the wire, `Opcode::code`),
-// or the outcome of a completion. A completion's result names its verb by
-// the same code.
+// a receive posted, or the outcome of a completion. A completion's result
+// names its verb by the same code.
+const POST_RECEIVE: u8 = 14;
 const DONE: u8 = 16;
 const NOT_SUBMITTED: u8 = 17;
 const FAILED: u8 = 18;
+/// A posted receive's message, bytes included.
+const RECEIVED: u8 = 19;
+/// A receive never posted, or given back, and why.
+const RECEIVE_FAILED: u8 = 20;
+/// A received message's flags and immediate lead its bytes.
+const RECEIVED_HEAD: usize = 5;
+/// Largest receive the host ring posts: its message comes back whole in
+/// the completion, so it holds what one message carries.
+pub const MAX_RECEIVE: usize = MAX_MESSAGE - RECEIVED_HEAD;
 /// Every record of a message after its first.
 const CONTINUED: u8 = 0xff;
 /// Set on a verb's kind when its message starts with a destination: a
@@ -44,7 +56,8 @@ const TO_LINK: u8 = 1;
 const TO_NODE: u8 = 2;
 
 // The verbs' codes stay below the outcomes'.
-const _: () = assert!(Opcode::ALL[Opcode::COUNT - 1].code() < DONE);
+const _: () = assert!(Opcode::ALL[Opcode::COUNT - 1].code() < POST_RECEIVE);
+const _: () = assert!(POST_RECEIVE < DONE);
 
 /// A message's records, without allocating.
 #[derive(Clone, Copy, Debug)]
@@ -173,19 +186,34 @@ impl<'b> Reader<'b> {
     }
 }
 
+/// Writes `to` at the start of a request; returns its kind with
+/// [`ADDRESSED`] set if it named one.
+fn put_destination(w: &mut Writer, kind: u8, to: Destination) -> u8 {
+    let (to, value) = match to {
+        Destination::FirstLink => return kind,
+        Destination::Link(link) => (TO_LINK, u64::from(link)),
+        Destination::Node(node) => (TO_NODE, node),
+    };
+    w.put(&[to]);
+    w.put(&value.to_le_bytes());
+    kind | ADDRESSED
+}
+
+fn read_destination(r: &mut Reader<'_>, kind: u8) -> Option<Destination> {
+    if kind & ADDRESSED == 0 {
+        return Some(Destination::FirstLink);
+    }
+    match (r.u8()?, r.u64()?) {
+        (TO_LINK, link) => Some(Destination::Link(u16::try_from(link).ok()?)),
+        (TO_NODE, node) => Some(Destination::Node(node)),
+        _ => None,
+    }
+}
+
 /// The records of a verb, or why the host ring cannot carry it.
 pub fn encode_submission(s: &Submission, generation: u32) -> Result<Records, &'static str> {
     let mut w = Writer::new();
-    let mut kind = s.verb.opcode().code();
-    if let Some((to, value)) = match s.to {
-        Destination::FirstLink => None,
-        Destination::Link(link) => Some((TO_LINK, u64::from(link))),
-        Destination::Node(node) => Some((TO_NODE, node)),
-    } {
-        kind |= ADDRESSED;
-        w.put(&[to]);
-        w.put(&value.to_le_bytes());
-    }
+    let kind = put_destination(&mut w, s.verb.opcode().code(), s.to);
     // What a WRITE's or SEND's bytes may take after the rest.
     let room = MAX_MESSAGE - w.len;
     match &s.verb {
@@ -280,15 +308,7 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
     let b = join(records, &mut buf)?;
     let mut r = Reader { b, at: 0 };
     let kind = kind(&records[0]);
-    let to = if kind & ADDRESSED != 0 {
-        match (r.u8()?, r.u64()?) {
-            (TO_LINK, link) => Destination::Link(u16::try_from(link).ok()?),
-            (TO_NODE, node) => Destination::Node(node),
-            _ => return None,
-        }
-    } else {
-        Destination::FirstLink
-    };
+    let to = read_destination(&mut r, kind)?;
     let opcode = Opcode::from_code(kind & !ADDRESSED)?;
     if opcode == Opcode::Send {
         let imm = match (r.u8()?, r.u32()?) {
@@ -365,6 +385,122 @@ pub fn decode_submission(records: &[VerbRecord]) -> Option<Submission> {
         id: records[0].id,
         verb,
         to,
+    })
+}
+
+/// The records of a receive, or why the host ring cannot post it.
+pub fn encode_receive(p: &ReceivePost, generation: u32) -> Result<Records, &'static str> {
+    if usize::from(p.len) > MAX_RECEIVE {
+        return Err("a receive posted through the host ring holds at most 379 bytes");
+    }
+    let mut w = Writer::new();
+    let kind = put_destination(&mut w, POST_RECEIVE, p.from);
+    w.put(&p.region.to_le_bytes());
+    w.put(&p.offset.to_le_bytes());
+    w.put(&p.len.to_le_bytes());
+    Ok(cut(p.id, kind, generation, w.bytes()))
+}
+
+/// What a host program asks of the dataplane.
+// Decoded on the stack, one request at a time: boxing the verb would
+// allocate once per request on the polling core.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug)]
+pub enum HostRequest {
+    Verb(Submission),
+    Receive(ReceivePost),
+}
+
+impl HostRequest {
+    pub fn id(&self) -> u64 {
+        match self {
+            HostRequest::Verb(s) => s.id,
+            HostRequest::Receive(p) => p.id,
+        }
+    }
+}
+
+/// Whether a message's first record posts a receive (its refusal is then
+/// a [`Received`], not a [`Completion`]).
+pub fn posts_receive(first: &VerbRecord) -> bool {
+    kind(first) & !ADDRESSED == POST_RECEIVE
+}
+
+/// The dataplane side: a verb or a receive; `None` if the records are not
+/// one [`encode_submission`] or [`encode_receive`] writes.
+pub fn decode_request(records: &[VerbRecord]) -> Option<HostRequest> {
+    let first = records.first()?;
+    if !posts_receive(first) {
+        return decode_submission(records).map(HostRequest::Verb);
+    }
+    let mut buf = [0; MAX_MESSAGE];
+    let mut r = Reader {
+        b: join(records, &mut buf)?,
+        at: 0,
+    };
+    let from = read_destination(&mut r, kind(first))?;
+    let post = ReceivePost {
+        id: first.id,
+        from,
+        region: r.u16()?,
+        offset: r.u32()?,
+        len: r.u16()?,
+    };
+    (r.done() && usize::from(post.len) <= MAX_RECEIVE).then_some(HostRequest::Receive(post))
+}
+
+/// The dataplane side's records of a receive's outcome.
+pub fn encode_received(received: &Received, generation: u32) -> Records {
+    let mut w = Writer::new();
+    let kind = match &received.result {
+        Ok(m) => {
+            w.put(&[u8::from(m.imm.is_some())]);
+            w.put(&m.imm.unwrap_or(0).to_le_bytes());
+            // The receive held at most what one message carries.
+            let data = m.data.as_slice();
+            w.put(&data[..data.len().min(MAX_RECEIVE)]);
+            RECEIVED
+        }
+        Err(why) => {
+            w.put(&[why.code()]);
+            RECEIVE_FAILED
+        }
+    };
+    cut(received.id, kind, generation, w.bytes())
+}
+
+/// Whether a message's first record is a receive's outcome.
+pub fn is_received(first: &VerbRecord) -> bool {
+    matches!(kind(first), RECEIVED | RECEIVE_FAILED)
+}
+
+/// The host side: a receive's outcome; `None` if the records are not one
+/// [`encode_received`] writes.
+pub fn decode_received(records: &[VerbRecord]) -> Option<Received> {
+    let first = records.first()?;
+    let mut buf = [0; MAX_MESSAGE];
+    let mut r = Reader {
+        b: join(records, &mut buf)?,
+        at: 0,
+    };
+    let result = match kind(first) {
+        RECEIVED => {
+            let imm = match (r.u8()?, r.u32()?) {
+                (0, 0) => None,
+                (1, imm) => Some(imm),
+                _ => return None,
+            };
+            Ok(Message {
+                imm,
+                data: Block::new(r.rest())?,
+            })
+        }
+        RECEIVE_FAILED => Err(NotSubmitted::from_code(r.u8()?)),
+        _ => return None,
+    };
+    r.done().then_some(Received {
+        id: first.id,
+        result,
     })
 }
 
@@ -649,6 +785,68 @@ mod tests {
         };
         assert!(decode_submission(&[read(HEAD + 8)]).is_some());
         assert!(decode_submission(&[read(HEAD + 2)]).is_none());
+    }
+
+    #[test]
+    fn receives_and_their_messages_round_trip_and_are_never_taken_for_verbs() {
+        for from in [
+            Destination::FirstLink,
+            Destination::Link(3),
+            Destination::Node(u64::MAX),
+        ] {
+            let post = ReceivePost {
+                id: 77,
+                from,
+                region: 2,
+                offset: 4096,
+                len: MAX_RECEIVE as u16,
+            };
+            let records = encode_receive(&post, 5).unwrap();
+            assert!(posts_receive(&records.as_slice()[0]));
+            assert!(decode_submission(records.as_slice()).is_none(), "{from:?}");
+            match decode_request(records.as_slice()) {
+                Some(HostRequest::Receive(back)) => assert_eq!(back, post),
+                other => panic!("{from:?}: {other:?}"),
+            }
+        }
+        let too_long = ReceivePost {
+            id: 1,
+            from: Destination::FirstLink,
+            region: 2,
+            offset: 0,
+            len: MAX_RECEIVE as u16 + 1,
+        };
+        assert!(encode_receive(&too_long, 0).is_err());
+        let verb = Submission::to_first_link(9, verbs()[0]);
+        let records = encode_submission(&verb, 0).unwrap();
+        assert!(matches!(
+            decode_request(records.as_slice()),
+            Some(HostRequest::Verb(s)) if s.id == 9
+        ));
+        // The largest message the ring carries, with and without an
+        // immediate; and a refusal.
+        let full = [0xa5; MAX_RECEIVE];
+        for (imm, data) in [(Some(u32::MAX), &full[..]), (None, &b""[..])] {
+            let r = Received {
+                id: 4,
+                result: Ok(Message {
+                    imm,
+                    data: Block::new(data).unwrap(),
+                }),
+            };
+            let records = encode_received(&r, 1);
+            assert!(is_received(&records.as_slice()[0]));
+            assert!(decode_completion(records.as_slice()).is_none());
+            let back = decode_received(records.as_slice()).unwrap();
+            let m = back.result.unwrap();
+            assert_eq!((back.id, m.imm, m.data.as_slice()), (4, imm, data));
+        }
+        let refused = Received {
+            id: 5,
+            result: Err(NotSubmitted::NoRoute(0)),
+        };
+        let back = decode_received(encode_received(&refused, 1).as_slice()).unwrap();
+        assert!(matches!(back.result, Err(NotSubmitted::NoRoute(_))));
     }
 
     #[test]

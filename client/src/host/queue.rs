@@ -19,8 +19,11 @@ use oae_swapring::ring::{RECORD_WORDS, Record};
 use oae_swapring::verbs::{VerbRecord, VerbsHost};
 
 use super::HostMode;
-use super::codec::{MAX_VERB_RECORDS, decode_completion, encode_submission, generation};
-use crate::api::{AppError, Completion, NotSubmitted, Submission};
+use super::codec::{
+    MAX_VERB_RECORDS, Records, decode_completion, decode_received, encode_receive,
+    encode_submission, generation, is_received, posts_receive,
+};
+use crate::api::{AppError, Completion, NotSubmitted, ReceivePost, Received, Submission};
 
 /// What a host process holds on a bilateral ring.
 struct Bilateral {
@@ -95,6 +98,8 @@ pub struct HostQueue {
     capacity: usize,
     /// Completions made on this side or taken from exchanges, in order.
     ready: VecDeque<Completion>,
+    /// Posted receives' outcomes (messages, or why not), in order.
+    received: VecDeque<Received>,
     counters: HostQueueCounters,
 }
 
@@ -138,6 +143,7 @@ impl HostQueue {
             end,
             in_flight: 0,
             ready: VecDeque::new(),
+            received: VecDeque::new(),
             counters,
         })
     }
@@ -203,14 +209,48 @@ impl HostQueue {
                 return Ok(());
             }
         };
+        if self.publish(&records) {
+            Ok(())
+        } else {
+            Err(submission)
+        }
+    }
+
+    /// Posts a receive: the next message on its link lands in its block
+    /// of the dataplane's memory and comes back, bytes and all, from
+    /// [`HostQueue::poll_received`]. It counts as outstanding until then;
+    /// given back as [`HostQueue::submit`] gives a verb back. One the ring
+    /// cannot carry (longer than [`super::codec::MAX_RECEIVE`]) comes back
+    /// at once with the reason.
+    pub fn post_receive(&mut self, post: ReceivePost) -> Result<(), ReceivePost> {
+        let records = match encode_receive(&post, self.claim.generation) {
+            Ok(r) => r,
+            Err(why) => {
+                self.received.push_back(Received {
+                    id: post.id,
+                    result: Err(NotSubmitted::Invalid(why)),
+                });
+                return Ok(());
+            }
+        };
+        if self.publish(&records) {
+            Ok(())
+        } else {
+            Err(post)
+        }
+    }
+
+    /// Puts one request's records on the ring (FITO) or in the next batch
+    /// (bilateral); false if there is no room.
+    fn publish(&mut self, records: &Records) -> bool {
         if self.outstanding() >= self.capacity {
-            return Err(submission);
+            return false;
         }
         match &mut self.end {
             End::Fito => {
                 let mut host = self.verbs_host();
                 if host.submit_all(records.as_slice()).is_err() {
-                    return Err(submission);
+                    return false;
                 }
                 host.flush();
                 self.in_flight += 1;
@@ -223,14 +263,14 @@ impl HostQueue {
                     unreachable!("the mode does not change");
                 };
                 if b.pending.len() + records.as_slice().len() > b.batch {
-                    return Err(submission);
+                    return false;
                 }
                 b.pending
                     .extend(records.as_slice().iter().map(VerbRecord::encode));
                 b.pending_verbs += 1;
             }
         }
-        Ok(())
+        true
     }
 
     /// Offers the verbs gathered for a bilateral ring's next batch (if the
@@ -242,12 +282,30 @@ impl HostQueue {
     /// The next completion, if one is there. A record that does not decode
     /// (a dataplane of another version) completes its id with the reason.
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        match &self.end {
-            End::Fito if self.ready.is_empty() => self.poll_fito(),
-            End::Bilateral(b) if self.ready.is_empty() || b.pending_verbs > 0 => self.exchange(),
-            _ => {}
+        if self.ready.is_empty() || self.has_pending() {
+            self.poll_ring();
         }
         self.ready.pop_front()
+    }
+
+    /// The next posted receive's outcome, if one is there: its message, or
+    /// why it was refused.
+    pub fn poll_received(&mut self) -> Option<Received> {
+        if self.received.is_empty() || self.has_pending() {
+            self.poll_ring();
+        }
+        self.received.pop_front()
+    }
+
+    fn has_pending(&self) -> bool {
+        matches!(&self.end, End::Bilateral(b) if b.pending_verbs > 0)
+    }
+
+    fn poll_ring(&mut self) {
+        match &self.end {
+            End::Fito => self.poll_fito(),
+            End::Bilateral(_) => self.exchange(),
+        }
     }
 
     fn poll_fito(&mut self) {
@@ -276,10 +334,10 @@ impl HostQueue {
                 &message,
                 self.claim.generation,
                 &mut self.in_flight,
-                &mut self.ready,
+                (&mut self.ready, &mut self.received),
                 &mut self.counters,
             );
-            if !self.ready.is_empty() {
+            if !self.ready.is_empty() || !self.received.is_empty() {
                 break;
             }
         }
@@ -296,6 +354,7 @@ impl HostQueue {
             end,
             in_flight,
             ready,
+            received,
             counters,
             ..
         } = self;
@@ -327,7 +386,7 @@ impl HostQueue {
                         &b.answer[..x.count],
                         claim.generation,
                         in_flight,
-                        ready,
+                        (ready, received),
                         counters,
                     );
                 }
@@ -370,7 +429,11 @@ impl HostQueue {
     /// effect from those the dataplane took.
     pub fn recall(&mut self) -> usize {
         let Self {
-            region, end, ready, ..
+            region,
+            end,
+            ready,
+            received,
+            ..
         } = self;
         let End::Bilateral(b) = end else {
             return 0;
@@ -386,11 +449,18 @@ impl HostQueue {
             let Some(first) = VerbRecord::decode(&b.pending[at]) else {
                 break;
             };
-            ready.push_back(Completion {
-                id: first.id,
-                result: Err(AppError::NotSubmitted(NotSubmitted::Recalled)),
-                latency_ns: 0,
-            });
+            if posts_receive(&first) {
+                received.push_back(Received {
+                    id: first.id,
+                    result: Err(NotSubmitted::Recalled),
+                });
+            } else {
+                ready.push_back(Completion {
+                    id: first.id,
+                    result: Err(AppError::NotSubmitted(NotSubmitted::Recalled)),
+                    latency_ns: 0,
+                });
+            }
             recalled += 1;
             at += super::codec::message_records(&first).unwrap_or(1);
         }
@@ -472,7 +542,7 @@ fn take_answer(
     answer: &[Record],
     generation: u32,
     in_flight: &mut usize,
-    ready: &mut VecDeque<Completion>,
+    ready: Ready<'_>,
     counters: &mut HostQueueCounters,
 ) {
     let mut at = 0;
@@ -485,10 +555,19 @@ fn take_answer(
             .unwrap_or(1)
             .min(answer.len() - at);
         message.extend(answer[at..at + len].iter().filter_map(VerbRecord::decode));
-        deliver(&message, generation, in_flight, ready, counters);
+        deliver(
+            &message,
+            generation,
+            in_flight,
+            (&mut *ready.0, &mut *ready.1),
+            counters,
+        );
         at += len;
     }
 }
+
+/// Where decoded answers go: verbs' completions, receives' outcomes.
+type Ready<'a> = (&'a mut VecDeque<Completion>, &'a mut VecDeque<Received>);
 
 /// One completion message to the caller, unless it was for an earlier
 /// holder; one that does not decode completes its id with the reason.
@@ -496,7 +575,7 @@ fn deliver(
     message: &[VerbRecord],
     claim_generation: u32,
     in_flight: &mut usize,
-    ready: &mut VecDeque<Completion>,
+    (ready, received): Ready<'_>,
     counters: &mut HostQueueCounters,
 ) {
     let Some(first) = message.first() else {
@@ -508,6 +587,17 @@ fn deliver(
         return;
     }
     *in_flight = in_flight.saturating_sub(1);
+    if is_received(first) {
+        let outcome = decode_received(message).unwrap_or_else(|| {
+            counters.undecodable += 1;
+            Received {
+                id: first.id,
+                result: Err(NotSubmitted::Refused),
+            }
+        });
+        received.push_back(outcome);
+        return;
+    }
     ready.push_back(match decode_completion(message) {
         Some(c) => c,
         None => {

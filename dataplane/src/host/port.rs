@@ -25,10 +25,11 @@ use oae_swapring::region::{Region, RegionConfig, Side};
 use oae_swapring::ring::{RECORD_WORDS, Record};
 use oae_swapring::verbs::{VerbRecord, VerbsDevice};
 
-use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::api::{AppError, Completion, NotSubmitted, Received};
 use oae_client::host::HostMode;
 use oae_client::host::codec::{
-    MAX_VERB_RECORDS, decode_submission, encode_completion, generation, message_records,
+    HostRequest, MAX_VERB_RECORDS, Records, decode_request, encode_completion, encode_received,
+    generation, message_records,
 };
 use oae_client::stats::HostPortCounters;
 use oae_config::HostRing;
@@ -142,14 +143,14 @@ impl HostPort {
         }
     }
 
-    /// Takes up to `max` verbs (FITO), or serves every slot's offer
-    /// (bilateral): each decoded verb goes to `submit`; one that does not
-    /// decode, or that `submit` refuses, is answered with the reason, and
-    /// had no effect.
+    /// Takes up to `max` requests (FITO), or serves every slot's offer
+    /// (bilateral): each decoded verb or receive goes to `submit`; one that
+    /// does not decode, or that `submit` refuses, is answered with the
+    /// reason, and had no effect.
     pub fn take(
         &mut self,
         max: usize,
-        mut submit: impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+        mut submit: impl FnMut(HostOrigin, HostRequest) -> Result<(), NotSubmitted>,
     ) {
         if self.abandoned_if_cut() {
             return;
@@ -196,6 +197,19 @@ impl HostPort {
     /// published by [`HostPort::flush`] (FITO) or the process's next
     /// exchange (bilateral).
     pub fn complete(&mut self, origin: HostOrigin, c: Completion) {
+        self.answer(origin, encode_completion(&c, u32::from(origin.generation)));
+    }
+
+    /// Queues a posted receive's outcome (its message, bytes and all) for
+    /// the host process that posted it, as [`HostPort::complete`] does.
+    pub fn complete_receive(&mut self, origin: HostOrigin, received: &Received) {
+        self.answer(
+            origin,
+            encode_received(received, u32::from(origin.generation)),
+        );
+    }
+
+    fn answer(&mut self, origin: HostOrigin, records: Records) {
         if self.abandoned_if_cut() {
             self.counters.completions_orphaned += 1;
             return;
@@ -211,12 +225,7 @@ impl HostPort {
                 .map(|s| &mut s.waiting),
         };
         match current {
-            Some(waiting) => queue_completion(
-                waiting,
-                &mut self.counters,
-                &c,
-                u32::from(origin.generation),
-            ),
+            Some(waiting) => queue_answer(waiting, &mut self.counters, &records),
             None => self.counters.completions_orphaned += 1,
         }
     }
@@ -365,7 +374,7 @@ fn take_fito(
     max: usize,
     waiting: &mut VecDeque<VerbRecord>,
     counters: &mut HostPortCounters,
-    submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+    submit: &mut impl FnMut(HostOrigin, HostRequest) -> Result<(), NotSubmitted>,
 ) {
     let mut owner = ring_generation(region);
     let mut device = ipu_end(region, cost);
@@ -422,11 +431,13 @@ fn accept(
     origin: HostOrigin,
     waiting: &mut VecDeque<VerbRecord>,
     counters: &mut HostPortCounters,
-    submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+    submit: &mut impl FnMut(HostOrigin, HostRequest) -> Result<(), NotSubmitted>,
 ) {
     counters.requests += 1;
-    let why = match decode_submission(message) {
-        Some(s) => match submit(origin, s) {
+    let generation = u32::from(origin.generation);
+    let request = decode_request(message);
+    let why = match request {
+        Some(r) => match submit(origin, r) {
             Ok(()) => return,
             Err(why) => why,
         },
@@ -435,12 +446,24 @@ fn accept(
             NotSubmitted::Undecodable
         }
     };
-    let refusal = Completion {
-        id,
-        result: Err(AppError::NotSubmitted(why)),
-        latency_ns: 0,
+    let refusal = match request {
+        Some(HostRequest::Receive(_)) => encode_received(
+            &Received {
+                id,
+                result: Err(why),
+            },
+            generation,
+        ),
+        _ => encode_completion(
+            &Completion {
+                id,
+                result: Err(AppError::NotSubmitted(why)),
+                latency_ns: 0,
+            },
+            generation,
+        ),
     };
-    queue_completion(waiting, counters, &refusal, u32::from(origin.generation));
+    queue_answer(waiting, counters, &refusal);
 }
 
 /// Serves one bilateral slot: if its process offers verbs, or waits while
@@ -453,7 +476,7 @@ fn serve_slot<'r>(
     offer: &mut Vec<Record>,
     answer: &mut [Record],
     counters: &mut HostPortCounters,
-    submit: &mut impl FnMut(HostOrigin, Submission) -> Result<(), NotSubmitted>,
+    submit: &mut impl FnMut(HostOrigin, HostRequest) -> Result<(), NotSubmitted>,
 ) -> Vec<Record> {
     let generation = match ipu.read_offer() {
         Ok(Some(read)) => {
@@ -534,13 +557,11 @@ fn serve_slot<'r>(
 
 /// Waiting completions never grow past their first capacity: serving the
 /// host allocates nothing, and a completion that finds no room is counted.
-fn queue_completion(
+fn queue_answer(
     waiting: &mut VecDeque<VerbRecord>,
     counters: &mut HostPortCounters,
-    c: &Completion,
-    generation: u32,
+    records: &Records,
 ) {
-    let records = encode_completion(c, generation);
     if waiting.len() + records.as_slice().len() > waiting.capacity() {
         counters.completions_lost += 1;
         return;
@@ -554,7 +575,9 @@ mod tests {
     use oae_swapring::region::unique_shm_path;
 
     use super::*;
+    use oae_client::api::{Destination, Message, ReceivePost, Submission};
     use oae_client::host::HostQueue;
+    use oae_proto::Block;
 
     fn ring(mode: HostMode) -> HostRing {
         HostRing {
@@ -580,7 +603,7 @@ mod tests {
     fn taken(port: &mut HostPort) -> Vec<(u64, u16)> {
         let mut got = Vec::new();
         port.take(64, |origin, s| {
-            got.push((s.id, origin.generation));
+            got.push((s.id(), origin.generation));
             Ok(())
         });
         got
@@ -741,5 +764,88 @@ mod tests {
             }
             other => panic!("{:?}", other.err()),
         }
+    }
+
+    #[test]
+    fn a_posted_receive_reaches_the_dataplane_and_its_message_comes_back_whole() {
+        for mode in [HostMode::Fito, HostMode::Bilateral] {
+            let r = ring(mode);
+            let mut port = HostPort::create(&r).unwrap();
+            let mut q = HostQueue::attach(&r.path, 10).unwrap();
+            let post = |id, len| ReceivePost {
+                id,
+                from: Destination::Node(7),
+                region: 3,
+                offset: 64,
+                len,
+            };
+            q.post_receive(post(1, 100)).unwrap();
+            q.post_receive(post(2, 100)).unwrap();
+            q.flush();
+            let mut posted = Vec::new();
+            port.take(64, |origin, request| match request {
+                HostRequest::Receive(p) if p.id == 1 => {
+                    posted.push((origin, p));
+                    Ok(())
+                }
+                HostRequest::Receive(_) => Err(NotSubmitted::NoRoute(7)),
+                HostRequest::Verb(s) => panic!("{mode:?}: a receive came as verb {}", s.id),
+            });
+            assert_eq!(posted.len(), 1, "{mode:?}");
+            assert_eq!(posted[0].1, post(1, 100), "{mode:?}");
+            let message = Message {
+                imm: Some(0xfeed),
+                data: Block::new(b"hello, receiver").unwrap(),
+            };
+            let filled = Received {
+                id: 1,
+                result: Ok(message),
+            };
+            port.complete_receive(posted[0].0, &filled);
+            port.flush();
+            let mut got = Vec::new();
+            for _ in 0..10_000 {
+                if let Some(r) = q.poll_received() {
+                    got.push(r);
+                }
+                if got.len() == 2 {
+                    break;
+                }
+                port.take(64, |_, _| Ok(()));
+                port.flush();
+            }
+            assert_eq!(got.len(), 2, "{mode:?}: {got:?}");
+            assert_eq!(q.outstanding(), 0, "{mode:?}");
+            assert!(q.poll_completion().is_none(), "{mode:?}");
+            let refused = got.iter().find(|r| r.id == 2).unwrap();
+            assert!(
+                matches!(refused.result, Err(NotSubmitted::NoRoute(_))),
+                "{mode:?}: {refused:?}"
+            );
+            let message = got.iter().find(|r| r.id == 1).unwrap().result.unwrap();
+            assert_eq!(message.imm, Some(0xfeed), "{mode:?}");
+            assert_eq!(message.data.as_slice(), b"hello, receiver", "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn a_receive_longer_than_the_ring_carries_is_refused_on_the_host() {
+        let r = ring(HostMode::Fito);
+        let _port = HostPort::create(&r).unwrap();
+        let mut q = HostQueue::attach(&r.path, 10).unwrap();
+        let post = ReceivePost {
+            id: 9,
+            from: Destination::FirstLink,
+            region: 3,
+            offset: 0,
+            len: oae_client::host::codec::MAX_RECEIVE as u16 + 1,
+        };
+        q.post_receive(post).unwrap();
+        let got = q.poll_received().expect("refused at once");
+        assert!(
+            matches!(got.result, Err(NotSubmitted::Invalid(why)) if why.contains("379")),
+            "{got:?}"
+        );
+        assert_eq!(q.outstanding(), 0);
     }
 }

@@ -50,9 +50,12 @@ impl Completer<'_> {
                 self.workloads.peer_restarted(link, node);
             }
             TransportEvent::Received { id, len, imm, .. } => {
-                let unclaimed = self
-                    .receives
-                    .received((id, len, imm), self.memory, self.counters);
+                let unclaimed = self.receives.received(
+                    (id, len, imm),
+                    self.memory,
+                    self.host.as_mut(),
+                    self.counters,
+                );
                 if let Some(what) = unclaimed {
                     notice(self.info, &what);
                 }

@@ -43,6 +43,7 @@ use crate::workload::{Aim, LinkWorkloads};
 use complete::Completer;
 pub use oae_client::api::{AppError, Completion, Destination, NotSubmitted, Submission};
 use oae_client::control::{Answer, ControlError, ErrorCode};
+use oae_client::host::codec::HostRequest;
 use oae_client::outcome::Outcome;
 use oae_client::stats::{Counters, LinkCounters, PipelineCounters, Stage, named_counters};
 pub use oae_client::status::QueueInfo;
@@ -203,8 +204,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         while Instant::now() < until && !self.quiet() {
             self.iterate(false);
         }
+        self.receives.shut_down(self.host.as_mut());
         self.refuse_queued_submissions();
-        self.receives.shut_down();
         self.finish_capture();
         for port in &mut self.ports {
             port.flush();
@@ -453,8 +454,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let Some(mut host) = self.host.take() else {
             return;
         };
-        host.take(MAX_BURST, |origin, s| {
-            let submitted = self.submit(Origin::Host(origin, s.id), Target::of(&s), now);
+        host.take(MAX_BURST, |origin, request| {
+            let submitted = match request {
+                HostRequest::Verb(s) => {
+                    self.submit(Origin::Host(origin, s.id), Target::of(&s), now)
+                }
+                HostRequest::Receive(post) => {
+                    self.receives.post_host(&mut self.transport, origin, post)
+                }
+            };
             match submitted {
                 Ok(()) => self.counters.app_submitted += 1,
                 Err(_) => self.counters.app_refused += 1,

@@ -1,24 +1,37 @@
-//! Receives posted through a polling core (`oaectl recv`) and who waits for
-//! each: the core names a receive by a number, its index here, until the
-//! message it took is reported or it is withdrawn.
+//! Receives posted through a polling core (`oaectl recv`, or a host
+//! program through the host ring) and who waits for each: the core names a
+//! receive by a number, its index here, until the message it took is
+//! reported or it is withdrawn.
 
 use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
+use oae_client::api::{Destination, Message, NotSubmitted, ReceivePost, Received};
 use oae_client::control::{Answer, ControlError, ErrorCode, ReceivedAnswer, to_hex};
 use oae_client::stats::PipelineCounters;
-use oae_proto::{LinkId, Nanos, PostedReceive, SharedMemory, Store};
+use oae_proto::{Block, LinkId, Nanos, PostedReceive, SharedMemory, Store};
 
+use crate::host::{HostOrigin, HostPort};
 use crate::transport::Transport;
 
-/// A control client waiting for the message its receive takes.
+/// Who waits for a receive's message.
+enum Claimant {
+    /// A control client (`oaectl recv`); past `deadline` the receive is
+    /// withdrawn if no message holds it.
+    Control {
+        reply: SyncSender<Result<Answer, ControlError>>,
+        deadline: Nanos,
+    },
+    /// A host program, by the id it posted the receive under; it waits
+    /// as long as the dataplane runs.
+    Host { origin: HostOrigin, id: u64 },
+}
+
 struct Waiter {
-    reply: SyncSender<Result<Answer, ControlError>>,
+    claimant: Claimant,
     link: LinkId,
     region: u16,
     offset: u32,
-    /// Past it, the receive is withdrawn if no message holds it.
-    deadline: Nanos,
 }
 
 /// Where a receive's message goes.
@@ -28,6 +41,15 @@ pub(super) struct Receives {
     waiting: Vec<Option<Waiter>>,
     /// The earliest deadline of them (`Nanos::MAX`: none).
     next_deadline: Nanos,
+}
+
+fn posted(id: usize, region: u16, offset: u32, len: u16) -> PostedReceive {
+    PostedReceive {
+        id: id as u64,
+        region,
+        offset,
+        len,
+    }
 }
 
 /// What `oaectl recv` asks: a link, a buffer, and how long to wait.
@@ -56,19 +78,8 @@ impl Receives {
         reply: SyncSender<Result<Answer, ControlError>>,
         now: Nanos,
     ) {
-        let id = match self.waiting.iter().position(Option::is_none) {
-            Some(free) => free,
-            None => {
-                self.waiting.push(None);
-                self.waiting.len() - 1
-            }
-        };
-        let receive = PostedReceive {
-            id: id as u64,
-            region: ask.region,
-            offset: ask.offset,
-            len: ask.len,
-        };
+        let id = self.free_id();
+        let receive = posted(id, ask.region, ask.offset, ask.len);
         if let Err(e) = transport.post_receive(ask.link, receive) {
             let _ = reply.send(Err(e));
             return;
@@ -76,12 +87,63 @@ impl Receives {
         let deadline = now.saturating_add(ask.within.as_nanos() as Nanos);
         self.next_deadline = self.next_deadline.min(deadline);
         self.waiting[id] = Some(Waiter {
-            reply,
+            claimant: Claimant::Control { reply, deadline },
             link: ask.link,
             region: ask.region,
             offset: ask.offset,
-            deadline,
         });
+    }
+
+    /// Posts a host program's receive on the link its `from` names; its
+    /// message goes back on the host ring. Refused with the reason if it
+    /// cannot be posted.
+    pub fn post_host(
+        &mut self,
+        transport: &mut impl Transport,
+        origin: HostOrigin,
+        post: ReceivePost,
+    ) -> Result<(), NotSubmitted> {
+        let link = match post.from {
+            Destination::FirstLink => 0,
+            Destination::Link(link) => link,
+            Destination::Node(node) => (0..transport.links())
+                .map(|l| l as LinkId)
+                .find(|&l| transport.peer_node(l) == Some(node))
+                .ok_or(NotSubmitted::NoRoute(node))?,
+        };
+        let id = self.free_id();
+        let receive = posted(id, post.region, post.offset, post.len);
+        transport
+            .post_receive(link, receive)
+            .map_err(|e| match e.code {
+                ErrorCode::NotFound => NotSubmitted::NoSuchLink(link),
+                ErrorCode::Conflict => NotSubmitted::QueueFull,
+                ErrorCode::Unsupported => NotSubmitted::NotForTransport,
+                _ => {
+                    NotSubmitted::Invalid("the receive's block is not in a region of the dataplane")
+                }
+            })?;
+        self.waiting[id] = Some(Waiter {
+            claimant: Claimant::Host {
+                origin,
+                id: post.id,
+            },
+            link,
+            region: post.region,
+            offset: post.offset,
+        });
+        Ok(())
+    }
+
+    /// The id the next waiter takes, posted under it before it is stored.
+    fn free_id(&mut self) -> usize {
+        match self.waiting.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.waiting.push(None);
+                self.waiting.len() - 1
+            }
+        }
     }
 
     /// Receive `id` holds a message: its waiter gets the bytes. One whose
@@ -91,9 +153,26 @@ impl Receives {
         &mut self,
         (id, len, imm): (u64, u16, Option<u32>),
         memory: &SharedMemory,
+        host: Option<&mut HostPort>,
         counters: &mut PipelineCounters,
     ) -> Option<String> {
         let w = self.waiting.get_mut(id as usize).and_then(Option::take)?;
+        let reply = match w.claimant {
+            Claimant::Control { reply, .. } => reply,
+            Claimant::Host { origin, id } => {
+                let data = memory.with_block(w.region, w.offset, len, Block::new);
+                let received = Received {
+                    id,
+                    result: Ok(Message {
+                        imm,
+                        data: data.unwrap_or(Block::EMPTY),
+                    }),
+                };
+                // The host port counts one its process is gone for.
+                host?.complete_receive(origin, &received);
+                return None;
+            }
+        };
         let data = memory.with_block(w.region, w.offset, len, to_hex);
         let answer = ReceivedAnswer {
             link: w.link,
@@ -101,7 +180,7 @@ impl Receives {
             imm,
             data,
         };
-        if w.reply.send(Ok(Answer::Received(answer))).is_ok() {
+        if reply.send(Ok(Answer::Received(answer))).is_ok() {
             return None;
         }
         counters.messages_unclaimed += 1;
@@ -113,12 +192,25 @@ impl Receives {
 
     /// The dataplane stops: every waiter is told so (its receive goes with
     /// the dataplane).
-    pub fn shut_down(&mut self) {
+    pub fn shut_down(&mut self, mut host: Option<&mut HostPort>) {
         for w in self.waiting.iter_mut().filter_map(Option::take) {
-            let _ = w.reply.send(Err(ControlError::new(
-                ErrorCode::ShuttingDown,
-                "the dataplane is shutting down; no message came",
-            )));
+            match w.claimant {
+                Claimant::Control { reply, .. } => {
+                    let _ = reply.send(Err(ControlError::new(
+                        ErrorCode::ShuttingDown,
+                        "the dataplane is shutting down; no message came",
+                    )));
+                }
+                Claimant::Host { origin, id } => {
+                    if let Some(host) = host.as_deref_mut() {
+                        let received = Received {
+                            id,
+                            result: Err(NotSubmitted::ShuttingDown),
+                        };
+                        host.complete_receive(origin, &received);
+                    }
+                }
+            }
         }
     }
 
@@ -130,20 +222,30 @@ impl Receives {
         }
         self.next_deadline = Nanos::MAX;
         for (id, slot) in self.waiting.iter_mut().enumerate() {
-            let Some(w) = slot else { continue };
-            if w.deadline > now || !transport.cancel_receive(w.link, id as u64) {
-                let later = if w.deadline > now { w.deadline } else { now };
+            let Some(Waiter {
+                claimant: Claimant::Control { deadline, .. },
+                link,
+                ..
+            }) = slot
+            else {
+                continue;
+            };
+            let (deadline, link) = (*deadline, *link);
+            if deadline > now || !transport.cancel_receive(link, id as u64) {
+                let later = if deadline > now { deadline } else { now };
                 self.next_deadline = self.next_deadline.min(later.max(now + 1));
                 continue;
             }
-            let w = slot.take().expect("matched");
-            let _ = w.reply.send(Err(ControlError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "no message arrived on link {}; the receive was withdrawn",
-                    w.link
-                ),
-            )));
+            if let Some(Waiter {
+                claimant: Claimant::Control { reply, .. },
+                ..
+            }) = slot.take()
+            {
+                let _ = reply.send(Err(ControlError::new(
+                    ErrorCode::Timeout,
+                    format!("no message arrived on link {link}; the receive was withdrawn"),
+                )));
+            }
         }
     }
 }
