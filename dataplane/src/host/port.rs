@@ -132,6 +132,33 @@ impl HostPort {
         self.region.path()
     }
 
+    /// The ring's claims as one word: it changes when a host process lets
+    /// go of the ring (or its slot) or another claims it. One or a few
+    /// loads, so a polling core can look every burst.
+    pub fn claims(&self) -> u64 {
+        let load = |w: &std::sync::atomic::AtomicU64| w.load(std::sync::atomic::Ordering::Acquire);
+        match self.serve {
+            Serve::Fito { .. } => load(self.region.ring_owner_word()),
+            Serve::Bilateral { .. } => (0..self.region.slot_count()).fold(0, |all, s| {
+                all.rotate_left(7) ^ load(self.region.slot(s).owner_word())
+            }),
+        }
+    }
+
+    /// Whether the process that sent a request under `origin` still holds
+    /// its claim (a process that let go, or was replaced, does not).
+    pub fn holds(&self, origin: HostOrigin) -> bool {
+        let word = match self.serve {
+            Serve::Fito { .. } => self.region.ring_owner_word(),
+            Serve::Bilateral { .. } if usize::from(origin.slot) < self.region.slot_count() => {
+                self.region.slot(usize::from(origin.slot)).owner_word()
+            }
+            Serve::Bilateral { .. } => return false,
+        };
+        Claim::of(word.load(std::sync::atomic::Ordering::Acquire))
+            .is_some_and(|c| c.generation as u16 == origin.generation)
+    }
+
     pub fn counters(&self) -> HostPortCounters {
         let waiting = match &self.serve {
             Serve::Fito { waiting } => messages(waiting),

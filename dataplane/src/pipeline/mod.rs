@@ -122,6 +122,9 @@ pub struct Pipeline<D: Driver, T: Transport> {
     shared: Arc<QueueShared>,
     /// The host ring this polling core serves, in an IPU deployment.
     host: Option<HostPort>,
+    /// Its claims as last seen ([`HostPort::claims`]): when they change,
+    /// receives of processes that are gone are withdrawn.
+    host_claims: u64,
     /// The loop's clock: the CPU's counter where it is steady (a clock
     /// read every iteration costs half of what the system clock does).
     clock: quanta::Clock,
@@ -165,6 +168,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             info,
             shared,
             host,
+            host_claims: 0,
             started: clock.now(),
             clock,
             inflight: vec![None; inflight_capacity],
@@ -469,6 +473,12 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             }
             submitted
         });
+        let claims = host.claims();
+        if claims != self.host_claims {
+            self.host_claims = claims;
+            self.receives
+                .withdraw_gone(&mut self.transport, |origin| host.holds(origin));
+        }
         self.host = Some(host);
     }
 

@@ -190,6 +190,29 @@ impl Receives {
         ))
     }
 
+    /// Withdraws the receives of host processes that are gone (`holds`
+    /// says which still are), so that no later message lands in a receive
+    /// nobody will read. One a message already holds stays: its message is
+    /// delivered and counted as orphaned by the host port.
+    pub fn withdraw_gone(
+        &mut self,
+        transport: &mut impl Transport,
+        holds: impl Fn(HostOrigin) -> bool,
+    ) {
+        for (id, slot) in self.waiting.iter_mut().enumerate() {
+            if let Some(Waiter {
+                claimant: Claimant::Host { origin, .. },
+                link,
+                ..
+            }) = slot
+                && !holds(*origin)
+                && transport.cancel_receive(*link, id as u64)
+            {
+                *slot = None;
+            }
+        }
+    }
+
     /// The dataplane stops: every waiter is told so (its receive goes with
     /// the dataplane).
     pub fn shut_down(&mut self, mut host: Option<&mut HostPort>) {
