@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DataplaneStatus {
     pub name: String,
+    /// This dataplane's node id (`node_id` in its configuration).
+    #[serde(default)]
+    pub node_id: u64,
     pub pid: u32,
     pub epoch: u32,
     pub queues: Vec<QueueStatus>,

@@ -81,6 +81,7 @@ struct Shared {
     steering: Mutex<BTreeMap<String, Steering>>,
     stop: Arc<AtomicBool>,
     name: String,
+    node_id: u64,
     epoch: u32,
     /// The memory every queue shares, for dumps read off the polling cores.
     memory: SharedMemory,
@@ -155,6 +156,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         steering: Mutex::new(steering),
         stop: Arc::clone(&stop),
         name: config.name.clone(),
+        node_id: config.node_id,
         epoch,
         memory,
     });
@@ -603,6 +605,7 @@ pub fn serve_connection_without_queues(
         steering: Mutex::new(BTreeMap::new()),
         stop: Arc::new(AtomicBool::new(false)),
         name: "offline".into(),
+        node_id: 0,
         epoch: 1,
         memory,
     };
@@ -935,6 +938,7 @@ fn status(shared: &Shared) -> Result<DataplaneStatus, ControlError> {
         .collect::<Result<Vec<_>, ControlError>>()?;
     Ok(DataplaneStatus {
         name: shared.name.clone(),
+        node_id: shared.node_id,
         pid: std::process::id(),
         epoch: shared.epoch,
         queues,
@@ -1149,6 +1153,7 @@ mod tests {
             steering: Mutex::new(BTreeMap::new()),
             stop: Arc::new(AtomicBool::new(false)),
             name: "test".into(),
+            node_id: 1,
             epoch: 1,
             memory,
         })

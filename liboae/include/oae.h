@@ -30,6 +30,9 @@
 // The dataplane's control socket refused or did not answer.
 #define OAE_ERR_CONTROL -4
 
+// `oae_region_register`: the dataplane already has a region of that id.
+#define OAE_ERR_EXISTS -5
+
 // `oae_post_send`'s flag: the message carries `imm`.
 #define OAE_SEND_WITH_IMM 1
 
@@ -345,7 +348,8 @@ int oae_poll_cq(struct oae_queue *queue, int max, struct oae_wc *wc);
 // Registers a region of `len` bytes, id `id`, key `key`, permissions
 // `perms` (any of "r", "w", "a") in the dataplane whose control socket is
 // `control_socket` (e.g. "/run/oae/a.sock"): what its peers' verbs may
-// reach. Its own memory is zeroed.
+// reach. Its own memory is zeroed. `OAE_ERR_EXISTS` if it has a region
+// of that id already.
 //
 // # Safety
 // `control_socket` and `perms` are NUL-terminated strings.
@@ -354,6 +358,14 @@ int oae_region_register(const char *control_socket,
                         uint32_t key,
                         uint32_t len,
                         const char *perms);
+
+// Stores in `*node` the node id of the dataplane whose control socket is
+// `control_socket`: the address its peers name it by (`oae_queue_to_node`).
+//
+// # Safety
+// `control_socket` is a NUL-terminated string; `node` points to writable
+// storage for one `uint64_t`.
+int oae_node_id(const char *control_socket, uint64_t *node);
 
 // Copies `len` bytes at `offset` of the region `id` of the dataplane whose
 // control socket is `control_socket` into `buf`: where a READ or

@@ -27,6 +27,8 @@ pub const OAE_ERR_AGAIN: c_int = -2;
 pub const OAE_ERR_ATTACH: c_int = -3;
 /// The dataplane's control socket refused or did not answer.
 pub const OAE_ERR_CONTROL: c_int = -4;
+/// `oae_region_register`: the dataplane already has a region of that id.
+pub const OAE_ERR_EXISTS: c_int = -5;
 
 /// `oae_post_send`'s flag: the message carries `imm`.
 pub const OAE_SEND_WITH_IMM: u32 = 1;
@@ -91,7 +93,7 @@ pub const OAE_WC_QP_FAILED: u32 = 39;
 pub const OAE_WC_NO_ROUTE: u32 = 40;
 pub const OAE_WC_RECALLED: u32 = 41;
 
-const ERRORS: [(c_int, &str); 4] = [
+const ERRORS: [(c_int, &str); 5] = [
     (OAE_ERR_INVALID, "invalid argument"),
     (
         OAE_ERR_AGAIN,
@@ -101,6 +103,10 @@ const ERRORS: [(c_int, &str); 4] = [
     (
         OAE_ERR_CONTROL,
         "the dataplane's control socket refused the request",
+    ),
+    (
+        OAE_ERR_EXISTS,
+        "the dataplane already has a region of that id",
     ),
 ];
 

@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use oae_client::api::{Completion, Destination, ReceivePost, Received, Submission};
-use oae_client::control::Client;
+use oae_client::control::{Client, ErrorCode};
 use oae_client::host::HostQueue;
 use oae_client::outcome::Outcome;
 use oae_client::proto::verb::{MAX_MCAS_WORDS, Output};
@@ -740,7 +740,8 @@ pub unsafe extern "C" fn oae_poll_cq(queue: *mut oae_queue, max: c_int, wc: *mut
 /// Registers a region of `len` bytes, id `id`, key `key`, permissions
 /// `perms` (any of "r", "w", "a") in the dataplane whose control socket is
 /// `control_socket` (e.g. "/run/oae/a.sock"): what its peers' verbs may
-/// reach. Its own memory is zeroed.
+/// reach. Its own memory is zeroed. `OAE_ERR_EXISTS` if it has a region
+/// of that id already.
 ///
 /// # Safety
 /// `control_socket` and `perms` are NUL-terminated strings.
@@ -760,6 +761,33 @@ pub unsafe extern "C" fn oae_region_register(
         };
     match Client::new(socket, Duration::from_secs(10)).region_add(id, key, len, perms) {
         Ok(_) => 0,
+        Err(e) if e.code == ErrorCode::Conflict => fail(OAE_ERR_EXISTS, e.message),
+        Err(e) => fail(OAE_ERR_CONTROL, e.message),
+    }
+}
+
+/// Stores in `*node` the node id of the dataplane whose control socket is
+/// `control_socket`: the address its peers name it by (`oae_queue_to_node`).
+///
+/// # Safety
+/// `control_socket` is a NUL-terminated string; `node` points to writable
+/// storage for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_node_id(control_socket: *const c_char, node: *mut u64) -> c_int {
+    // SAFETY: the contract above.
+    let socket = match unsafe { text(control_socket, "control_socket") } {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if node.is_null() {
+        return fail(OAE_ERR_INVALID, "node is NULL");
+    }
+    match Client::new(socket, Duration::from_secs(10)).status() {
+        Ok(status) => {
+            // SAFETY: not NULL, writable by the contract.
+            unsafe { *node = status.node_id };
+            0
+        }
         Err(e) => fail(OAE_ERR_CONTROL, e.message),
     }
 }

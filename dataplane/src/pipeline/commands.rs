@@ -8,7 +8,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use oae_pmd::Driver;
 use oae_proto::verb::Verb;
-use oae_proto::{LinkId, Nanos, RegionSpec, Store};
+use oae_proto::{LinkId, Nanos, RegionSpec, RegisterError, Store};
 
 use super::idle::Waker;
 use super::tap::{CaptureBuffer, FinishedCapture, Tap};
@@ -225,7 +225,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                     .clone()
                     .register(spec)
                     .map_err(|e| {
-                        ControlError::bad_request(format!("region {} not registered: {e}", spec.id))
+                        let why = format!("region {} not registered: {e}", spec.id);
+                        match e {
+                            RegisterError::DuplicateId(_) => ControlError::conflict(why),
+                            _ => ControlError::bad_request(why),
+                        }
                     })
                     .map(|()| {
                         Answer::RegionAdded(RegionAdded {
