@@ -2,7 +2,8 @@
 //! pinning (`pin`), child processes ended by their own PIDs (`child`), the
 //! CPU time they and this process use (`cpu`), the memory it may have
 //! (`memory`), private working directories for what tools write
-//! (`private_dir`), and locks held for a process's life (`lock`).
+//! (`private_dir`), locks held for a process's life (`lock`), and TCP
+//! listeners (`tcp`).
 
 pub mod child;
 pub mod cpu;
@@ -10,3 +11,4 @@ pub mod lock;
 pub mod memory;
 pub mod pin;
 pub mod private_dir;
+pub mod tcp;

@@ -45,6 +45,9 @@ pub struct Options {
     pub host_ring_cost: Option<&'static str>,
     /// Further lines of dataplane a's `[host]` table (`mode = ...`).
     pub host_ring_settings: &'static str,
+    /// With `host_ring_cost`: dataplane b has a host ring too, at
+    /// [`host_ring_path_of`]`(pair, 1)`.
+    pub host_rings_on_both: bool,
     /// Queues per veth end, one polling core and one link each, steered by
     /// queue (AF_XDP only).
     pub queues: u32,
@@ -90,6 +93,7 @@ impl Default for Options {
             rc_model: false,
             host_ring_cost: None,
             host_ring_settings: "",
+            host_rings_on_both: false,
             queues: 1,
             poll: None,
             metrics: false,
@@ -309,13 +313,20 @@ impl Drop for Dataplanes {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
         // Left behind by a dataplane killed with -9.
-        let _ = std::fs::remove_file(host_ring_path(&self.pair));
+        for i in 0..2 {
+            let _ = std::fs::remove_file(host_ring_path_of(&self.pair, i));
+        }
     }
 }
 
 /// The host ring dataplane a creates when `Options::host_ring_cost` is set.
 pub fn host_ring_path(pair: &VethPair) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/oae-host-{}", pair.ns[0]))
+    host_ring_path_of(pair, 0)
+}
+
+/// The host ring of dataplane `i` (0: a, 1: b).
+pub fn host_ring_path_of(pair: &VethPair, i: usize) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/oae-host-{}", pair.ns[i]))
 }
 
 /// The two dataplanes' configurations for `pair`, as `oaed` would load
@@ -415,12 +426,18 @@ node_id = {node}
             regions = regions_toml(&format!("dataplane.{name}.")),
         )
     };
-    let host = o.host_ring_cost.map_or_else(String::new, |cost| {
-        format!(
-            "\n[dataplane.a.host]\nring = \"{}\"\npcie_cost = \"{cost}\"\n{}\n",
-            host_ring_path(pair).display(),
-            o.host_ring_settings
-        )
+    let sides = if o.host_rings_on_both { 2 } else { 1 };
+    let host: String = o.host_ring_cost.map_or_else(String::new, |cost| {
+        (0..sides)
+            .map(|i| {
+                format!(
+                    "\n[dataplane.{}.host]\nring = \"{}\"\npcie_cost = \"{cost}\"\n{}\n",
+                    ["a", "b"][i],
+                    host_ring_path_of(pair, i).display(),
+                    o.host_ring_settings
+                )
+            })
+            .collect()
     });
     let metrics = if o.metrics {
         "\n[dataplane.a.metrics]\nlisten = \"127.0.0.1:0\"\n"

@@ -130,6 +130,10 @@ const APT_PACKAGES: &[&str] = &[
     "dpdk",
     "dpdk-dev",
     "libdpdk-dev",
+    // libfabric 1.17: the headers the oae provider builds against, the
+    // library that loads it, fi_info and fi_pingpong to check it.
+    "libfabric-dev",
+    "libfabric-bin",
 ];
 
 /// Installs what every command needs, on a fresh Debian machine as root.
@@ -244,6 +248,7 @@ fn install_c(extra: &[String]) -> Result<(), String> {
     copy(&format!("{dir}/liboae.so"), lib.join("liboae.so"))?;
     copy(&format!("{dir}/liboae.a"), lib.join("liboae.a"))?;
     copy(C_HEADER, include.join("oae.h"))?;
+    build_fi_provider(&lib)?;
     let pc = pkgconfig.join("oae.pc");
     std::fs::write(
         &pc,
@@ -268,6 +273,45 @@ fn install_c(extra: &[String]) -> Result<(), String> {
     );
     Ok(())
 }
+
+/// Builds the libfabric provider on the liboae just installed in `lib`:
+/// `lib/libfabric/liboae-fi.so`, which libfabric loads from a directory
+/// named in `FI_PROVIDER_PATH`.
+fn build_fi_provider(lib: &Path) -> Result<(), String> {
+    let dir = lib.join("libfabric");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = dir.join("liboae-fi.so");
+    let lib_text = lib.display().to_string();
+    let rpath = format!("-Wl,-rpath,{lib_text}");
+    let out_text = out.display().to_string();
+    run(
+        "cc",
+        &[
+            "-std=gnu11",
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-I",
+            "liboae/include",
+            FI_PROVIDER_SOURCE,
+            "-L",
+            &lib_text,
+            "-loae",
+            &rpath,
+            "-o",
+            &out_text,
+        ],
+        &[],
+        "build the libfabric provider (needs libfabric-dev)",
+    )?;
+    eprintln!("xtask: {out_text}");
+    Ok(())
+}
+
+const FI_PROVIDER_SOURCE: &str = "liboae/fi/oae_fi.c";
 
 /// What liboae.a needs besides itself (`--print native-static-libs`).
 const LIBOAE_STATIC_DEPS: &str = "-lelf -lz -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc";
