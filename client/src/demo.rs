@@ -89,3 +89,106 @@ pub struct PairReport {
     pub ledger_exact: bool,
     pub workload: WorkloadReport,
 }
+
+/// One row of libfabric's `fi_pingpong` client report: one message size.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FiPingpongRow {
+    pub bytes: u64,
+    /// Ping-pongs run, and those the server acknowledged.
+    pub sent: u64,
+    pub acked: u64,
+    pub seconds: f64,
+    /// fi_pingpong's own figure: the run's time over its transfers (two a
+    /// ping-pong), so half a round trip.
+    pub usec_per_xfer: f64,
+}
+
+impl FiPingpongRow {
+    /// Transfers a second, from `usec_per_xfer` (fi_pingpong prints this
+    /// rounded to 0.01 M).
+    pub fn xfers_per_s(&self) -> f64 {
+        1e6 / self.usec_per_xfer.max(1e-9)
+    }
+
+    /// Every result row of fi_pingpong's output; lines that are not one
+    /// (its header, debug output) are skipped.
+    pub fn parse_all(text: &str) -> Vec<FiPingpongRow> {
+        text.lines().filter_map(Self::parse).collect()
+    }
+
+    fn parse(line: &str) -> Option<FiPingpongRow> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [bytes, sent, acked, _total, time, _mb, usec, _mx] = f[..] else {
+            return None;
+        };
+        let sent = count(sent)?;
+        let acked = match acked.split_at_checked(1)? {
+            ("=", n) => count(n)?,
+            ("+", n) => sent.checked_sub(count(n)?)?,
+            ("-", n) => sent + count(n)?,
+            _ => return None,
+        };
+        Some(FiPingpongRow {
+            bytes: size(bytes)?,
+            sent,
+            acked,
+            seconds: time.strip_suffix('s')?.parse().ok()?,
+            usec_per_xfer: usec.parse().ok()?,
+        })
+    }
+}
+
+/// A size as fi_pingpong prints it: `64`, `1k`, `1.5k` (powers of 1024).
+fn size(text: &str) -> Option<u64> {
+    scaled(text, 1024.0)
+}
+
+/// A count as fi_pingpong prints it: `200`, `10k`, `2m` (powers of 1000,
+/// rounded down).
+fn count(text: &str) -> Option<u64> {
+    scaled(text, 1000.0)
+}
+
+fn scaled(text: &str, base: f64) -> Option<u64> {
+    let (digits, scale) = match text.chars().last()? {
+        'k' => (&text[..text.len() - 1], base),
+        'm' => (&text[..text.len() - 1], base * base),
+        'g' | 'b' => (&text[..text.len() - 1], base * base * base),
+        _ => (text, 1.0),
+    };
+    let v: f64 = digits.parse().ok()?;
+    (v >= 0.0).then_some((v * scale).round() as u64)
+}
+
+/// `oaectl demo --fi-pingpong SIZE --report FILE`: libfabric's fi_pingpong
+/// over OAE, both ends on a dataplane's host ring.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FiDemoReport {
+    pub size: u32,
+    pub iterations: u32,
+    /// The client's rows (one: the size asked for).
+    pub rows: Vec<FiPingpongRow>,
+    /// The dataplanes' polling CPU time while it ran.
+    pub cpu: Vec<CpuTime>,
+    pub cpu_wall_s: f64,
+    pub stats: Vec<DataplaneStats>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fi_pingpong_rows_are_read_and_everything_else_skipped() {
+        let text = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n\
+                    64      200     =200     25k         3.45s      0.01    8629.33       0.00\n\
+                    1.5k    10k     =10k     29m         0.50s     58.00      25.00       0.04\n\
+                    [debug] pingpong.c:123: receiving\n";
+        let rows = FiPingpongRow::parse_all(text);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!((rows[0].bytes, rows[0].sent, rows[0].acked), (64, 200, 200));
+        assert_eq!(rows[0].usec_per_xfer, 8629.33);
+        assert_eq!((rows[1].bytes, rows[1].sent), (1536, 10_000));
+        assert_eq!(rows[1].xfers_per_s(), 40_000.0);
+    }
+}

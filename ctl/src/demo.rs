@@ -11,6 +11,7 @@ use std::process::Command;
 use oae_common::topology::Shape;
 
 use crate::fabric_demo::{self, FabricDemo};
+use crate::fi_demo::{self, FiDemo};
 use crate::host_demo::HostDemo;
 use crate::running::Running;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use oae_client::control::{Client, FaultChange, WorkloadReport, WorkloadSpec};
-use oae_client::demo::{DemoReport, DemoRun, HostDemoReport};
+use oae_client::demo::{DemoReport, DemoRun, FiDemoReport, HostDemoReport};
 use oae_client::host::HostMode;
 use oae_client::stats::DataplaneStats;
 use oae_common::mac::parse_mac;
@@ -117,6 +118,20 @@ pub struct DemoArgs {
     /// The CPU the host program is pinned to.
     #[arg(long, requires = "host_ring")]
     host_core: Option<usize>,
+    /// libfabric's own fi_pingpong over OAE instead of the workload: both
+    /// dataplanes serve a host ring, fi_pingpong's server runs on b's and
+    /// its client on a's through the oae provider, with messages of SIZE
+    /// bytes (at most 361). Needs libfabric-bin and the provider.
+    #[arg(long, conflicts_with_all = ["host_ring", "topology"])]
+    fi_pingpong: Option<u32>,
+    /// Ping-pongs of --fi-pingpong.
+    #[arg(long, default_value_t = 10_000, requires = "fi_pingpong")]
+    fi_iterations: u32,
+    /// The directory holding the provider, liboae-fi.so (by default
+    /// target/oae-c/lib/libfabric beside oaectl, where `cargo xtask
+    /// install-c` puts it).
+    #[arg(long, requires = "fi_pingpong")]
+    fi_provider: Option<PathBuf>,
     /// Print the final report as JSON too (oaectl's `--json`).
     #[arg(skip)]
     pub json: bool,
@@ -167,6 +182,22 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                 args.host_core,
             )?)
         }
+        None => None,
+    };
+    let fi = match args.fi_pingpong {
+        Some(size) => Some(FiDemo::configure(
+            &mut deployment,
+            size,
+            args.fi_iterations,
+            args.fi_provider
+                .clone()
+                .unwrap_or_else(fi_demo::default_provider),
+            args.cores
+                .as_deref()
+                .and_then(|c| Some([*c.first()?, *c.get(1)?])),
+            // Beside a dataplane that yields, fi_pingpong yields too.
+            args.idle.is_some_and(|i| i != IdlePolicy::Spin),
+        )?),
         None => None,
     };
     let text = deployment.to_toml().map_err(|e| e.to_string())?;
@@ -273,6 +304,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     if let Some(host) = &host {
         return run_host_program(setup, host, settings.seconds, &names, args);
     }
+    if let Some(fi) = &fi {
+        return run_fi_pingpong(setup, fi, &names, args);
+    }
     outln!(
         "links up; running the workload for {:.1} s",
         settings.seconds
@@ -340,6 +374,75 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         Ok(())
     } else {
         Err("the exactly-once check FAILED (see above)".into())
+    }
+}
+
+/// The demo with libfabric's fi_pingpong as the workload.
+fn run_fi_pingpong(
+    setup: Setup,
+    fi: &FiDemo,
+    names: &[String],
+    args: &DemoArgs,
+) -> Result<(), String> {
+    outln!(
+        "links up; fi_pingpong over the oae provider, {} bytes, {} ping-pongs",
+        fi.size,
+        fi.iterations
+    );
+    let cpu_before = polling_cpu(&setup)?;
+    let cpu_clock = std::time::Instant::now();
+    let row = fi.run(&setup.running.sockets)?;
+    let cpu_after = polling_cpu(&setup)?;
+    let cpu_wall_s = cpu_clock.elapsed().as_secs_f64();
+    let cpu: Vec<CpuTime> = cpu_after
+        .iter()
+        .zip(&cpu_before)
+        .map(|(after, before)| after.since(before))
+        .collect();
+    let stats = every_stats(&setup)?;
+    outln!(
+        "  {} bytes: {} ping-pongs, {} acknowledged, {:.2} us a transfer ({:.0} transfers/s)",
+        row.bytes,
+        row.sent,
+        row.acked,
+        row.usec_per_xfer,
+        row.xfers_per_s()
+    );
+    outln!(
+        "  {:<34} {}",
+        "CPU while fi_pingpong ran",
+        names
+            .iter()
+            .zip(&cpu)
+            .map(|(n, c)| format!("{n} {:.2} s of {cpu_wall_s:.2} s", c.total_s()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let complete = row.sent == row.acked && row.sent == u64::from(fi.iterations);
+    if args.json || args.report.is_some() {
+        let v = FiDemoReport {
+            size: fi.size,
+            iterations: fi.iterations,
+            rows: vec![row],
+            cpu,
+            cpu_wall_s,
+            stats,
+        };
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        if args.json {
+            outln!("{text}");
+        }
+        if let Some(path) = &args.report {
+            std::fs::write(path, text)
+                .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
+        }
+    }
+    drop(setup);
+    outln!("namespaces, XDP programs and dataplanes removed");
+    if complete {
+        Ok(())
+    } else {
+        Err("fi_pingpong's counts do not match its iterations (see above)".into())
     }
 }
 

@@ -7,6 +7,7 @@ mod out;
 mod capture;
 mod demo;
 mod fabric_demo;
+mod fi_demo;
 mod host_demo;
 mod host_verbs;
 mod numbers;
