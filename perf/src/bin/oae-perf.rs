@@ -49,6 +49,9 @@ enum Cmd {
     /// (the cut link's traffic takes the other way round) against a pair
     /// whose one link goes down, OAE and the RC model.
     Fabric(RunArgs),
+    /// libfabric's fi_pingpong over the oae provider against libfabric's
+    /// tcp and udp providers, on the same cores.
+    Libfabric(RunArgs),
     /// Checks that a results directory is complete and well formed.
     Check { dir: PathBuf },
     /// Writes a results directory's report and plots again from its
@@ -99,6 +102,11 @@ struct RunArgs {
     /// The oaectl binary; by default the one next to oae-perf.
     #[arg(long)]
     oaectl: Option<PathBuf>,
+    /// The directory holding the oae libfabric provider (liboae-fi.so); by
+    /// default ../oae-c/lib/libfabric from oaectl's directory, where
+    /// `cargo xtask install-c --prefix target/oae-c` puts it.
+    #[arg(long)]
+    fi_provider: Option<PathBuf>,
     /// Output directory; by default results/<UTC timestamp>.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -139,6 +147,9 @@ impl RunArgs {
         if let Some(c) = &self.pcie_cost {
             o.pcie_cost = c.clone();
         }
+        if let Some(p) = &self.fi_provider {
+            o.fi_provider = p.clone();
+        }
         if let Some(l) = self.failure_lanes {
             o.failure_lanes = l;
         }
@@ -163,6 +174,7 @@ fn main() -> ExitCode {
         Cmd::Ipu(a) => (a, vec![Experiment::Ipu]),
         Cmd::Scale(a) => (a, vec![Experiment::Scale]),
         Cmd::Fabric(a) => (a, vec![Experiment::Fabric]),
+        Cmd::Libfabric(a) => (a, vec![Experiment::Libfabric]),
         Cmd::Doc { file, run } => {
             let written = std::fs::read_to_string(file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))

@@ -122,6 +122,11 @@ impl Bounded {
         self.process.wait_for(limit)
     }
 
+    /// Its process id while it runs.
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.process.id()
+    }
+
     /// The CPU time the child has used so far, while it runs.
     pub(super) fn cpu(&self) -> Option<oae_os::cpu::CpuTime> {
         self.process.id().and_then(oae_os::cpu::of_process)

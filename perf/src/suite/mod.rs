@@ -19,6 +19,7 @@ pub mod choice;
 pub mod demo;
 pub mod doc;
 pub mod fabric;
+pub mod fi_pingpong;
 pub mod figures;
 pub mod ipu;
 pub mod outcome;
@@ -56,16 +57,20 @@ pub enum Experiment {
     /// A link cut in a fabric (traffic takes another path) against a link
     /// down between two nodes, OAE and the RC model.
     Fabric,
+    /// libfabric's fi_pingpong over the oae provider against libfabric's
+    /// tcp and udp providers.
+    Libfabric,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 6] = [
+    pub const ALL: [Experiment; 7] = [
         Experiment::LineRate,
         Experiment::Latency,
         Experiment::Failure,
         Experiment::Ipu,
         Experiment::Scale,
         Experiment::Fabric,
+        Experiment::Libfabric,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +81,7 @@ impl Experiment {
             Experiment::Ipu => "ipu",
             Experiment::Scale => "scale",
             Experiment::Fabric => "fabric",
+            Experiment::Libfabric => "libfabric",
         }
     }
 }
@@ -103,6 +109,9 @@ pub struct Options {
     /// cost is swept: 0 and 750 ns), as `oae_swapring::cost::CostModel`.
     pub pcie_cost: String,
     pub oaectl: PathBuf,
+    /// The directory holding the oae libfabric provider, liboae-fi.so.
+    #[serde(default)]
+    pub fi_provider: PathBuf,
     pub out: PathBuf,
 }
 
@@ -119,6 +128,7 @@ impl Options {
             cores: [0, 1],
             ipu_ms: 500,
             pcie_cost: oae_swapring::cost::CostModel::default().to_string(),
+            fi_provider: fi_pingpong::default_provider_dir(&oaectl),
             oaectl,
             out,
         }

@@ -8,6 +8,7 @@ use oae_swapring::wave::{Variant, Workload};
 use super::choice::{DriverChoice, Placement, PollChoice};
 use super::demo::DemoTrial;
 use super::fabric::FabricTrial;
+use super::fi_pingpong::{PROVIDERS, SIZES};
 use super::ipu::{HOST_RING_WINDOWS, host_ring_subject};
 use super::redis::RedisTrial;
 use super::trial::Trial;
@@ -98,6 +99,7 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
             Experiment::Ipu => ipu(&mut items),
             Experiment::Scale => scale(opts, &mut items),
             Experiment::Fabric => fabric(opts, &mut items),
+            Experiment::Libfabric => libfabric(&mut items),
         }
     }
     items
@@ -201,6 +203,20 @@ fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
             ],
             Trial::TestpmdPair { in_flight },
         ));
+    }
+}
+
+/// fi_pingpong over each provider and size, one run a repetition.
+fn libfabric(items: &mut Vec<PlanItem>) {
+    for bytes in SIZES {
+        for provider in PROVIDERS {
+            items.push(PlanItem::new(
+                Experiment::Libfabric,
+                "fi-pingpong",
+                &[("provider", provider.into()), ("bytes", bytes.to_string())],
+                Trial::FiPingpong { provider, bytes },
+            ));
+        }
     }
 }
 

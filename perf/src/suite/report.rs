@@ -590,6 +590,9 @@ pub fn targets(ms: &[Measurement], options: &Options) -> Vec<Target> {
     if has(Experiment::Ipu) {
         super::ipu::targets(ms, &mut out);
     }
+    if has(Experiment::Libfabric) {
+        super::fi_pingpong::targets(ms, &mut out);
+    }
     out
 }
 
@@ -933,6 +936,9 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
     }
     if r.experiments.contains(&Experiment::Ipu) {
         super::ipu::section(&mut out, r);
+    }
+    if r.experiments.contains(&Experiment::Libfabric) {
+        super::fi_pingpong::section(&mut out, ms);
     }
     let failed: Vec<String> = ms
         .iter()

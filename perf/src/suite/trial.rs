@@ -10,6 +10,7 @@ use super::Options;
 use super::choice::Placement;
 use super::demo::{DemoTrial, demo};
 use super::fabric::{FabricTrial, fabric};
+use super::fi_pingpong::fi_pingpong;
 use super::outcome::Outcome;
 use super::raw_xdp::{raw_flood, raw_ping_pong};
 use super::redis::{RedisTrial, redis};
@@ -36,6 +37,11 @@ pub enum Trial {
         in_flight: u16,
     },
     Sockperf(Placement),
+    /// libfabric's fi_pingpong over `provider` (oae, tcp or udp).
+    FiPingpong {
+        provider: &'static str,
+        bytes: u32,
+    },
     /// One run of the Wave-like offload over emulated PCIe.
     Offload {
         workload: Workload,
@@ -66,5 +72,6 @@ pub fn run(trial: &Trial, opts: &Options, log: &Path, rep: usize) -> Result<Outc
         Trial::Testpmd => testpmd(opts, log),
         Trial::TestpmdPair { in_flight } => testpmd_pair(opts, log, *in_flight),
         Trial::Sockperf(p) => sockperf(opts, *p, log),
+        Trial::FiPingpong { provider, bytes } => fi_pingpong(opts, provider, *bytes, log),
     }
 }
