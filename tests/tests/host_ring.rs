@@ -796,3 +796,91 @@ fn a_ring_file_cut_short_ends_the_ring_not_the_dataplane() {
     let status = d.stop(0);
     assert!(status.success(), "{status}:\n{}", d.log(0));
 }
+
+/// Dataplane b's SEND to a, sent again while a has not yet taken the
+/// receive its host program posted (a refused SEND has no effect), bounded.
+fn send_until_taken(d: &Dataplanes, spec: VerbSpec) {
+    for _ in 0..1000 {
+        match d.verb(1, spec.clone()) {
+            Ok(_) => return,
+            Err(e) if e.message.contains("no receive") => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    panic!("dataplane a never took the posted receive");
+}
+
+/// Waits for the outcome of one posted receive, bounded in time.
+fn received(host: &mut HostQueue) -> oae_client::api::Received {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(r) = host.poll_received() {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "no receive completed");
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_host_receive_takes_the_peers_message_and_one_left_by_a_gone_process_is_withdrawn() {
+    let (d, mut host) = start("hostrecv", "zero", FITO);
+    let post = |id| oae_client::api::ReceivePost {
+        id,
+        from: Destination::FirstLink,
+        region: LOCAL_REGION,
+        offset: 512,
+        len: 64,
+    };
+    let send = |data: &str, imm| VerbSpec::Send {
+        data: data.into(),
+        imm,
+    };
+    // Posted, then filled by the peer's SEND: bytes and immediate back on
+    // the ring, and in the dataplane's block.
+    host.post_receive(post(1)).expect("room in the ring");
+    send_until_taken(&d, send("0badcafe", Some(7)));
+    let r = received(&mut host);
+    let m = r.result.expect("a message");
+    assert_eq!(
+        (r.id, m.imm, m.data.as_slice()),
+        (1, Some(7), &[0x0b, 0xad, 0xca, 0xfe][..])
+    );
+    assert_eq!(
+        &d.region(0, LOCAL_REGION)[512..516],
+        &[0x0b, 0xad, 0xca, 0xfe]
+    );
+    // A receive whose process lets go of the ring is withdrawn once another
+    // claims it: the peer's next SEND is refused, not swallowed.
+    host.post_receive(post(2)).expect("room in the ring");
+    assert_eq!(host.outstanding(), 1);
+    drop(host);
+    let mut host = HostQueue::attach(host_ring_path(&d.pair), 100).expect("attach again");
+    // The new holder's first request is served in the burst that notices
+    // the claim changed.
+    let c = run(
+        &mut host,
+        3,
+        Verb::FetchAdd {
+            target: T,
+            offset: 0,
+            add: 0,
+        },
+    );
+    assert!(c.result.is_ok(), "{c:?}");
+    let refused = d.verb(1, send("01", None));
+    let why = format!("{refused:?}");
+    assert!(refused.is_err() && why.contains("no receive"), "{why}");
+    // The new holder's own receive takes the next.
+    host.post_receive(post(4)).expect("room in the ring");
+    send_until_taken(&d, send("02", None));
+    let r = received(&mut host);
+    assert_eq!(r.id, 4, "{r:?}");
+    assert_eq!(r.result.expect("a message").data.as_slice(), &[2]);
+    assert!(
+        host.poll_received().is_none(),
+        "nothing for the receive that was withdrawn"
+    );
+}
