@@ -644,6 +644,8 @@ fn bench(extra: &[String]) -> Result<(), String> {
         ],
         &[],
     )?;
+    // The libfabric experiment loads the provider from target/oae-c.
+    install_c(&["--prefix".into(), "target/oae-c".into()])?;
     let mut args = vec!["suite"];
     args.extend(extra.iter().map(String::as_str));
     run("target/release/oae-perf", &args, &[], "the benchmark suite")
