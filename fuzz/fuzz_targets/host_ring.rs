@@ -6,13 +6,14 @@
 //! claims), or have the dataplane serve the ring once (`HostPort::take`,
 //! then complete what it took with an error, then `flush`). The oracle:
 //! nothing panics or hangs, a serve hands on at most what it was asked
-//! for, and every verb it hands on is one the codec decoded.
+//! for, and every verb or receive it hands on is one the codec decoded.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oae_client::api::{AppError, Completion, NotSubmitted, Submission};
+use oae_client::api::{AppError, Completion, NotSubmitted, Received};
 use oae_client::host::HostMode;
+use oae_client::host::codec::HostRequest;
 use oae_config::HostRing;
 use oae_dataplane::host::{HostOrigin, HostPort};
 use oae_swapring::cost::CostModel;
@@ -47,19 +48,30 @@ fuzz_target!(|data: &[u8]| {
             words[at].store(value, std::sync::atomic::Ordering::Release);
             ops = &rest[10..];
         } else {
-            let mut taken: Vec<(HostOrigin, Submission)> = Vec::new();
-            port.take(TAKE, |origin, s| {
-                taken.push((origin, s));
+            let mut taken: Vec<(HostOrigin, HostRequest)> = Vec::new();
+            port.take(TAKE, |origin, r| {
+                taken.push((origin, r));
                 Ok(())
             });
             assert!(taken.len() <= TAKE * 4, "{} taken", taken.len());
-            for (origin, s) in taken {
-                let refused = Completion {
-                    id: s.id,
-                    result: Err(AppError::NotSubmitted(NotSubmitted::QueueFull)),
-                    latency_ns: 0,
-                };
-                port.complete(origin, refused);
+            for (origin, r) in taken {
+                match r {
+                    HostRequest::Verb(s) => {
+                        let refused = Completion {
+                            id: s.id,
+                            result: Err(AppError::NotSubmitted(NotSubmitted::QueueFull)),
+                            latency_ns: 0,
+                        };
+                        port.complete(origin, refused);
+                    }
+                    HostRequest::Receive(p) => {
+                        let refused = Received {
+                            id: p.id,
+                            result: Err(NotSubmitted::QueueFull),
+                        };
+                        port.complete_receive(origin, &refused);
+                    }
+                }
             }
             port.flush();
             ops = rest;
