@@ -7,6 +7,10 @@ use oae_proto::{LinkConfig, Nanos, Node, Permissions, RegionRef, RegionSpec};
 
 pub const R: RegionRef = RegionRef { id: 1, key: 42 };
 
+#[allow(
+    dead_code,
+    reason = "each test crate takes what it needs of this module"
+)]
 pub fn pair_with(cfg: LinkConfig) -> [Node; 2] {
     let mut nodes = [Node::new(0xA, 1), Node::new(0xB, 1)];
     for n in &mut nodes {
@@ -27,7 +31,7 @@ pub fn pair_with(cfg: LinkConfig) -> [Node; 2] {
     dead_code,
     reason = "each test crate takes what it needs of this module"
 )]
-pub fn pump(nodes: &mut [Node; 2], now: Nanos) {
+pub fn pump<M: oae_proto::Store>(nodes: &mut [Node<oae_proto::NoObserver, M>; 2], now: Nanos) {
     let mut buf = [0u8; MAX_FRAME];
     loop {
         let mut moved = false;
