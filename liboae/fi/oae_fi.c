@@ -60,7 +60,9 @@
 #define TX_SIZE 64
 #define RX_SIZE 256
 #define CQ_DEFAULT 1024
-#define CQ_ERRORS 64
+/* A progress call takes at most this many completions off the ring; it
+ * takes none while a bound queue has less room than that. */
+#define RING_BATCH 16
 
 /* Pool receives' work-request ids carry this bit; verbs' are op indices. */
 #define POOL_WR (1ull << 63)
@@ -69,7 +71,8 @@ static struct fi_provider oae_prov;
 
 static const uint64_t OAE_CAPS = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND |
 				 FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-				 FI_REMOTE_WRITE | FI_SOURCE | FI_DIRECTED_RECV;
+				 FI_REMOTE_WRITE | FI_SOURCE | FI_DIRECTED_RECV |
+				 FI_REMOTE_COMM;
 
 /* ---------------------------------------------------------------- objects */
 
@@ -104,8 +107,10 @@ struct oae_cq {
 	struct fi_cq_tagged_entry *entries;
 	fi_addr_t *sources;
 	size_t size, head, len;
-	struct fi_cq_err_entry errors[CQ_ERRORS];
+	/* As many error entries as entries. */
+	struct fi_cq_err_entry *errors;
 	size_t err_head, err_len;
+	uint32_t api_version;
 };
 
 struct oae_mr {
@@ -174,10 +179,14 @@ struct oae_ep {
 	struct fid_ep ep;
 	struct oae_domain *domain;
 	struct oae_queue *queue;
+	/* Its region in the dataplane for messages and READs landing. */
+	uint16_t staging;
 	uint64_t node;
 	struct oae_av *av;
 	struct oae_cq *tx_cq, *rx_cq;
 	bool tx_selective, rx_selective;
+	/* The capabilities the endpoint was opened with. */
+	uint64_t caps;
 	bool enabled;
 	struct op ops[TX_SIZE];
 	bool reading[MAX_READS];
@@ -278,11 +287,22 @@ static int close_and_free(struct fid *fid)
 
 static void progress(struct oae_ep *ep);
 
+/* Entries of either kind a queue can still take. Progress takes nothing
+ * off the ring while a bound queue has less than RING_BATCH, so a
+ * completion always has room when it is made. */
+static size_t cq_room(const struct oae_cq *cq)
+{
+	if (!cq)
+		return SIZE_MAX;
+	size_t used = cq->len > cq->err_len ? cq->len : cq->err_len;
+	return cq->size - used;
+}
+
 static void cq_push(struct oae_cq *cq, const struct fi_cq_tagged_entry *e, fi_addr_t src)
 {
 	if (cq->len == cq->size) {
-		/* Never silently: an overrun is an error entry. */
-		FI_WARN(&oae_prov, FI_LOG_CQ, "completion queue overrun\n");
+		/* Progress keeps room: reaching this is a bug, said loudly. */
+		FI_WARN(&oae_prov, FI_LOG_CQ, "completion queue overrun: a completion is lost\n");
 		return;
 	}
 	size_t at = (cq->head + cq->len) % cq->size;
@@ -293,11 +313,11 @@ static void cq_push(struct oae_cq *cq, const struct fi_cq_tagged_entry *e, fi_ad
 
 static void cq_push_error(struct oae_cq *cq, const struct fi_cq_err_entry *e)
 {
-	if (cq->err_len == CQ_ERRORS) {
-		FI_WARN(&oae_prov, FI_LOG_CQ, "error completions overrun\n");
+	if (cq->err_len == cq->size) {
+		FI_WARN(&oae_prov, FI_LOG_CQ, "error completions overrun: one is lost\n");
 		return;
 	}
-	cq->errors[(cq->err_head + cq->err_len) % CQ_ERRORS] = *e;
+	cq->errors[(cq->err_head + cq->err_len) % cq->size] = *e;
 	cq->err_len++;
 }
 
@@ -349,9 +369,19 @@ static ssize_t cq_readerr(struct fid_cq *fid, struct fi_cq_err_entry *buf, uint6
 	struct oae_cq *cq = (struct oae_cq *)fid;
 	if (cq->err_len == 0)
 		return -FI_EAGAIN;
-	*buf = cq->errors[cq->err_head];
-	cq->err_head = (cq->err_head + 1) % CQ_ERRORS;
+	struct fi_cq_err_entry e = cq->errors[cq->err_head];
+	cq->err_head = (cq->err_head + 1) % cq->size;
 	cq->err_len--;
+	if (FI_VERSION_LT(cq->api_version, FI_VERSION(1, 5))) {
+		/* Before 1.5 the entry ends at err_data. */
+		memcpy(buf, &e, offsetof(struct fi_cq_err_entry, err_data_size));
+		return 1;
+	}
+	/* No provider data: a buffer the caller lends stays unused. */
+	void *lent = buf->err_data_size ? buf->err_data : NULL;
+	*buf = e;
+	buf->err_data = lent;
+	buf->err_data_size = 0;
 	return 1;
 }
 
@@ -402,14 +432,11 @@ static const char *cq_strerror(struct fid_cq *fid, int prov_errno, const void *e
 static int cq_close(struct fid *fid)
 {
 	struct oae_cq *cq = (struct oae_cq *)fid;
-	if (cq->ep) {
-		if (cq->ep->tx_cq == cq)
-			cq->ep->tx_cq = NULL;
-		if (cq->ep->rx_cq == cq)
-			cq->ep->rx_cq = NULL;
-	}
+	if (cq->ep)
+		return -FI_EBUSY;
 	free(cq->entries);
 	free(cq->sources);
+	free(cq->errors);
 	free(cq);
 	return 0;
 }
@@ -430,7 +457,6 @@ static struct fi_ops_cq cq_ops = {
 static int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **out,
 		   void *context)
 {
-	(void)domain;
 	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
 		return -FI_ENOSYS;
 	struct oae_cq *cq = calloc(1, sizeof(*cq));
@@ -438,14 +464,19 @@ static int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fi
 		return -FI_ENOMEM;
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->size = attr->size ? attr->size : CQ_DEFAULT;
+	if (cq->size < 2 * RING_BATCH)
+		cq->size = 2 * RING_BATCH;
 	cq->entries = calloc(cq->size, sizeof(*cq->entries));
 	cq->sources = calloc(cq->size, sizeof(*cq->sources));
-	if (!cq->entries || !cq->sources) {
+	cq->errors = calloc(cq->size, sizeof(*cq->errors));
+	if (!cq->entries || !cq->sources || !cq->errors) {
 		free(cq->entries);
 		free(cq->sources);
+		free(cq->errors);
 		free(cq);
 		return -FI_ENOMEM;
 	}
+	cq->api_version = ((struct oae_domain *)domain)->api_version;
 	cq->cq.fid.fclass = FI_CLASS_CQ;
 	cq->cq.fid.context = context;
 	cq->cq.fid.ops = &cq_fid_ops;
@@ -468,19 +499,24 @@ static void complete_ok(struct oae_cq *cq, void *context, uint64_t flags, size_t
 	cq_push(cq, &e, src);
 }
 
-static void complete_error(struct oae_cq *cq, void *context, uint64_t flags, int err,
-			   int prov_errno, size_t len, size_t olen)
+static void complete_error(struct oae_cq *cq, const struct fi_cq_err_entry *e)
 {
 	if (!cq) {
 		FI_WARN(&oae_prov, FI_LOG_CQ, "an error completion (%s) has no queue to go to\n",
-			fi_strerror(err));
+			fi_strerror(e->err));
 		return;
 	}
+	cq_push_error(cq, e);
+}
+
+static void complete_failed(struct oae_cq *cq, void *context, uint64_t flags, int err,
+			    int prov_errno, size_t len, size_t olen)
+{
 	struct fi_cq_err_entry e = {
 		.op_context = context, .flags = flags, .len = len,
 		.olen = olen, .err = err, .prov_errno = prov_errno,
 	};
-	cq_push_error(cq, &e);
+	complete_error(cq, &e);
 }
 
 /* ------------------------------------------------------------ receives */
@@ -498,7 +534,12 @@ static void deliver(struct oae_ep *ep, const struct posted_recv *r, const uint8_
 			 (has_data ? FI_REMOTE_CQ_DATA : 0);
 	if (len > r->len) {
 		memcpy(r->buf, bytes, r->len);
-		complete_error(ep->rx_cq, r->context, flags, FI_ETRUNC, 0, r->len, len - r->len);
+		struct fi_cq_err_entry e = {
+			.op_context = r->context, .flags = flags, .len = r->len,
+			.buf = r->buf, .data = has_data ? data : 0, .tag = tag,
+			.olen = len - r->len, .err = FI_ETRUNC,
+		};
+		complete_error(ep->rx_cq, &e);
 		return;
 	}
 	if (len)
@@ -517,7 +558,8 @@ static bool recv_matches(const struct posted_recv *r, bool tagged, uint64_t tag,
 static void on_message(struct oae_ep *ep, struct pool_slot *slot, const struct oae_wc *wc)
 {
 	const uint8_t *m = slot->buf;
-	size_t len = wc->len;
+	/* The dataplane fills a receive no further than its length. */
+	size_t len = wc->len < OAE_MAX_MESSAGE ? wc->len : OAE_MAX_MESSAGE;
 	bool has_data = wc->wc_flags & OAE_WC_WITH_IMM;
 	if (len < 1 || (m[0] != KIND_MSG && m[0] != KIND_TAGGED) ||
 	    (m[0] == KIND_TAGGED && len < HEADER)) {
@@ -568,7 +610,7 @@ static void post_pool_slot(struct oae_ep *ep, struct pool_slot *slot)
 	int i = slot_index(ep, slot);
 	if (oae_queue_to_node(ep->queue, node) != 0)
 		return;
-	int rc = oae_post_recv(ep->queue, POOL_WR | (uint64_t)i, ep->domain->staging,
+	int rc = oae_post_recv(ep->queue, POOL_WR | (uint64_t)i, ep->staging,
 			       (uint32_t)(i * POOL_SLOT), slot->buf, OAE_MAX_MESSAGE);
 	if (rc == 0)
 		slot->posted = true;
@@ -649,12 +691,12 @@ static void on_verb_completion(struct oae_ep *ep, const struct oae_wc *wc)
 	}
 	if (status == OAE_WC_SUCCESS && op->kind == OP_READ) {
 		uint32_t at = MAX_PEERS * POOL_PER_PEER * POOL_SLOT + op->read_slot * READ_SLOT;
-		if (oae_region_read(ep->domain->control, ep->domain->staging, at, op->buf,
+		if (oae_region_read(ep->domain->control, ep->staging, at, op->buf,
 				    (uint32_t)op->len) != 0) {
 			FI_WARN(&oae_prov, FI_LOG_EP_DATA, "a READ's bytes could not be read: %s\n",
 				oae_last_error());
-			complete_error(ep->tx_cq, op->context, op->cq_flags, FI_EIO,
-				       OAE_ERR_CONTROL, 0, 0);
+			complete_failed(ep->tx_cq, op->context, op->cq_flags, FI_EIO,
+					OAE_ERR_CONTROL, 0, 0);
 			op_free(ep, op);
 			return;
 		}
@@ -662,8 +704,8 @@ static void on_verb_completion(struct oae_ep *ep, const struct oae_wc *wc)
 	if (status == OAE_WC_SUCCESS && op->result)
 		*op->result = wc->old;
 	if (status != OAE_WC_SUCCESS)
-		complete_error(ep->tx_cq, op->context, op->cq_flags, fi_error(wc->status), status,
-			       0, 0);
+		complete_failed(ep->tx_cq, op->context, op->cq_flags, fi_error(wc->status),
+				status, 0, 0);
 	else if (op->completion)
 		complete_ok(ep->tx_cq, op->context, op->cq_flags, 0, NULL, 0, 0,
 			    FI_ADDR_NOTAVAIL);
@@ -676,10 +718,18 @@ static void resend(struct oae_ep *ep)
 		struct op *op = &ep->ops[i];
 		if (!op->busy || !op->resend)
 			continue;
-		if (oae_queue_to_node(ep->queue, op->node) != 0 ||
-		    oae_post_send(ep->queue, i, op->frame, op->frame_len,
-				  op->has_data ? OAE_SEND_WITH_IMM : 0, op->data) != 0)
+		int rc = oae_queue_to_node(ep->queue, op->node);
+		if (rc == 0)
+			rc = oae_post_send(ep->queue, i, op->frame, op->frame_len,
+					   op->has_data ? OAE_SEND_WITH_IMM : 0, op->data);
+		if (rc == OAE_ERR_AGAIN)
 			return;
+		if (rc != 0) {
+			FI_WARN(&oae_prov, FI_LOG_EP_DATA, "%s\n", oae_last_error());
+			complete_failed(ep->tx_cq, op->context, op->cq_flags, FI_EINVAL, rc, 0, 0);
+			op_free(ep, op);
+			continue;
+		}
 		op->resend = false;
 		ep->resends--;
 	}
@@ -693,16 +743,18 @@ static void progress(struct oae_ep *ep)
 	/* Refused pool receives are posted again now and then, not every call. */
 	if ((ep->progress_calls++ & 1023) == 0)
 		repost_pool(ep);
-	struct oae_wc wc[16];
+	struct oae_wc wc[RING_BATCH];
 	for (;;) {
-		int n = oae_poll_cq(ep->queue, 16, wc);
+		if (cq_room(ep->tx_cq) < RING_BATCH || cq_room(ep->rx_cq) < RING_BATCH)
+			break;
+		int n = oae_poll_cq(ep->queue, RING_BATCH, wc);
 		for (int i = 0; i < n; i++) {
 			if (wc[i].opcode == OAE_OP_RECV && (wc[i].wr_id & POOL_WR))
 				on_pool_completion(ep, &wc[i]);
 			else
 				on_verb_completion(ep, &wc[i]);
 		}
-		if (n < 16)
+		if (n < RING_BATCH)
 			break;
 	}
 }
@@ -792,10 +844,13 @@ static ssize_t post_recv(struct oae_ep *ep, void *buf, size_t len, fi_addr_t src
 			 bool tagged, uint64_t tag, uint64_t ignore, void *context)
 {
 	struct posted_recv r = {
-		.buf = buf, .len = len, .src = src, .tag = tag,
-		.ignore = ignore, .tagged = tagged, .context = context,
+		.buf = buf, .len = len,
+		.src = ep->caps & FI_DIRECTED_RECV ? src : FI_ADDR_UNSPEC,
+		.tag = tag, .ignore = ignore, .tagged = tagged, .context = context,
 	};
 	progress(ep);
+	if (cq_room(ep->rx_cq) == 0)
+		return -FI_EAGAIN;
 	for (struct unexpected **u = &ep->unexpected; *u; u = &(*u)->next) {
 		struct unexpected *m = *u;
 		if (!recv_matches(&r, m->tagged, m->tag, m->src))
@@ -832,7 +887,8 @@ static ssize_t msg_recvv(struct fid_ep *fid, const struct iovec *iov, void **des
 
 static ssize_t msg_recvmsg(struct fid_ep *fid, const struct fi_msg *msg, uint64_t flags)
 {
-	(void)flags;
+	if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD))
+		return -FI_EOPNOTSUPP;
 	return msg_recvv(fid, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->context);
 }
 
@@ -920,7 +976,8 @@ static ssize_t tag_recvv(struct fid_ep *fid, const struct iovec *iov, void **des
 
 static ssize_t tag_recvmsg(struct fid_ep *fid, const struct fi_msg_tagged *msg, uint64_t flags)
 {
-	(void)flags;
+	if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD))
+		return -FI_EOPNOTSUPP;
 	return tag_recvv(fid, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->tag,
 			 msg->ignore, msg->context);
 }
@@ -994,10 +1051,9 @@ static struct fi_ops_tagged tagged_ops = {
 static uint16_t key_region(uint64_t key) { return (uint16_t)(key >> 32); }
 static uint32_t key_key(uint64_t key) { return (uint32_t)key; }
 
-static ssize_t rma_read(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t src,
-			uint64_t addr, uint64_t key, void *context)
+static ssize_t read_flagged(struct fid_ep *fid, void *buf, size_t len, fi_addr_t src,
+			    uint64_t addr, uint64_t key, void *context, uint64_t flags)
 {
-	(void)desc;
 	struct oae_ep *ep = (struct oae_ep *)fid;
 	if (len > OAE_MAX_BLOCK || addr > UINT32_MAX)
 		return -FI_EMSGSIZE;
@@ -1014,7 +1070,7 @@ static ssize_t rma_read(struct fid_ep *fid, void *buf, size_t len, void *desc, f
 	}
 	struct op *op;
 	uint64_t index;
-	ssize_t rc = start_op(ep, src, OP_READ, FI_RMA | FI_READ, context, 0, &op, &index);
+	ssize_t rc = start_op(ep, src, OP_READ, FI_RMA | FI_READ, context, flags, &op, &index);
 	if (rc)
 		return rc;
 	ep->reading[slot] = true;
@@ -1024,24 +1080,37 @@ static ssize_t rma_read(struct fid_ep *fid, void *buf, size_t len, void *desc, f
 	uint32_t at = MAX_PEERS * POOL_PER_PEER * POOL_SLOT + slot * READ_SLOT;
 	return posted(ep, op,
 		      oae_post_read(ep->queue, index, key_region(key), key_key(key), (uint32_t)addr,
-				    ep->domain->staging, at, (uint16_t)len));
+				    ep->staging, at, (uint16_t)len));
+}
+
+static ssize_t rma_read(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t src,
+			uint64_t addr, uint64_t key, void *context)
+{
+	(void)desc;
+	return read_flagged(fid, buf, len, src, addr, key, context, 0);
+}
+
+static ssize_t write_flagged(struct fid_ep *fid, const void *buf, size_t len, fi_addr_t dest,
+			     uint64_t addr, uint64_t key, void *context, uint64_t flags)
+{
+	struct oae_ep *ep = (struct oae_ep *)fid;
+	if (len > MAX_RMA_WRITE || addr > UINT32_MAX)
+		return -FI_EMSGSIZE;
+	struct op *op;
+	uint64_t index;
+	ssize_t rc = start_op(ep, dest, OP_WRITE, FI_RMA | FI_WRITE, context, flags, &op, &index);
+	if (rc)
+		return rc;
+	return posted(ep, op,
+		      oae_post_write(ep->queue, index, key_region(key), key_key(key), (uint32_t)addr,
+				     buf, (uint16_t)len));
 }
 
 static ssize_t rma_write(struct fid_ep *fid, const void *buf, size_t len, void *desc,
 			 fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
 {
 	(void)desc;
-	struct oae_ep *ep = (struct oae_ep *)fid;
-	if (len > MAX_RMA_WRITE || addr > UINT32_MAX)
-		return -FI_EMSGSIZE;
-	struct op *op;
-	uint64_t index;
-	ssize_t rc = start_op(ep, dest, OP_WRITE, FI_RMA | FI_WRITE, context, 0, &op, &index);
-	if (rc)
-		return rc;
-	return posted(ep, op,
-		      oae_post_write(ep->queue, index, key_region(key), key_key(key), (uint32_t)addr,
-				     buf, (uint16_t)len));
+	return write_flagged(fid, buf, len, dest, addr, key, context, 0);
 }
 
 static ssize_t rma_readv(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count,
@@ -1055,11 +1124,10 @@ static ssize_t rma_readv(struct fid_ep *fid, const struct iovec *iov, void **des
 
 static ssize_t rma_readmsg(struct fid_ep *fid, const struct fi_msg_rma *msg, uint64_t flags)
 {
-	(void)flags;
 	if (msg->iov_count != 1 || msg->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return rma_read(fid, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, NULL, msg->addr,
-			msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context);
+	return read_flagged(fid, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, msg->addr,
+			    msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, flags);
 }
 
 static ssize_t rma_writev(struct fid_ep *fid, const struct iovec *iov, void **desc, size_t count,
@@ -1073,11 +1141,12 @@ static ssize_t rma_writev(struct fid_ep *fid, const struct iovec *iov, void **de
 
 static ssize_t rma_writemsg(struct fid_ep *fid, const struct fi_msg_rma *msg, uint64_t flags)
 {
-	(void)flags;
 	if (msg->iov_count != 1 || msg->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return rma_write(fid, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, NULL, msg->addr,
-			 msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context);
+	if (flags & FI_REMOTE_CQ_DATA)
+		return -FI_EOPNOTSUPP;
+	return write_flagged(fid, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, msg->addr,
+			     msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->context, flags);
 }
 
 static ssize_t no_rma_inject(struct fid_ep *fid, const void *buf, size_t len, fi_addr_t dest,
@@ -1123,20 +1192,28 @@ static bool is_word(enum fi_datatype datatype, size_t count)
 	return (datatype == FI_UINT64 || datatype == FI_INT64) && count == 1;
 }
 
+/* Where an atomic goes, and with which libfabric flags. */
+struct atomic_target {
+	fi_addr_t dest;
+	uint64_t addr, key;
+	void *context;
+	uint64_t flags;
+};
+
 static ssize_t atomic_post(struct oae_ep *ep, enum fi_op fop, uint64_t operand,
-			   uint64_t compare, uint64_t *result, fi_addr_t dest, uint64_t addr,
-			   uint64_t key, void *context, uint64_t cq_flags)
+			   uint64_t compare, uint64_t *result, struct atomic_target t,
+			   uint64_t cq_flags)
 {
-	if (addr > UINT32_MAX)
+	if (t.addr > UINT32_MAX)
 		return -FI_EINVAL;
 	struct op *op;
 	uint64_t index;
-	ssize_t rc = start_op(ep, dest, OP_ATOMIC, cq_flags, context, 0, &op, &index);
+	ssize_t rc = start_op(ep, t.dest, OP_ATOMIC, cq_flags, t.context, t.flags, &op, &index);
 	if (rc)
 		return rc;
 	op->result = result;
-	uint16_t region = key_region(key);
-	uint32_t rkey = key_key(key), offset = (uint32_t)addr;
+	uint16_t region = key_region(t.key);
+	uint32_t rkey = key_key(t.key), offset = (uint32_t)t.addr;
 	switch (fop) {
 	case FI_SUM:
 		rc = oae_post_faa(ep->queue, index, region, rkey, offset, operand);
@@ -1165,8 +1242,9 @@ static ssize_t atomic_write(struct fid_ep *fid, const void *buf, size_t count, v
 	(void)desc;
 	if (!is_word(datatype, count) || (op != FI_SUM && op != FI_ATOMIC_WRITE))
 		return -FI_EOPNOTSUPP;
-	return atomic_post((struct oae_ep *)fid, op, *(const uint64_t *)buf, 0, NULL, dest, addr,
-			   key, context, FI_ATOMIC | FI_WRITE);
+	struct atomic_target t = { dest, addr, key, context, 0 };
+	return atomic_post((struct oae_ep *)fid, op, *(const uint64_t *)buf, 0, NULL, t,
+			   FI_ATOMIC | FI_WRITE);
 }
 
 static ssize_t atomic_readwrite(struct fid_ep *fid, const void *buf, size_t count, void *desc,
@@ -1179,8 +1257,8 @@ static ssize_t atomic_readwrite(struct fid_ep *fid, const void *buf, size_t coun
 	    (op != FI_SUM && op != FI_ATOMIC_WRITE && op != FI_ATOMIC_READ))
 		return -FI_EOPNOTSUPP;
 	uint64_t operand = op == FI_ATOMIC_READ ? 0 : *(const uint64_t *)buf;
-	return atomic_post((struct oae_ep *)fid, op, operand, 0, result, dest, addr, key,
-			   context, FI_ATOMIC | FI_READ);
+	struct atomic_target t = { dest, addr, key, context, 0 };
+	return atomic_post((struct oae_ep *)fid, op, operand, 0, result, t, FI_ATOMIC | FI_READ);
 }
 
 static ssize_t atomic_compwrite(struct fid_ep *fid, const void *buf, size_t count, void *desc,
@@ -1191,9 +1269,9 @@ static ssize_t atomic_compwrite(struct fid_ep *fid, const void *buf, size_t coun
 	(void)desc; (void)compare_desc; (void)result_desc;
 	if (!is_word(datatype, count) || op != FI_CSWAP)
 		return -FI_EOPNOTSUPP;
+	struct atomic_target t = { dest, addr, key, context, 0 };
 	return atomic_post((struct oae_ep *)fid, op, *(const uint64_t *)buf,
-			   *(const uint64_t *)compare, result, dest, addr, key, context,
-			   FI_ATOMIC | FI_READ);
+			   *(const uint64_t *)compare, result, t, FI_ATOMIC | FI_READ);
 }
 
 static ssize_t no_atomic_writev(struct fid_ep *fid, const struct fi_ioc *iov, void **desc,
@@ -1210,12 +1288,15 @@ static ssize_t no_atomic_writev(struct fid_ep *fid, const struct fi_ioc *iov, vo
 static ssize_t atomic_writemsg(struct fid_ep *fid, const struct fi_msg_atomic *msg,
 			       uint64_t flags)
 {
-	(void)flags;
 	if (msg->iov_count != 1 || msg->rma_iov_count != 1)
 		return -FI_EINVAL;
-	return atomic_write(fid, msg->msg_iov[0].addr, msg->msg_iov[0].count, NULL, msg->addr,
-			    msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->datatype, msg->op,
-			    msg->context);
+	if (!is_word(msg->datatype, msg->msg_iov[0].count) ||
+	    (msg->op != FI_SUM && msg->op != FI_ATOMIC_WRITE))
+		return -FI_EOPNOTSUPP;
+	struct atomic_target t = { msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
+				   msg->context, flags };
+	return atomic_post((struct oae_ep *)fid, msg->op, *(const uint64_t *)msg->msg_iov[0].addr,
+			   0, NULL, t, FI_ATOMIC | FI_WRITE);
 }
 
 static ssize_t no_atomic_inject(struct fid_ep *fid, const void *buf, size_t count,
@@ -1243,12 +1324,18 @@ static ssize_t atomic_readwritemsg(struct fid_ep *fid, const struct fi_msg_atomi
 				   struct fi_ioc *resultv, void **result_desc,
 				   size_t result_count, uint64_t flags)
 {
-	(void)flags;
-	if (msg->iov_count != 1 || msg->rma_iov_count != 1)
+	(void)result_desc;
+	if (msg->iov_count != 1 || msg->rma_iov_count != 1 || result_count != 1)
 		return -FI_EINVAL;
-	return atomic_readwritev(fid, msg->msg_iov, NULL, 1, resultv, result_desc, result_count,
-				 msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
-				 msg->datatype, msg->op, msg->context);
+	if (!is_word(msg->datatype, msg->msg_iov[0].count) ||
+	    (msg->op != FI_SUM && msg->op != FI_ATOMIC_WRITE && msg->op != FI_ATOMIC_READ))
+		return -FI_EOPNOTSUPP;
+	uint64_t operand =
+		msg->op == FI_ATOMIC_READ ? 0 : *(const uint64_t *)msg->msg_iov[0].addr;
+	struct atomic_target t = { msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
+				   msg->context, flags };
+	return atomic_post((struct oae_ep *)fid, msg->op, operand, 0, resultv[0].addr, t,
+			   FI_ATOMIC | FI_READ);
 }
 
 static ssize_t atomic_compwritev(struct fid_ep *fid, const struct fi_ioc *iov, void **desc,
@@ -1269,13 +1356,17 @@ static ssize_t atomic_compwritemsg(struct fid_ep *fid, const struct fi_msg_atomi
 				   size_t compare_count, struct fi_ioc *resultv,
 				   void **result_desc, size_t result_count, uint64_t flags)
 {
-	(void)flags;
-	if (msg->iov_count != 1 || msg->rma_iov_count != 1)
+	(void)compare_desc; (void)result_desc;
+	if (msg->iov_count != 1 || msg->rma_iov_count != 1 || compare_count != 1 ||
+	    result_count != 1)
 		return -FI_EINVAL;
-	return atomic_compwritev(fid, msg->msg_iov, NULL, 1, comparev, compare_desc,
-				 compare_count, resultv, result_desc, result_count, msg->addr,
-				 msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->datatype,
-				 msg->op, msg->context);
+	if (!is_word(msg->datatype, msg->msg_iov[0].count) || msg->op != FI_CSWAP)
+		return -FI_EOPNOTSUPP;
+	struct atomic_target t = { msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
+				   msg->context, flags };
+	return atomic_post((struct oae_ep *)fid, msg->op, *(const uint64_t *)msg->msg_iov[0].addr,
+			   *(const uint64_t *)comparev[0].addr, resultv[0].addr, t,
+			   FI_ATOMIC | FI_READ);
 }
 
 static int valid_count(enum fi_datatype datatype, bool supported, size_t *count)
@@ -1334,10 +1425,15 @@ static ssize_t ep_cancel(fid_t fid, void *context)
 		struct posted_recv r = ep->recvs[i];
 		if (r.context != context)
 			continue;
+		if (cq_room(ep->rx_cq) == 0)
+			return -FI_EAGAIN;
+		struct fi_cq_err_entry e = {
+			.op_context = context, .flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG),
+			.buf = r.buf, .tag = r.tag, .err = FI_ECANCELED,
+		};
 		memmove(&ep->recvs[i], &ep->recvs[i + 1], (ep->recv_count - i - 1) * sizeof(r));
 		ep->recv_count--;
-		complete_error(ep->rx_cq, context,
-			       FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG), FI_ECANCELED, 0, 0, 0);
+		complete_error(ep->rx_cq, &e);
 		return 0;
 	}
 	return -FI_ENOENT;
@@ -1479,7 +1575,7 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	switch (bfid->fclass) {
 	case FI_CLASS_AV: {
 		struct oae_av *av = (struct oae_av *)bfid;
-		if (av->ep && av->ep != ep)
+		if (av->ep || ep->av)
 			return -FI_EINVAL;
 		av->ep = ep;
 		ep->av = av;
@@ -1487,7 +1583,8 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 	case FI_CLASS_CQ: {
 		struct oae_cq *cq = (struct oae_cq *)bfid;
-		if (cq->ep && cq->ep != ep)
+		if ((cq->ep && cq->ep != ep) || !(flags & (FI_TRANSMIT | FI_RECV)) ||
+		    ((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq))
 			return -FI_EINVAL;
 		cq->ep = ep;
 		if (flags & FI_TRANSMIT) {
@@ -1545,29 +1642,33 @@ static struct fi_ops ep_fid_ops = FID_OPS(ep_close, ep_bind, ep_control);
 static int endpoint_open(struct fid_domain *fid, struct fi_info *info, struct fid_ep **out,
 			 void *context)
 {
-	(void)info;
 	struct oae_domain *domain = (struct oae_domain *)fid;
 	struct oae_ep *ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
-	if (oae_node_id(domain->control, &ep->node) != 0) {
+	if (oae_node_id(domain->control, &ep->node) != 0 ||
+	    oae_queue_open(domain->ring, &ep->queue) != 0) {
 		FI_WARN(&oae_prov, FI_LOG_EP_CTRL, "%s\n", oae_last_error());
 		free(ep);
 		return -FI_ENODEV;
 	}
-	int rc = oae_region_register(domain->control, domain->staging, STAGING_KEY, STAGING_LEN,
-				     "");
+	/* A staging region per ring slot: one process holds a slot at a
+	 * time, so no two endpoints share one; the next holder reuses it. */
+	int slot = oae_queue_slot(ep->queue);
+	int region = domain->staging + (slot > 0 ? slot : 0);
+	int rc = region <= UINT16_MAX
+			 ? oae_region_register(domain->control, (uint16_t)region, STAGING_KEY,
+					       STAGING_LEN, "")
+			 : OAE_ERR_INVALID;
 	if (rc != 0 && rc != OAE_ERR_EXISTS) {
-		FI_WARN(&oae_prov, FI_LOG_EP_CTRL, "staging region %u: %s\n", domain->staging,
+		FI_WARN(&oae_prov, FI_LOG_EP_CTRL, "staging region %d: %s\n", region,
 			oae_last_error());
+		oae_queue_close(ep->queue);
 		free(ep);
 		return -FI_ENODEV;
 	}
-	if (oae_queue_open(domain->ring, &ep->queue) != 0) {
-		FI_WARN(&oae_prov, FI_LOG_EP_CTRL, "%s\n", oae_last_error());
-		free(ep);
-		return -FI_ENODEV;
-	}
+	ep->staging = (uint16_t)region;
+	ep->caps = info && info->caps ? info->caps : OAE_CAPS;
 	ep->domain = domain;
 	ep->rnr_retries = domain->rnr_retries;
 	ep->unexpected_tail = &ep->unexpected;
@@ -1681,7 +1782,7 @@ static int av_close(struct fid *fid)
 {
 	struct oae_av *av = (struct oae_av *)fid;
 	if (av->ep)
-		av->ep->av = NULL;
+		return -FI_EBUSY;
 	free(av);
 	return 0;
 }
@@ -2045,7 +2146,7 @@ static int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **out, voi
 /* ------------------------------------------------------------ getinfo */
 
 /* Whether `hints` ask for nothing this provider lacks. */
-static bool hints_fit(uint32_t version, const struct fi_info *hints)
+static bool hints_fit(const struct fi_info *hints)
 {
 	if (!hints)
 		return true;
@@ -2059,17 +2160,26 @@ static bool hints_fit(uint32_t version, const struct fi_info *hints)
 		if (hints->ep_attr->max_msg_size > MAX_MSG)
 			return false;
 	}
+	if (hints->tx_attr && (hints->tx_attr->msg_order || hints->tx_attr->inject_size ||
+				hints->tx_attr->size > TX_SIZE))
+		return false;
+	if (hints->rx_attr && (hints->rx_attr->msg_order || hints->rx_attr->size > RX_SIZE))
+		return false;
 	if (hints->domain_attr) {
 		const struct fi_domain_attr *d = hints->domain_attr;
 		if (d->name && strcmp(d->name, OAE_FI_NAME))
 			return false;
-		if (d->threading == FI_THREAD_SAFE)
+		/* The application serializes a domain's calls, or says nothing. */
+		if (d->threading != FI_THREAD_UNSPEC && d->threading != FI_THREAD_DOMAIN)
+			return false;
+		if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
+			return false;
+		if (d->cq_data_size > 4)
+			return false;
+		/* Keys and offsets the application chooses: never BASIC. */
+		if (d->mr_mode == FI_MR_BASIC)
 			return false;
 		if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_TABLE)
-			return false;
-		/* Before 1.5 mr_mode was one of BASIC and SCALABLE: offsets
-		 * and keys the application chooses are SCALABLE. */
-		if (FI_VERSION_LT(version, FI_VERSION(1, 5)) && d->mr_mode == FI_MR_BASIC)
 			return false;
 	}
 	if (hints->fabric_attr && hints->fabric_attr->name &&
@@ -2086,7 +2196,7 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	int rc = read_settings(&s);
 	if (rc)
 		return rc;
-	if (!hints_fit(version, hints))
+	if (!hints_fit(hints))
 		return -FI_ENODATA;
 	uint64_t self;
 	if (oae_node_id(s.control, &self) != 0) {
@@ -2096,7 +2206,9 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	struct fi_info *fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
-	fi->caps = OAE_CAPS;
+	/* What the application asked for, or everything offered. */
+	uint64_t caps = hints && hints->caps ? hints->caps : OAE_CAPS;
+	fi->caps = caps;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC;
 	fi->src_addr = malloc(sizeof(self));
@@ -2114,7 +2226,7 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 		}
 	}
 
-	fi->tx_attr->caps = OAE_CAPS;
+	fi->tx_attr->caps = caps;
 	/* A message sent again after its peer had no receive posted may
 	 * overtake a later one: no order is promised. */
 	fi->tx_attr->msg_order = FI_ORDER_NONE;
@@ -2124,7 +2236,7 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	fi->tx_attr->iov_limit = 1;
 	fi->tx_attr->rma_iov_limit = 1;
 
-	fi->rx_attr->caps = OAE_CAPS;
+	fi->rx_attr->caps = caps;
 	fi->rx_attr->msg_order = FI_ORDER_NONE;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
 	fi->rx_attr->size = RX_SIZE;
@@ -2156,7 +2268,7 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	fi->domain_attr->mr_cnt = 64;
 
 	fi->fabric_attr->name = strdup(OAE_FI_NAME);
-	fi->fabric_attr->api_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	fi->fabric_attr->api_version = version;
 	if (!fi->domain_attr->name || !fi->fabric_attr->name) {
 		fi_freeinfo(fi);
 		return -FI_ENOMEM;

@@ -191,6 +191,13 @@ void oae_queue_close(struct oae_queue *queue);
 // `queue` is NULL or an open queue.
 int oae_queue_outstanding(const struct oae_queue *queue);
 
+// The slot of a bilateral ring this queue holds (each process its own),
+// or 0 on a FITO ring (one process).
+//
+// # Safety
+// `queue` is NULL or an open queue.
+int oae_queue_slot(const struct oae_queue *queue);
+
 // Sends the verbs posted on `queue` from now on to node `node` (its id),
 // by the dataplane's link to it or a path through its fabric, instead of
 // the ring queue's first link. A node the dataplane has no way to is

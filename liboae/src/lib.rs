@@ -204,6 +204,23 @@ pub unsafe extern "C" fn oae_queue_outstanding(queue: *const oae_queue) -> c_int
     }
 }
 
+/// The slot of a bilateral ring this queue holds (each process its own),
+/// or 0 on a FITO ring (one process).
+///
+/// # Safety
+/// `queue` is NULL or an open queue.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_queue_slot(queue: *const oae_queue) -> c_int {
+    // SAFETY: NULL or an open queue, by the contract above.
+    match unsafe { queue.as_ref() } {
+        Some(q) => q
+            .queue
+            .slot()
+            .map_or(0, |s| c_int::try_from(s).unwrap_or(c_int::MAX)),
+        None => fail(OAE_ERR_INVALID, "queue is NULL"),
+    }
+}
+
 /// Sends the verbs posted on `queue` from now on to node `node` (its id),
 /// by the dataplane's link to it or a path through its fabric, instead of
 /// the ring queue's first link. A node the dataplane has no way to is
