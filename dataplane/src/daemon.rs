@@ -85,6 +85,9 @@ struct Shared {
     epoch: u32,
     /// The memory every queue shares, for dumps read off the polling cores.
     memory: SharedMemory,
+    /// The host ring, beside which every region has a file host programs
+    /// map ([`oae_client::host::region_file`]), removed at exit.
+    host_ring: Option<PathBuf>,
 }
 
 /// Runs the dataplane until a signal or a `shutdown` request.
@@ -159,6 +162,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         node_id: config.node_id,
         epoch,
         memory,
+        host_ring: config.host.as_ref().map(|h| h.ring.clone()),
     });
     if let Err(e) = result {
         shared.stop.store(true, Ordering::Relaxed);
@@ -288,6 +292,11 @@ fn finish(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clear();
     let _ = std::fs::remove_file(socket);
+    if let Some(ring) = &shared.host_ring {
+        for spec in shared.memory.region_specs() {
+            let _ = std::fs::remove_file(oae_client::host::region_file(ring, spec.id));
+        }
+    }
     let summary = FinalSummary {
         name: shared.name.clone(),
         epoch: shared.epoch,
@@ -608,6 +617,7 @@ pub fn serve_connection_without_queues(
         node_id: 0,
         epoch: 1,
         memory,
+        host_ring: None,
     };
     let limits = ControlLimits {
         idle,
@@ -1156,6 +1166,7 @@ mod tests {
             node_id: 1,
             epoch: 1,
             memory,
+            host_ring: None,
         })
     }
 

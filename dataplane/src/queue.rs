@@ -15,8 +15,9 @@ use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::xdp::{Steering, XdpMode};
 use oae_proto::LinkId;
 use oae_proto::auth::LinkIdentity;
-use oae_proto::{FabricConfig, NoObserver, Node, SharedMemory, Store};
+use oae_proto::{FabricConfig, NoObserver, Node, RegisterError, SharedMemory, Store};
 use oae_rc_model::RcEndpoint;
+use oae_swapring::words::SharedWords;
 
 use crate::host::HostPort;
 use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
@@ -85,6 +86,27 @@ impl AuthenticatedLinks {
 /// every queue's node gets a handle on it.
 pub fn build_memory(config: &Config) -> Result<SharedMemory, String> {
     let mut memory = SharedMemory::new();
+    if let Some(host) = &config.host {
+        // Host programs map every region from a file beside the ring, as
+        // an RDMA program reads and writes its registered buffers.
+        crate::host::clear_stale(&host.ring)?;
+        let ring = host.ring.clone();
+        memory.lend_from(Box::new(move |spec| {
+            let path = oae_client::host::region_file(&ring, spec.id);
+            let words = SharedWords::create(&path, spec.len as usize / 8).map_err(|e| {
+                let errno = match &e {
+                    oae_swapring::region::RegionError::Io { source, .. } => source
+                        .raw_os_error()
+                        .unwrap_or(nix::errno::Errno::EIO as i32),
+                    _ => nix::errno::Errno::EIO as i32,
+                };
+                eprintln!("oaed: region {}: {e}", spec.id);
+                RegisterError::NotLent { errno }
+            })?;
+            // Mapped for the life of the process: regions stay registered.
+            Ok(Box::leak(Box::new(words)).words())
+        }));
+    }
     for r in &config.regions {
         let spec = r.to_spec().map_err(|e| format!("region {}: {e}", r.id))?;
         memory

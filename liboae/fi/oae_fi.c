@@ -179,8 +179,11 @@ struct oae_ep {
 	struct fid_ep ep;
 	struct oae_domain *domain;
 	struct oae_queue *queue;
-	/* Its region in the dataplane for messages and READs landing. */
+	/* Its region in the dataplane for messages and READs landing, and
+	 * that region mapped here. */
 	uint16_t staging;
+	uint8_t *staging_map;
+	uint64_t staging_len;
 	uint64_t node;
 	struct oae_av *av;
 	struct oae_cq *tx_cq, *rx_cq;
@@ -690,16 +693,9 @@ static void on_verb_completion(struct oae_ep *ep, const struct oae_wc *wc)
 		return;
 	}
 	if (status == OAE_WC_SUCCESS && op->kind == OP_READ) {
+		/* The bytes landed in the staging region, mapped here. */
 		uint32_t at = MAX_PEERS * POOL_PER_PEER * POOL_SLOT + op->read_slot * READ_SLOT;
-		if (oae_region_read(ep->domain->control, ep->staging, at, op->buf,
-				    (uint32_t)op->len) != 0) {
-			FI_WARN(&oae_prov, FI_LOG_EP_DATA, "a READ's bytes could not be read: %s\n",
-				oae_last_error());
-			complete_failed(ep->tx_cq, op->context, op->cq_flags, FI_EIO,
-					OAE_ERR_CONTROL, 0, 0);
-			op_free(ep, op);
-			return;
-		}
+		memcpy(op->buf, ep->staging_map + at, op->len);
 	}
 	if (status == OAE_WC_SUCCESS && op->result)
 		*op->result = wc->old;
@@ -1668,6 +1664,14 @@ static int endpoint_open(struct fid_domain *fid, struct fi_info *info, struct fi
 		return -FI_ENODEV;
 	}
 	ep->staging = (uint16_t)region;
+	if (oae_region_map(domain->ring, ep->staging, &ep->staging_map, &ep->staging_len) != 0 ||
+	    ep->staging_len < STAGING_LEN) {
+		FI_WARN(&oae_prov, FI_LOG_EP_CTRL, "staging region %d: %s\n", region,
+			oae_last_error());
+		oae_queue_close(ep->queue);
+		free(ep);
+		return -FI_ENODEV;
+	}
 	ep->caps = info && info->caps ? info->caps : OAE_CAPS;
 	ep->domain = domain;
 	ep->rnr_retries = domain->rnr_retries;

@@ -374,6 +374,20 @@ int oae_region_register(const char *control_socket,
 // storage for one `uint64_t`.
 int oae_node_id(const char *control_socket, uint64_t *node);
 
+// Maps region `id` of the dataplane whose host ring is `ring_path` into
+// this process, readable and writable in place: where a READ or a
+// BILATERAL SWAP lands and a receive's message is written, as an RDMA
+// program's registered buffer. Stores its address in `*addr` and its
+// length in bytes in `*len`; the mapping stays until the process exits
+// (mapping a region again returns the same address). The dataplane
+// changes its bytes while verbs run: read a block once the verb that
+// lands in it has completed.
+//
+// # Safety
+// `ring_path` is a NUL-terminated string; `addr` and `len` point to
+// writable storage.
+int oae_region_map(const char *ring_path, uint16_t id, uint8_t **addr, uint64_t *len);
+
 // Copies `len` bytes at `offset` of the region `id` of the dataplane whose
 // control socket is `control_socket` into `buf`: where a READ or
 // BILATERAL SWAP landed. Returns 0, or `OAE_ERR_CONTROL` (no such region,

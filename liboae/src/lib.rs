@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use oae_client::api::{Completion, Destination, ReceivePost, Received, Submission};
 use oae_client::control::{Client, ErrorCode};
-use oae_client::host::HostQueue;
+use oae_client::host::{HostQueue, SharedWords};
 use oae_client::outcome::Outcome;
 use oae_client::proto::verb::{MAX_MCAS_WORDS, Output};
 use oae_client::proto::{Block, McasWord, Opcode, RegionRef, Verb};
@@ -808,6 +808,65 @@ pub unsafe extern "C" fn oae_node_id(control_socket: *const c_char, node: *mut u
         Err(e) => fail(OAE_ERR_CONTROL, e.message),
     }
 }
+
+/// Maps region `id` of the dataplane whose host ring is `ring_path` into
+/// this process, readable and writable in place: where a READ or a
+/// BILATERAL SWAP lands and a receive's message is written, as an RDMA
+/// program's registered buffer. Stores its address in `*addr` and its
+/// length in bytes in `*len`; the mapping stays until the process exits
+/// (mapping a region again returns the same address). The dataplane
+/// changes its bytes while verbs run: read a block once the verb that
+/// lands in it has completed.
+///
+/// # Safety
+/// `ring_path` is a NUL-terminated string; `addr` and `len` point to
+/// writable storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_region_map(
+    ring_path: *const c_char,
+    id: u16,
+    addr: *mut *mut u8,
+    len: *mut u64,
+) -> c_int {
+    // SAFETY: the contract above.
+    let ring = match unsafe { text(ring_path, "ring_path") } {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    if addr.is_null() || len.is_null() {
+        return fail(OAE_ERR_INVALID, "addr or len is NULL");
+    }
+    let path = oae_client::host::region_file(Path::new(ring), id);
+    let mut mapped = MAPPED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let words = match mapped.iter().find(|w| w.path() == path) {
+        Some(w) => w.words(),
+        None => match SharedWords::open(&path) {
+            Ok(w) => {
+                mapped.push(w);
+                mapped.last().expect("just pushed").words()
+            }
+            Err(e) => {
+                return fail(
+                    OAE_ERR_ATTACH,
+                    format!("region {id}: {e} (does the dataplane serve a host ring there?)"),
+                );
+            }
+        },
+    };
+    // SAFETY: both were checked not NULL and are writable by the contract.
+    unsafe {
+        *addr = words.as_ptr().cast::<u8>().cast_mut();
+        *len = 8 * words.len() as u64;
+    }
+    0
+}
+
+/// Regions mapped by `oae_region_map`, for the life of the process (the
+/// addresses handed out must stay valid; they point into the mappings,
+/// which do not move with the handles).
+static MAPPED: std::sync::Mutex<Vec<SharedWords>> = std::sync::Mutex::new(Vec::new());
 
 /// Copies `len` bytes at `offset` of the region `id` of the dataplane whose
 /// control socket is `control_socket` into `buf`: where a READ or

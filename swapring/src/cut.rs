@@ -20,8 +20,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The most mappings one process guards at once: rings are few (a
-/// dataplane has one, a host program attaches one).
-pub const MAX_GUARDED: usize = 64;
+/// dataplane has one, a host program attaches one), and a dataplane with a
+/// host ring maps each of its regions (at most 64) as a file too.
+pub const MAX_GUARDED: usize = 128;
 
 struct Entry {
     /// Start of the mapping; 0 while the entry is free.

@@ -37,6 +37,8 @@ mod sync;
 pub mod verbs;
 #[cfg(not(loom))]
 pub mod wave;
+#[cfg(not(loom))]
+pub mod words;
 
 /// The atomic word the shared structures are made of (loom's under `--cfg loom`).
 pub use sync::AtomicU64;

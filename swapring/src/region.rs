@@ -7,7 +7,8 @@
 //! or geometry is wrong, saying what it found and what it expected.
 //!
 //! This is the one module that touches raw memory (`mmap`/`munmap` and the
-//! view of the mapping as atomics); [`crate::cut`] guards the mapping.
+//! view of the mapping as atomics); [`crate::cut`] guards the mapping, and
+//! [`crate::words`] maps plain files of words the same way.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -156,7 +157,7 @@ struct Shape {
 
 /// A shared mapping of a file, viewed as words, guarded against the file
 /// being cut short under it ([`crate::cut`]). Unmapped on drop.
-struct Mapping {
+pub(crate) struct Mapping {
     base: *mut libc::c_void,
     len: usize,
     /// Freed before the mapping is unmapped, so the handler never acts on
@@ -173,7 +174,12 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn new(file: &File, path: &Path, len: u64, set_len: bool) -> Result<Mapping, RegionError> {
+    pub(crate) fn new(
+        file: &File,
+        path: &Path,
+        len: u64,
+        set_len: bool,
+    ) -> Result<Mapping, RegionError> {
         if set_len {
             file.set_len(len).map_err(|source| RegionError::Io {
                 op: "size",
@@ -229,11 +235,11 @@ impl Mapping {
         Ok(mapping)
     }
 
-    fn cut(&self) -> bool {
+    pub(crate) fn cut(&self) -> bool {
         self.guard.as_ref().is_some_and(Guard::cut)
     }
 
-    fn words(&self) -> &[AtomicU64] {
+    pub(crate) fn words(&self) -> &[AtomicU64] {
         #[allow(unsafe_code)]
         // SAFETY: `base` is page-aligned (so 8-aligned) and maps `len` bytes
         // that stay mapped until `self` drops; the slice borrows `self`, so

@@ -884,3 +884,44 @@ fn a_host_receive_takes_the_peers_message_and_one_left_by_a_gone_process_is_with
         "nothing for the receive that was withdrawn"
     );
 }
+
+#[test]
+fn host_programs_map_the_dataplanes_regions_and_see_reads_land_in_place() {
+    use std::sync::atomic::Ordering;
+    let (d, mut host) = start("hostmap", "zero", FITO);
+    let ring = host_ring_path(&d.pair);
+    let local =
+        oae_client::host::SharedWords::open(oae_client::host::region_file(&ring, LOCAL_REGION))
+            .expect("dataplane a maps its regions beside its ring");
+    let write = Verb::Write {
+        target: T,
+        offset: 1024,
+        data: Block::new(&[0x5a; 16]).unwrap(),
+    };
+    assert!(run(&mut host, 1, write).result.is_ok());
+    let read = Verb::Read {
+        target: T,
+        offset: 1024,
+        local_region: LOCAL_REGION,
+        local_offset: 2048,
+        len: 16,
+    };
+    assert!(matches!(
+        run(&mut host, 2, read).result,
+        Ok(Output::Read { len: 16 })
+    ));
+    // The landed block, read in place: no control socket, no copy.
+    for w in 0..2 {
+        assert_eq!(
+            local.words()[2048 / 8 + w].load(Ordering::Acquire),
+            0x5a5a_5a5a_5a5a_5a5a
+        );
+    }
+    // And what the host writes in place is the dataplane's memory.
+    local.words()[8].store(0x1234, Ordering::Release);
+    assert_eq!(d.region(0, LOCAL_REGION)[64..72], 0x1234u64.to_le_bytes());
+    // The files go with the dataplane.
+    let path = local.path().to_path_buf();
+    drop(d);
+    assert!(!path.exists(), "{} outlived its dataplane", path.display());
+}

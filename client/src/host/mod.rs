@@ -20,7 +20,16 @@ pub mod load;
 mod queue;
 
 pub use codec::{MAX_VERB_RECORDS, MAX_WRITE};
+
+/// The file host programs map region `id` of the dataplane whose host ring
+/// is `ring` from: beside the ring, `<ring>.region-<id>`.
+pub fn region_file(ring: &std::path::Path, id: u16) -> std::path::PathBuf {
+    let mut name = ring.as_os_str().to_owned();
+    name.push(format!(".region-{id}"));
+    std::path::PathBuf::from(name)
+}
 pub use oae_swapring::region::RegionError;
+pub use oae_swapring::words::SharedWords;
 pub use queue::{AttachError, HostQueue, HostQueueCounters};
 
 /// How host programs and the dataplane exchange verbs and completions.

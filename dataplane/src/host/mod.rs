@@ -6,4 +6,4 @@
 
 mod port;
 
-pub use port::{HostOrigin, HostPort};
+pub use port::{HostOrigin, HostPort, clear_stale};

@@ -369,6 +369,26 @@ fn remove_stale_ring(path: &Path) -> Result<(), String> {
     })
 }
 
+/// Makes way for a dataplane that serves a host ring at `ring`: a ring a
+/// dead dataplane left there is removed, with the region files beside it
+/// ([`oae_client::host::region_file`]); a live one is refused.
+pub fn clear_stale(ring: &Path) -> Result<(), String> {
+    remove_stale_ring(ring)?;
+    let (Some(dir), Some(name)) = (ring.parent(), ring.file_name()) else {
+        return Ok(());
+    };
+    let prefix = format!("{}.region-", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
 /// The generation of the FITO ring's current claim (low 16 bits).
 fn ring_generation(region: &Region) -> u16 {
     let word = region

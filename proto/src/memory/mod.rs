@@ -12,6 +12,8 @@ mod local;
 mod shared;
 
 pub use local::Memory;
+#[cfg(not(loom))]
+pub use shared::Lender;
 pub use shared::{MAX_REGIONS, SharedMemory};
 
 use core::ops::Range;
@@ -112,6 +114,11 @@ pub enum RegisterError {
     OutOfMemory {
         bytes: u64,
     },
+    /// The memory that host programs map the region from could not be
+    /// made (an `errno`).
+    NotLent {
+        errno: i32,
+    },
 }
 
 impl RegionSpec {
@@ -154,6 +161,11 @@ impl core::fmt::Display for RegisterError {
                 "cannot allocate the region's {bytes} bytes (its words and a lock word \
                  each): the process's memory limit is lower; make the region smaller or \
                  raise the limit"
+            ),
+            RegisterError::NotLent { errno } => write!(
+                f,
+                "cannot make the file host programs map the region from: {}",
+                std::io::Error::from_raw_os_error(*errno)
             ),
         }
     }

@@ -50,6 +50,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::{LockOwner, RegionFacts, RegionSpec, RegisterError, Store, zeroed};
 use crate::verb::Refusal;
 
+/// EINVAL (Linux), without a libc dependency: a lender's words of the
+/// wrong length.
+#[cfg(not(loom))]
+const EINVAL: i32 = 22;
+
 /// Regions one shared memory can hold.
 pub const MAX_REGIONS: usize = 64;
 
@@ -80,12 +85,38 @@ fn between_take_and_look() {
 
 struct SharedRegion {
     spec: RegionSpec,
-    data: Box<[AtomicU64]>,
+    data: Words,
     /// One per data word.
     locks: Box<[AtomicU64]>,
     /// One per [`SPAN_WORDS`] data words.
     spans: Box<[AtomicU64]>,
 }
+
+/// Where a region's data words live: the heap, or memory lent for the
+/// process's life (a file host programs map, [`SharedMemory::lend_from`]).
+enum Words {
+    Owned(Box<[AtomicU64]>),
+    #[cfg(not(loom))]
+    Lent(&'static [AtomicU64]),
+}
+
+impl core::ops::Deref for Words {
+    type Target = [AtomicU64];
+
+    fn deref(&self) -> &[AtomicU64] {
+        match self {
+            Words::Owned(words) => words,
+            #[cfg(not(loom))]
+            Words::Lent(words) => words,
+        }
+    }
+}
+
+/// Lends every region registered from then on its data words, `len / 8`
+/// of them, zeroed (the caller keeps them mapped for the life of the
+/// process); an error refuses the registration.
+#[cfg(not(loom))]
+pub type Lender = dyn Fn(&RegionSpec) -> Result<&'static [AtomicU64], RegisterError> + Send + Sync;
 
 /// What taking one word's lock came to.
 enum Take {
@@ -225,6 +256,8 @@ struct Table {
     /// life of the dataplane, so an index found once stays valid.
     regions: Box<[OnceLock<SharedRegion>]>,
     registering: Mutex<()>,
+    #[cfg(not(loom))]
+    lender: OnceLock<Box<Lender>>,
 }
 
 /// One core's handle on a dataplane's shared memory. Clone it with
@@ -259,9 +292,20 @@ impl SharedMemory {
             table: Arc::new(Table {
                 regions: (0..MAX_REGIONS).map(|_| OnceLock::new()).collect(),
                 registering: Mutex::new(()),
+                #[cfg(not(loom))]
+                lender: OnceLock::new(),
             }),
             tag: 1 << 32,
         }
+    }
+
+    /// Regions registered from now on take their data words from `lender`
+    /// (host-mappable files) instead of the heap; their locks stay on the
+    /// heap. Set once, before the first registration; false if it was set
+    /// before.
+    #[cfg(not(loom))]
+    pub fn lend_from(&self, lender: Box<Lender>) -> bool {
+        self.table.lender.set(lender).is_ok()
     }
 
     /// The handle a polling core uses: the same bytes and locks.
@@ -319,9 +363,22 @@ impl Store for SharedMemory {
             .ok_or(RegisterError::TooMany)?;
         let words = spec.len as usize / 8;
         let zero = || AtomicU64::new(0);
+        #[cfg(not(loom))]
+        let data = match self.table.lender.get() {
+            Some(lend) => {
+                let lent = lend(&spec)?;
+                if lent.len() != words {
+                    return Err(RegisterError::NotLent { errno: EINVAL });
+                }
+                Words::Lent(lent)
+            }
+            None => Words::Owned(zeroed(words, zero, spec.footprint())?.into_boxed_slice()),
+        };
+        #[cfg(loom)]
+        let data = Words::Owned(zeroed(words, zero, spec.footprint())?.into_boxed_slice());
         let region = SharedRegion {
             spec,
-            data: zeroed(words, zero, spec.footprint())?.into_boxed_slice(),
+            data,
             locks: zeroed(words, zero, spec.footprint())?.into_boxed_slice(),
             spans: zeroed(words.div_ceil(SPAN_WORDS), zero, spec.footprint())?.into_boxed_slice(),
         };
