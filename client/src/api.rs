@@ -39,6 +39,52 @@ pub enum Destination {
     Node(u64),
 }
 
+/// A WRITE or SEND whose bytes the dataplane takes from a block of its own
+/// registered memory when it takes the verb (the host ring carries the
+/// block's name, not its bytes), as an RDMA WRITE's come from a registered
+/// buffer: up to a frame's worth, [`oae_proto::verb::MAX_BLOCK`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalSubmission {
+    pub id: u64,
+    pub to: Destination,
+    pub verb: LocalVerb,
+    pub local_region: u16,
+    pub local_offset: u32,
+    pub len: u16,
+}
+
+/// What a [`LocalSubmission`] does with its block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalVerb {
+    Write {
+        target: oae_proto::RegionRef,
+        offset: u32,
+    },
+    Send {
+        imm: Option<u32>,
+    },
+}
+
+impl LocalSubmission {
+    /// The verb, its bytes read by `block` (the dataplane's memory):
+    /// `None` if the block is not in one of its regions or is longer than
+    /// a frame carries.
+    pub fn verb(&self, block: impl FnOnce(u16, u32, u16) -> Option<Block>) -> Option<Verb> {
+        if usize::from(self.len) > oae_proto::verb::MAX_BLOCK {
+            return None;
+        }
+        let data = block(self.local_region, self.local_offset, self.len)?;
+        Some(match self.verb {
+            LocalVerb::Write { target, offset } => Verb::Write {
+                target,
+                offset,
+                data,
+            },
+            LocalVerb::Send { imm } => Verb::Send { imm, data },
+        })
+    }
+}
+
 /// A receive a program posts through the host ring: the block of the
 /// dataplane's registered memory its message lands in, on the link that
 /// `from` names (a node's receive is posted on the link to it).

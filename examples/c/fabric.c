@@ -8,9 +8,10 @@
  *   ./fabric client <peer-address> <region-key> <offset> <messages>
  *
  * An address is the peer endpoint's name (`fi_getname`) as a hexadecimal
- * integer: for "oae", the peer dataplane's node id. The client writes, reads and changes 64 bytes
- * of the server side's registered memory at <offset> under the remote key
- * <region-key>; it prints its ledger of what that memory must now hold.
+ * integer: for "oae", the peer dataplane's node id. The client writes,
+ * reads and changes 1028 bytes of the server side's registered memory at
+ * <offset> under the remote key <region-key>; it prints its ledger of what
+ * that memory must now hold.
  * Exits 0 if everything completed as expected.
  */
 #define _GNU_SOURCE
@@ -218,6 +219,16 @@ static void client(uint64_t rkey, uint64_t base, int messages)
 	complete(txcq, "fi_read");
 	expect(memcmp(in, out, sizeof(in)) == 0, "fi_read reads what fi_write wrote");
 
+	/* A frame's worth: 900 bytes, written and read back whole. */
+	static uint8_t big[900], back[900];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7);
+	POST(fi_write(ep, big, sizeof(big), NULL, peer, base + 128, rkey, NULL));
+	complete(txcq, "a 900-byte fi_write");
+	POST(fi_read(ep, back, sizeof(back), NULL, peer, base + 128, rkey, NULL));
+	complete(txcq, "a 900-byte fi_read");
+	expect(memcmp(big, back, sizeof(big)) == 0, "900 bytes written and read back whole");
+
 	/* Atomics on the word at `base`: 0 + 5 + 2 = 7; CAS 7 -> 9; CAS 1 ->
 	 * fails; write 11 (fetching 9). */
 	uint64_t operand = 5, compare, result = 0;
@@ -264,8 +275,9 @@ static void client(uint64_t rkey, uint64_t base, int messages)
 
 	struct fi_cq_tagged_entry d = complete(rxcq, "the server's last message");
 	expect(d.tag == DONE_TAG && strcmp(done, "done") == 0, "the server saw every message");
-	printf("ledger: word %#" PRIx64 " = 11; bytes %#" PRIx64 "..+32 = a0..bf\n", base,
-	       base + 32);
+	printf("ledger: word %#" PRIx64 " = 11; bytes %#" PRIx64 "..+32 = a0..bf; bytes %#" PRIx64
+	       "..+900 = i * 7\n",
+	       base, base + 32, base + 128);
 }
 
 int main(int argc, char **argv)

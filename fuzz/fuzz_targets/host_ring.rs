@@ -56,9 +56,9 @@ fuzz_target!(|data: &[u8]| {
             assert!(taken.len() <= TAKE * 4, "{} taken", taken.len());
             for (origin, r) in taken {
                 match r {
-                    HostRequest::Verb(s) => {
+                    HostRequest::Verb(_) | HostRequest::FromLocal(_) => {
                         let refused = Completion {
-                            id: s.id,
+                            id: r.id(),
                             result: Err(AppError::NotSubmitted(NotSubmitted::QueueFull)),
                             latency_ns: 0,
                         };

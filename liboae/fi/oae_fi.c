@@ -44,15 +44,15 @@
 #define KIND_TAGGED 2
 #define HEADER 9
 #define MAX_MSG (OAE_MAX_MESSAGE - HEADER)
-/* A WRITE to a named node carries at most this much. */
-#define MAX_RMA_WRITE (OAE_MAX_DATA - 9)
 
 #define MAX_PEERS 64
 #define POOL_PER_PEER 4
 #define POOL_SLOT 384
-#define MAX_READS 16
-#define READ_SLOT 960
-#define STAGING_LEN (MAX_PEERS * POOL_PER_PEER * POOL_SLOT + MAX_READS * READ_SLOT)
+/* Blocks a READ lands in or a WRITE's bytes are taken from. */
+#define MAX_BLOCKS 32
+#define BLOCK_SLOT 960
+#define BLOCKS_AT (MAX_PEERS * POOL_PER_PEER * POOL_SLOT)
+#define STAGING_LEN (BLOCKS_AT + MAX_BLOCKS * BLOCK_SLOT)
 #define DEFAULT_STAGING_REGION 65000
 #define DEFAULT_RNR_RETRIES 100000
 #define STAGING_KEY 0x0fab0fabu
@@ -155,7 +155,7 @@ struct op {
 	/* READ: where its bytes go, and its staging block. */
 	void *buf;
 	size_t len;
-	int read_slot;
+	int block;
 	/* Fetching atomics: where the word before goes. */
 	uint64_t *result;
 	/* SEND: the message, kept to send again if the peer had no receive
@@ -192,7 +192,7 @@ struct oae_ep {
 	uint64_t caps;
 	bool enabled;
 	struct op ops[TX_SIZE];
-	bool reading[MAX_READS];
+	bool block_busy[MAX_BLOCKS];
 	struct posted_recv recvs[RX_SIZE];
 	size_t recv_count;
 	struct unexpected *unexpected, **unexpected_tail;
@@ -659,7 +659,7 @@ static struct op *op_alloc(struct oae_ep *ep, uint64_t *index)
 {
 	for (uint64_t i = 0; i < TX_SIZE; i++) {
 		if (!ep->ops[i].busy) {
-			ep->ops[i] = (struct op){ .busy = true, .read_slot = -1 };
+			ep->ops[i] = (struct op){ .busy = true, .block = -1 };
 			*index = i;
 			return &ep->ops[i];
 		}
@@ -669,8 +669,8 @@ static struct op *op_alloc(struct oae_ep *ep, uint64_t *index)
 
 static void op_free(struct oae_ep *ep, struct op *op)
 {
-	if (op->read_slot >= 0)
-		ep->reading[op->read_slot] = false;
+	if (op->block >= 0)
+		ep->block_busy[op->block] = false;
 	if (op->resend)
 		ep->resends--;
 	op->busy = false;
@@ -694,8 +694,7 @@ static void on_verb_completion(struct oae_ep *ep, const struct oae_wc *wc)
 	}
 	if (status == OAE_WC_SUCCESS && op->kind == OP_READ) {
 		/* The bytes landed in the staging region, mapped here. */
-		uint32_t at = MAX_PEERS * POOL_PER_PEER * POOL_SLOT + op->read_slot * READ_SLOT;
-		memcpy(op->buf, ep->staging_map + at, op->len);
+		memcpy(op->buf, ep->staging_map + BLOCKS_AT + op->block * BLOCK_SLOT, op->len);
 	}
 	if (status == OAE_WC_SUCCESS && op->result)
 		*op->result = wc->old;
@@ -1047,36 +1046,41 @@ static struct fi_ops_tagged tagged_ops = {
 static uint16_t key_region(uint64_t key) { return (uint16_t)(key >> 32); }
 static uint32_t key_key(uint64_t key) { return (uint32_t)key; }
 
+/* A free staging block for `op`, or -1. */
+static int take_block(struct oae_ep *ep, struct op *op)
+{
+	for (int i = 0; i < MAX_BLOCKS; i++) {
+		if (!ep->block_busy[i]) {
+			ep->block_busy[i] = true;
+			op->block = i;
+			return i;
+		}
+	}
+	return -1;
+}
+
 static ssize_t read_flagged(struct fid_ep *fid, void *buf, size_t len, fi_addr_t src,
 			    uint64_t addr, uint64_t key, void *context, uint64_t flags)
 {
 	struct oae_ep *ep = (struct oae_ep *)fid;
 	if (len > OAE_MAX_BLOCK || addr > UINT32_MAX)
 		return -FI_EMSGSIZE;
-	int slot = -1;
-	for (int i = 0; i < MAX_READS; i++) {
-		if (!ep->reading[i]) {
-			slot = i;
-			break;
-		}
-	}
-	if (slot < 0) {
-		progress(ep);
-		return -FI_EAGAIN;
-	}
 	struct op *op;
 	uint64_t index;
 	ssize_t rc = start_op(ep, src, OP_READ, FI_RMA | FI_READ, context, flags, &op, &index);
 	if (rc)
 		return rc;
-	ep->reading[slot] = true;
-	op->read_slot = slot;
+	int block = take_block(ep, op);
+	if (block < 0) {
+		op_free(ep, op);
+		progress(ep);
+		return -FI_EAGAIN;
+	}
 	op->buf = buf;
 	op->len = len;
-	uint32_t at = MAX_PEERS * POOL_PER_PEER * POOL_SLOT + slot * READ_SLOT;
 	return posted(ep, op,
 		      oae_post_read(ep->queue, index, key_region(key), key_key(key), (uint32_t)addr,
-				    ep->staging, at, (uint16_t)len));
+				    ep->staging, BLOCKS_AT + block * BLOCK_SLOT, (uint16_t)len));
 }
 
 static ssize_t rma_read(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t src,
@@ -1090,16 +1094,27 @@ static ssize_t write_flagged(struct fid_ep *fid, const void *buf, size_t len, fi
 			     uint64_t addr, uint64_t key, void *context, uint64_t flags)
 {
 	struct oae_ep *ep = (struct oae_ep *)fid;
-	if (len > MAX_RMA_WRITE || addr > UINT32_MAX)
+	if (len > OAE_MAX_BLOCK || addr > UINT32_MAX)
 		return -FI_EMSGSIZE;
 	struct op *op;
 	uint64_t index;
 	ssize_t rc = start_op(ep, dest, OP_WRITE, FI_RMA | FI_WRITE, context, flags, &op, &index);
 	if (rc)
 		return rc;
+	int block = take_block(ep, op);
+	if (block < 0) {
+		op_free(ep, op);
+		progress(ep);
+		return -FI_EAGAIN;
+	}
+	/* The bytes go into a staging block (mapped here) and the dataplane
+	 * takes them from there: no copy through the host ring. */
+	uint32_t at = BLOCKS_AT + block * BLOCK_SLOT;
+	if (len)
+		memcpy(ep->staging_map + at, buf, len);
 	return posted(ep, op,
-		      oae_post_write(ep->queue, index, key_region(key), key_key(key), (uint32_t)addr,
-				     buf, (uint16_t)len));
+		      oae_post_write_local(ep->queue, index, key_region(key), key_key(key),
+					   (uint32_t)addr, ep->staging, at, (uint16_t)len));
 }
 
 static ssize_t rma_write(struct fid_ep *fid, const void *buf, size_t len, void *desc,

@@ -263,6 +263,39 @@ int oae_post_send(struct oae_queue *queue,
                   uint32_t flags,
                   uint32_t imm);
 
+// Writes `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
+// region, taken from this dataplane's region `local_region` at
+// `local_offset` (which the program fills in place, `oae_region_map`)
+// when the dataplane takes the verb, as an RDMA WRITE's bytes come from
+// a registered buffer: the host ring carries the block's name, not its
+// bytes. Leave the block alone until the verb completes. A block outside
+// the dataplane's regions completes `OAE_WC_INVALID`.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_write_local(struct oae_queue *queue,
+                         uint64_t wr_id,
+                         uint16_t region,
+                         uint32_t key,
+                         uint32_t offset,
+                         uint16_t local_region,
+                         uint32_t local_offset,
+                         uint16_t len);
+
+// Sends a message of `len` bytes (at most `OAE_MAX_BLOCK`) taken from
+// this dataplane's region `local_region` at `local_offset`, as
+// `oae_post_write_local` takes a WRITE's; otherwise as `oae_post_send`.
+//
+// # Safety
+// `queue` is an open queue, used by one thread at a time.
+int oae_post_send_local(struct oae_queue *queue,
+                        uint64_t wr_id,
+                        uint16_t local_region,
+                        uint32_t local_offset,
+                        uint16_t len,
+                        uint32_t flags,
+                        uint32_t imm);
+
 // Posts a receive for the next message on the link verbs go to (the
 // queue's first link, or the one `oae_queue_to_link`/`oae_queue_to_node`
 // names): it lands in the dataplane's region `region` at `offset`, and at

@@ -21,7 +21,9 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use std::path::Path;
 use std::time::Duration;
 
-use oae_client::api::{Completion, Destination, ReceivePost, Received, Submission};
+use oae_client::api::{
+    Completion, Destination, LocalSubmission, LocalVerb, ReceivePost, Received, Submission,
+};
 use oae_client::control::{Client, ErrorCode};
 use oae_client::host::{HostQueue, SharedWords};
 use oae_client::outcome::Outcome;
@@ -276,6 +278,26 @@ impl oae_queue {
         })
     }
 
+    fn post_local(&mut self, wr_id: u64, verb: LocalVerb, block: (u16, u32, u16)) -> c_int {
+        let kind = match verb {
+            LocalVerb::Write { .. } => Opcode::Write,
+            LocalVerb::Send { .. } => Opcode::Send,
+        };
+        let (local_region, local_offset, len) = block;
+        let to = self.to;
+        self.post_with(Posted::Verb { wr_id, kind }, |queue, id| {
+            let s = LocalSubmission {
+                id,
+                to,
+                verb,
+                local_region,
+                local_offset,
+                len,
+            };
+            queue.submit_local(s).map_err(|_| ())
+        })
+    }
+
     fn post_receive(&mut self, posted: Posted, block: (u16, u32, u16)) -> c_int {
         let (region, offset, len) = block;
         let from = self.to;
@@ -517,6 +539,79 @@ pub unsafe extern "C" fn oae_post_send(
     };
     // SAFETY: the contract above.
     unsafe { post(queue, wr_id, verb) }
+}
+
+/// Writes `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
+/// region, taken from this dataplane's region `local_region` at
+/// `local_offset` (which the program fills in place, `oae_region_map`)
+/// when the dataplane takes the verb, as an RDMA WRITE's bytes come from
+/// a registered buffer: the host ring carries the block's name, not its
+/// bytes. Leave the block alone until the verb completes. A block outside
+/// the dataplane's regions completes `OAE_WC_INVALID`.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_write_local(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    region: u16,
+    key: u32,
+    offset: u32,
+    local_region: u16,
+    local_offset: u32,
+    len: u16,
+) -> c_int {
+    if usize::from(len) > OAE_MAX_BLOCK {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a WRITE of {len} bytes is longer than OAE_MAX_BLOCK ({OAE_MAX_BLOCK})"),
+        );
+    }
+    let verb = LocalVerb::Write {
+        target: target(region, key),
+        offset,
+    };
+    // SAFETY: the contract above.
+    match unsafe { queue_mut(queue) } {
+        Ok(q) => q.post_local(wr_id, verb, (local_region, local_offset, len)),
+        Err(code) => code,
+    }
+}
+
+/// Sends a message of `len` bytes (at most `OAE_MAX_BLOCK`) taken from
+/// this dataplane's region `local_region` at `local_offset`, as
+/// `oae_post_write_local` takes a WRITE's; otherwise as `oae_post_send`.
+///
+/// # Safety
+/// `queue` is an open queue, used by one thread at a time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oae_post_send_local(
+    queue: *mut oae_queue,
+    wr_id: u64,
+    local_region: u16,
+    local_offset: u32,
+    len: u16,
+    flags: u32,
+    imm: u32,
+) -> c_int {
+    if usize::from(len) > OAE_MAX_BLOCK {
+        return fail(
+            OAE_ERR_INVALID,
+            format!("a SEND of {len} bytes is longer than OAE_MAX_BLOCK ({OAE_MAX_BLOCK})"),
+        );
+    }
+    if flags & !OAE_SEND_WITH_IMM != 0 {
+        return fail(OAE_ERR_INVALID, format!("unknown flags {flags:#x}"));
+    }
+    let verb = LocalVerb::Send {
+        imm: (flags & OAE_SEND_WITH_IMM != 0).then_some(imm),
+    };
+    // SAFETY: the contract above.
+    match unsafe { queue_mut(queue) } {
+        Ok(q) => q.post_local(wr_id, verb, (local_region, local_offset, len)),
+        Err(code) => code,
+    }
 }
 
 /// Posts a receive for the next message on the link verbs go to (the

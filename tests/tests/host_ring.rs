@@ -7,7 +7,9 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use oae_client::api::{AppError, Completion, Destination, NotSubmitted, Submission};
+use oae_client::api::{
+    AppError, Completion, Destination, LocalSubmission, LocalVerb, NotSubmitted, Submission,
+};
 use oae_client::control::{OutputView, VerbSpec};
 use oae_client::host::load::LoadReport;
 use oae_client::host::{AttachError, HostQueue, MAX_WRITE, RegionError};
@@ -40,6 +42,19 @@ fn start(tag: &str, cost: &'static str, settings: &'static str) -> (Dataplanes, 
     (d, host)
 }
 
+/// Waits for verb `id`'s completion, bounded in time.
+fn wait(host: &mut HostQueue, id: u64) -> Completion {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(c) = host.poll_completion() {
+            assert_eq!(c.id, id, "completions come back with their ids");
+            return c;
+        }
+        assert!(Instant::now() < deadline, "no completion for verb {id}");
+        std::hint::spin_loop();
+    }
+}
+
 /// Submits and waits for the one completion, bounded in time.
 fn run(host: &mut HostQueue, id: u64, verb: Verb) -> Completion {
     run_to(host, Destination::FirstLink, id, verb)
@@ -52,15 +67,7 @@ fn run_to(host: &mut HostQueue, to: Destination, id: u64, verb: Verb) -> Complet
         ..Submission::to_first_link(id, verb)
     })
     .expect("room in the ring");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(c) = host.poll_completion() {
-            assert_eq!(c.id, id, "completions come back with their ids");
-            return c;
-        }
-        assert!(Instant::now() < deadline, "no completion for verb {id}");
-        std::hint::spin_loop();
-    }
+    wait(host, id)
 }
 
 fn word(d: &Dataplanes, offset: usize) -> u64 {
@@ -917,9 +924,43 @@ fn host_programs_map_the_dataplanes_regions_and_see_reads_land_in_place() {
             0x5a5a_5a5a_5a5a_5a5a
         );
     }
-    // And what the host writes in place is the dataplane's memory.
+    // And what the host writes in place is the dataplane's memory: a
+    // WRITE of a whole frame takes its bytes from there, not the ring.
     local.words()[8].store(0x1234, Ordering::Release);
     assert_eq!(d.region(0, LOCAL_REGION)[64..72], 0x1234u64.to_le_bytes());
+    for w in 0..MAX_BLOCK / 8 {
+        local.words()[512 + w].store(w as u64, Ordering::Release);
+    }
+    let from_local = |id, local_region| LocalSubmission {
+        id,
+        to: Destination::FirstLink,
+        verb: LocalVerb::Write {
+            target: T,
+            offset: 8192,
+        },
+        local_region,
+        local_offset: 4096,
+        len: MAX_BLOCK as u16,
+    };
+    host.submit_local(from_local(3, LOCAL_REGION))
+        .expect("room in the ring");
+    let c = wait(&mut host, 3);
+    assert!(matches!(c.result, Ok(Output::Write)), "{c:?}");
+    let peer = d.region(1, TARGET_REGION);
+    for w in 0..MAX_BLOCK / 8 {
+        let at = 8192 + 8 * w;
+        assert_eq!(peer[at..at + 8], (w as u64).to_le_bytes(), "word {w}");
+    }
+    host.submit_local(from_local(4, 99))
+        .expect("room in the ring");
+    let c = wait(&mut host, 4);
+    assert!(
+        matches!(
+            c.result,
+            Err(AppError::NotSubmitted(NotSubmitted::Invalid(_)))
+        ),
+        "a block outside the regions is refused: {c:?}"
+    );
     // The files go with the dataplane.
     let path = local.path().to_path_buf();
     drop(d);

@@ -204,8 +204,11 @@ fn libfabric_tools_and_a_program_of_its_own_run_over_the_oae_provider() {
     assert_eq!(memory[base..base + 8], 11u64.to_le_bytes(), "{client}");
     let written: Vec<u8> = (0..32).map(|i| 0xa0 + i).collect();
     assert_eq!(&memory[base + 32..base + 64], &written[..], "{client}");
+    let big: Vec<u8> = (0..900u32).map(|i| (i * 7) as u8).collect();
+    assert_eq!(&memory[base + 128..base + 1028], &big[..], "{client}");
     assert!(
-        memory[base + 8..base + 32].iter().all(|&b| b == 0),
+        memory[base + 8..base + 32].iter().all(|&b| b == 0)
+            && memory[base + 64..base + 128].iter().all(|&b| b == 0),
         "bytes the client never named changed: {client}"
     );
 }

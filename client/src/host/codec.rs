@@ -17,7 +17,8 @@ use oae_proto::{
 use oae_swapring::verbs::{VERB_PAYLOAD_BYTES, VerbRecord};
 
 use crate::api::{
-    AppError, Completion, Destination, Message, NotSubmitted, ReceivePost, Received, Submission,
+    AppError, Completion, Destination, LocalSubmission, LocalVerb, Message, NotSubmitted,
+    ReceivePost, Received, Submission,
 };
 
 /// Most records one verb or one completion takes.
@@ -48,6 +49,10 @@ const RECEIVED_HEAD: usize = 5;
 pub const MAX_RECEIVE: usize = MAX_MESSAGE - RECEIVED_HEAD;
 /// Every record of a message after its first.
 const CONTINUED: u8 = 0xff;
+/// Set on a WRITE's or SEND's kind when its bytes are a block of the
+/// dataplane's memory, named (region, offset, length) where the bytes
+/// would be.
+const FROM_LOCAL: u8 = 0x20;
 /// Set on a verb's kind when its message starts with a destination: a
 /// byte ([`TO_LINK`] or [`TO_NODE`]) and a u64. A verb for the queue's
 /// first link carries none.
@@ -58,6 +63,7 @@ const TO_NODE: u8 = 2;
 // The verbs' codes stay below the outcomes'.
 const _: () = assert!(Opcode::ALL[Opcode::COUNT - 1].code() < POST_RECEIVE);
 const _: () = assert!(POST_RECEIVE < DONE);
+const _: () = assert!(DONE | FROM_LOCAL | ADDRESSED < CONTINUED);
 
 /// A message's records, without allocating.
 #[derive(Clone, Copy, Debug)]
@@ -401,6 +407,67 @@ pub fn encode_receive(p: &ReceivePost, generation: u32) -> Result<Records, &'sta
     Ok(cut(p.id, kind, generation, w.bytes()))
 }
 
+/// The records of a WRITE or SEND from a local block.
+pub fn encode_local(s: &LocalSubmission, generation: u32) -> Records {
+    let mut w = Writer::new();
+    let opcode = match s.verb {
+        LocalVerb::Write { .. } => Opcode::Write,
+        LocalVerb::Send { .. } => Opcode::Send,
+    };
+    let kind = put_destination(&mut w, opcode.code() | FROM_LOCAL, s.to);
+    match s.verb {
+        LocalVerb::Write { target, offset } => w.head(&target, offset),
+        LocalVerb::Send { imm } => {
+            w.put(&[u8::from(imm.is_some())]);
+            w.put(&imm.unwrap_or(0).to_le_bytes());
+        }
+    }
+    w.put(&s.local_region.to_le_bytes());
+    w.put(&s.local_offset.to_le_bytes());
+    w.put(&s.len.to_le_bytes());
+    cut(s.id, kind, generation, w.bytes())
+}
+
+fn decode_local(records: &[VerbRecord]) -> Option<LocalSubmission> {
+    let first = records.first()?;
+    let mut buf = [0; MAX_MESSAGE];
+    let mut r = Reader {
+        b: join(records, &mut buf)?,
+        at: 0,
+    };
+    let kind = kind(first);
+    let to = read_destination(&mut r, kind)?;
+    let verb = match Opcode::from_code(kind & !(ADDRESSED | FROM_LOCAL))? {
+        Opcode::Write => {
+            let target = RegionRef {
+                id: r.u16()?,
+                key: r.u32()?,
+            };
+            LocalVerb::Write {
+                target,
+                offset: r.u32()?,
+            }
+        }
+        Opcode::Send => LocalVerb::Send {
+            imm: match (r.u8()?, r.u32()?) {
+                (0, 0) => None,
+                (1, imm) => Some(imm),
+                _ => return None,
+            },
+        },
+        _ => return None,
+    };
+    let s = LocalSubmission {
+        id: first.id,
+        to,
+        verb,
+        local_region: r.u16()?,
+        local_offset: r.u32()?,
+        len: r.u16()?,
+    };
+    r.done().then_some(s)
+}
+
 /// What a host program asks of the dataplane.
 // Decoded on the stack, one request at a time: boxing the verb would
 // allocate once per request on the polling core.
@@ -408,6 +475,8 @@ pub fn encode_receive(p: &ReceivePost, generation: u32) -> Result<Records, &'sta
 #[derive(Clone, Copy, Debug)]
 pub enum HostRequest {
     Verb(Submission),
+    /// A WRITE or SEND whose bytes are a block of the dataplane's memory.
+    FromLocal(LocalSubmission),
     Receive(ReceivePost),
 }
 
@@ -415,6 +484,7 @@ impl HostRequest {
     pub fn id(&self) -> u64 {
         match self {
             HostRequest::Verb(s) => s.id,
+            HostRequest::FromLocal(s) => s.id,
             HostRequest::Receive(p) => p.id,
         }
     }
@@ -430,6 +500,9 @@ pub fn posts_receive(first: &VerbRecord) -> bool {
 /// one [`encode_submission`] or [`encode_receive`] writes.
 pub fn decode_request(records: &[VerbRecord]) -> Option<HostRequest> {
     let first = records.first()?;
+    if kind(first) & FROM_LOCAL != 0 && kind(first) != CONTINUED {
+        return decode_local(records).map(HostRequest::FromLocal);
+    }
     if !posts_receive(first) {
         return decode_submission(records).map(HostRequest::Verb);
     }
@@ -847,6 +920,38 @@ mod tests {
         };
         let back = decode_received(encode_received(&refused, 1).as_slice()).unwrap();
         assert!(matches!(back.result, Err(NotSubmitted::NoRoute(_))));
+    }
+
+    #[test]
+    fn writes_and_sends_from_a_local_block_round_trip() {
+        let target = RegionRef { id: 1, key: 0xabcd };
+        for (verb, to) in [
+            (
+                LocalVerb::Write {
+                    target,
+                    offset: 4096,
+                },
+                Destination::Node(9),
+            ),
+            (LocalVerb::Send { imm: Some(3) }, Destination::FirstLink),
+            (LocalVerb::Send { imm: None }, Destination::Link(2)),
+        ] {
+            let s = LocalSubmission {
+                id: 5,
+                to,
+                verb,
+                local_region: 2,
+                local_offset: 128,
+                len: MAX_BLOCK as u16,
+            };
+            let records = encode_local(&s, 1);
+            assert_eq!(records.as_slice().len(), 1, "one record names the block");
+            assert!(decode_submission(records.as_slice()).is_none());
+            match decode_request(records.as_slice()) {
+                Some(HostRequest::FromLocal(back)) => assert_eq!(back, s),
+                other => panic!("{verb:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

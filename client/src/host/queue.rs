@@ -20,10 +20,12 @@ use oae_swapring::verbs::{VerbRecord, VerbsHost};
 
 use super::HostMode;
 use super::codec::{
-    MAX_VERB_RECORDS, Records, decode_completion, decode_received, encode_receive,
+    MAX_VERB_RECORDS, Records, decode_completion, decode_received, encode_local, encode_receive,
     encode_submission, generation, is_received, posts_receive,
 };
-use crate::api::{AppError, Completion, NotSubmitted, ReceivePost, Received, Submission};
+use crate::api::{
+    AppError, Completion, LocalSubmission, NotSubmitted, ReceivePost, Received, Submission,
+};
 
 /// What a host process holds on a bilateral ring.
 struct Bilateral {
@@ -213,6 +215,18 @@ impl HostQueue {
             Ok(())
         } else {
             Err(submission)
+        }
+    }
+
+    /// Submits a WRITE or SEND whose bytes the dataplane takes from a block
+    /// of its memory (which this process maps, [`super::region_file`]);
+    /// given back as [`HostQueue::submit`] gives a verb back.
+    pub fn submit_local(&mut self, s: LocalSubmission) -> Result<(), LocalSubmission> {
+        let records = encode_local(&s, self.claim.generation);
+        if self.publish(&records) {
+            Ok(())
+        } else {
+            Err(s)
         }
     }
 

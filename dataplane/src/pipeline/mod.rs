@@ -34,7 +34,7 @@ use hdrhistogram::Histogram;
 use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
 use oae_proto::verb::Verb;
-use oae_proto::{Nanos, SharedMemory, VerbId};
+use oae_proto::{Block, Nanos, SharedMemory, Store, VerbId};
 use serde::Serialize;
 
 use crate::host::{HostOrigin, HostPort};
@@ -77,6 +77,10 @@ impl<'a> Target<'a> {
 /// not sent: a target would keep the last of its new values.
 const MCAS_WORD_TWICE: &str = "a multi-word commit names one word twice, asking for two new \
      values of it: name each word once";
+
+/// Why a WRITE or SEND from a local block is not sent.
+const LOCAL_BLOCK_OUTSIDE: &str = "the local block is not inside one of the dataplane's \
+     regions, or is longer than a frame carries (960 bytes)";
 
 /// Who is waiting for a verb.
 #[derive(Clone, Copy)]
@@ -462,6 +466,25 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             let submitted = match request {
                 HostRequest::Verb(s) => {
                     self.submit(Origin::Host(origin, s.id), Target::of(&s), now)
+                }
+                HostRequest::FromLocal(local) => {
+                    // The block's bytes, read now: the verb carries them.
+                    let memory = self.transport.memory();
+                    let verb = local.verb(|region, offset, len| {
+                        memory.check_local(region, offset, len).ok()?;
+                        memory.with_block(region, offset, len, Block::new)
+                    });
+                    match verb {
+                        Some(verb) => {
+                            let s = Submission {
+                                id: local.id,
+                                verb,
+                                to: local.to,
+                            };
+                            self.submit(Origin::Host(origin, s.id), Target::of(&s), now)
+                        }
+                        None => Err(NotSubmitted::Invalid(LOCAL_BLOCK_OUTSIDE)),
+                    }
                 }
                 HostRequest::Receive(post) => {
                     self.receives.post_host(&mut self.transport, origin, post)
