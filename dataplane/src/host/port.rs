@@ -836,7 +836,7 @@ mod tests {
                     Ok(())
                 }
                 HostRequest::Receive(_) => Err(NotSubmitted::NoRoute(7)),
-                HostRequest::Verb(s) => panic!("{mode:?}: a receive came as verb {}", s.id),
+                other => panic!("{mode:?}: a receive came as verb {}", other.id()),
             });
             assert_eq!(posted.len(), 1, "{mode:?}");
             assert_eq!(posted[0].1, post(1, 100), "{mode:?}");
