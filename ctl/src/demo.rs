@@ -326,16 +326,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let report = WorkloadReport::side_by_side(&reports);
     let stats = every_stats(&setup)?;
     print_table(&names, &settings, scope, &report, &stats, &check);
-    outln!(
-        "  {:<34} {}",
-        "CPU while the workload ran",
-        names
-            .iter()
-            .zip(&cpu)
-            .map(|(n, c)| format!("{n} {:.2} s of {cpu_wall_s:.2} s", c.total_s()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    print_cpu("CPU while the workload ran", &names, &cpu, cpu_wall_s);
     if args.json || args.report.is_some() {
         let exactly_once = check.ok();
         let v = DemoReport {
@@ -359,14 +350,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             exactly_once,
             differences: check.differences.clone(),
         };
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-        if args.json {
-            outln!("{text}");
-        }
-        if let Some(path) = &args.report {
-            std::fs::write(path, text)
-                .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
-        }
+        write_report(&v, args)?;
     }
     drop(setup);
     outln!("namespaces, XDP programs and dataplanes removed");
@@ -375,6 +359,33 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     } else {
         Err("the exactly-once check FAILED (see above)".into())
     }
+}
+
+/// One line: each dataplane's polling CPU time over the wall time.
+fn print_cpu(what: &str, names: &[String], cpu: &[CpuTime], wall_s: f64) {
+    outln!(
+        "  {:<34} {}",
+        what,
+        names
+            .iter()
+            .zip(cpu)
+            .map(|(n, c)| format!("{n} {:.2} s of {wall_s:.2} s", c.total_s()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+/// The final report as JSON: printed with `--json`, written to `--report`.
+fn write_report(report: &impl serde::Serialize, args: &DemoArgs) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    if args.json {
+        outln!("{text}");
+    }
+    if let Some(path) = &args.report {
+        std::fs::write(path, text)
+            .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The demo with libfabric's fi_pingpong as the workload.
@@ -408,16 +419,7 @@ fn run_fi_pingpong(
         row.usec_per_xfer,
         row.xfers_per_s()
     );
-    outln!(
-        "  {:<34} {}",
-        "CPU while fi_pingpong ran",
-        names
-            .iter()
-            .zip(&cpu)
-            .map(|(n, c)| format!("{n} {:.2} s of {cpu_wall_s:.2} s", c.total_s()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    print_cpu("CPU while fi_pingpong ran", names, &cpu, cpu_wall_s);
     let complete = row.sent == row.acked && row.sent == u64::from(fi.iterations);
     if args.json || args.report.is_some() {
         let v = FiDemoReport {
@@ -428,14 +430,7 @@ fn run_fi_pingpong(
             cpu_wall_s,
             stats,
         };
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-        if args.json {
-            outln!("{text}");
-        }
-        if let Some(path) = &args.report {
-            std::fs::write(path, text)
-                .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
-        }
+        write_report(&v, args)?;
     }
     drop(setup);
     outln!("namespaces, XDP programs and dataplanes removed");
@@ -491,16 +486,7 @@ fn run_host_program(
         l.ok,
         if report.exact { "exact" } else { "MISMATCH" }
     );
-    outln!(
-        "  {:<34} {}",
-        "CPU while the host program ran",
-        names
-            .iter()
-            .zip(&cpu)
-            .map(|(n, c)| format!("{n} {:.2} s of {cpu_wall_s:.2} s", c.total_s()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    print_cpu("CPU while the host program ran", names, &cpu, cpu_wall_s);
     if args.json || args.report.is_some() {
         let v = HostDemoReport {
             host: report.clone(),
@@ -509,14 +495,7 @@ fn run_host_program(
             stats,
             exactly_once: report.exact,
         };
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-        if args.json {
-            outln!("{text}");
-        }
-        if let Some(path) = &args.report {
-            std::fs::write(path, text)
-                .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
-        }
+        write_report(&v, args)?;
     }
     drop(setup);
     outln!("namespaces, XDP programs and dataplanes removed");

@@ -694,7 +694,8 @@ static void on_verb_completion(struct oae_ep *ep, const struct oae_wc *wc)
 	}
 	if (status == OAE_WC_SUCCESS && op->kind == OP_READ) {
 		/* The bytes landed in the staging region, mapped here. */
-		memcpy(op->buf, ep->staging_map + BLOCKS_AT + op->block * BLOCK_SLOT, op->len);
+		memcpy(op->buf, ep->staging_map + BLOCKS_AT + (size_t)op->block * BLOCK_SLOT,
+		       op->len);
 	}
 	if (status == OAE_WC_SUCCESS && op->result)
 		*op->result = wc->old;
@@ -1059,28 +1060,42 @@ static int take_block(struct oae_ep *ep, struct op *op)
 	return -1;
 }
 
+/* Starts an RMA op on a staging block: its op, index and block's offset. */
+static ssize_t start_block_op(struct oae_ep *ep, fi_addr_t peer, size_t len, uint64_t addr,
+			      enum op_kind kind, uint64_t cq_flags, void *context,
+			      uint64_t flags, struct op **op, uint64_t *index, uint32_t *at)
+{
+	if (len > OAE_MAX_BLOCK || addr > UINT32_MAX)
+		return -FI_EMSGSIZE;
+	ssize_t rc = start_op(ep, peer, kind, cq_flags, context, flags, op, index);
+	if (rc)
+		return rc;
+	int block = take_block(ep, *op);
+	if (block < 0) {
+		op_free(ep, *op);
+		progress(ep);
+		return -FI_EAGAIN;
+	}
+	*at = BLOCKS_AT + (uint32_t)block * BLOCK_SLOT;
+	return 0;
+}
+
 static ssize_t read_flagged(struct fid_ep *fid, void *buf, size_t len, fi_addr_t src,
 			    uint64_t addr, uint64_t key, void *context, uint64_t flags)
 {
 	struct oae_ep *ep = (struct oae_ep *)fid;
-	if (len > OAE_MAX_BLOCK || addr > UINT32_MAX)
-		return -FI_EMSGSIZE;
 	struct op *op;
 	uint64_t index;
-	ssize_t rc = start_op(ep, src, OP_READ, FI_RMA | FI_READ, context, flags, &op, &index);
+	uint32_t at;
+	ssize_t rc = start_block_op(ep, src, len, addr, OP_READ, FI_RMA | FI_READ, context, flags,
+				    &op, &index, &at);
 	if (rc)
 		return rc;
-	int block = take_block(ep, op);
-	if (block < 0) {
-		op_free(ep, op);
-		progress(ep);
-		return -FI_EAGAIN;
-	}
 	op->buf = buf;
 	op->len = len;
 	return posted(ep, op,
 		      oae_post_read(ep->queue, index, key_region(key), key_key(key), (uint32_t)addr,
-				    ep->staging, BLOCKS_AT + block * BLOCK_SLOT, (uint16_t)len));
+				    ep->staging, at, (uint16_t)len));
 }
 
 static ssize_t rma_read(struct fid_ep *fid, void *buf, size_t len, void *desc, fi_addr_t src,
@@ -1094,22 +1109,15 @@ static ssize_t write_flagged(struct fid_ep *fid, const void *buf, size_t len, fi
 			     uint64_t addr, uint64_t key, void *context, uint64_t flags)
 {
 	struct oae_ep *ep = (struct oae_ep *)fid;
-	if (len > OAE_MAX_BLOCK || addr > UINT32_MAX)
-		return -FI_EMSGSIZE;
 	struct op *op;
 	uint64_t index;
-	ssize_t rc = start_op(ep, dest, OP_WRITE, FI_RMA | FI_WRITE, context, flags, &op, &index);
+	uint32_t at;
+	ssize_t rc = start_block_op(ep, dest, len, addr, OP_WRITE, FI_RMA | FI_WRITE, context,
+				    flags, &op, &index, &at);
 	if (rc)
 		return rc;
-	int block = take_block(ep, op);
-	if (block < 0) {
-		op_free(ep, op);
-		progress(ep);
-		return -FI_EAGAIN;
-	}
 	/* The bytes go into a staging block (mapped here) and the dataplane
 	 * takes them from there: no copy through the host ring. */
-	uint32_t at = BLOCKS_AT + block * BLOCK_SLOT;
 	if (len)
 		memcpy(ep->staging_map + at, buf, len);
 	return posted(ep, op,

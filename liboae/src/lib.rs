@@ -283,6 +283,15 @@ impl oae_queue {
             LocalVerb::Write { .. } => Opcode::Write,
             LocalVerb::Send { .. } => Opcode::Send,
         };
+        if usize::from(block.2) > OAE_MAX_BLOCK {
+            return fail(
+                OAE_ERR_INVALID,
+                format!(
+                    "a {kind} of {} bytes is longer than OAE_MAX_BLOCK ({OAE_MAX_BLOCK})",
+                    block.2
+                ),
+            );
+        }
         let (local_region, local_offset, len) = block;
         let to = self.to;
         self.post_with(Posted::Verb { wr_id, kind }, |queue, id| {
@@ -562,12 +571,6 @@ pub unsafe extern "C" fn oae_post_write_local(
     local_offset: u32,
     len: u16,
 ) -> c_int {
-    if usize::from(len) > OAE_MAX_BLOCK {
-        return fail(
-            OAE_ERR_INVALID,
-            format!("a WRITE of {len} bytes is longer than OAE_MAX_BLOCK ({OAE_MAX_BLOCK})"),
-        );
-    }
     let verb = LocalVerb::Write {
         target: target(region, key),
         offset,
@@ -595,12 +598,6 @@ pub unsafe extern "C" fn oae_post_send_local(
     flags: u32,
     imm: u32,
 ) -> c_int {
-    if usize::from(len) > OAE_MAX_BLOCK {
-        return fail(
-            OAE_ERR_INVALID,
-            format!("a SEND of {len} bytes is longer than OAE_MAX_BLOCK ({OAE_MAX_BLOCK})"),
-        );
-    }
     if flags & !OAE_SEND_WITH_IMM != 0 {
         return fail(OAE_ERR_INVALID, format!("unknown flags {flags:#x}"));
     }
