@@ -39,10 +39,13 @@ pub enum Destination {
     Node(u64),
 }
 
-/// A WRITE or SEND whose bytes the dataplane takes from a block of its own
-/// registered memory when it takes the verb (the host ring carries the
-/// block's name, not its bytes), as an RDMA WRITE's come from a registered
-/// buffer: up to a frame's worth, [`oae_proto::verb::MAX_BLOCK`].
+/// A verb on a block of the dataplane's own registered memory, named by
+/// the host ring instead of carried by it, as an RDMA verb names a
+/// registered buffer: a WRITE's or SEND's bytes are read from the block
+/// when the dataplane takes the verb, a READ lands in it. A WRITE or READ
+/// longer than a frame ([`oae_proto::verb::MAX_BLOCK`]), up to
+/// [`MAX_TRANSFER`], is split into verbs of a frame each and completes
+/// once; a SEND is one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LocalSubmission {
     pub id: u64,
@@ -50,13 +53,20 @@ pub struct LocalSubmission {
     pub verb: LocalVerb,
     pub local_region: u16,
     pub local_offset: u32,
-    pub len: u16,
+    pub len: u32,
 }
+
+/// The longest transfer a [`LocalSubmission`] makes: 64 frames.
+pub const MAX_TRANSFER: u32 = 64 * oae_proto::verb::MAX_BLOCK as u32;
 
 /// What a [`LocalSubmission`] does with its block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LocalVerb {
     Write {
+        target: oae_proto::RegionRef,
+        offset: u32,
+    },
+    Read {
         target: oae_proto::RegionRef,
         offset: u32,
     },
@@ -66,21 +76,55 @@ pub enum LocalVerb {
 }
 
 impl LocalSubmission {
-    /// The verb, its bytes read by `block` (the dataplane's memory):
-    /// `None` if the block is not in one of its regions or is longer than
-    /// a frame carries.
-    pub fn verb(&self, block: impl FnOnce(u16, u32, u16) -> Option<Block>) -> Option<Verb> {
-        if usize::from(self.len) > oae_proto::verb::MAX_BLOCK {
-            return None;
+    /// The part `len` bytes long, `at` bytes into the transfer: its block
+    /// and its target that far in.
+    pub fn part(&self, at: u32, len: u32) -> LocalSubmission {
+        let verb = match self.verb {
+            LocalVerb::Write { target, offset } => LocalVerb::Write {
+                target,
+                offset: offset.wrapping_add(at),
+            },
+            LocalVerb::Read { target, offset } => LocalVerb::Read {
+                target,
+                offset: offset.wrapping_add(at),
+            },
+            send @ LocalVerb::Send { .. } => send,
+        };
+        LocalSubmission {
+            verb,
+            local_offset: self.local_offset.wrapping_add(at),
+            len,
+            ..*self
         }
-        let data = block(self.local_region, self.local_offset, self.len)?;
+    }
+
+    /// The verb of a transfer of one frame at most, its bytes (a WRITE's,
+    /// a SEND's) read from the dataplane's `memory` now; `None` if the
+    /// block is not inside one of its regions or is longer than a frame.
+    pub fn verb(&self, memory: &impl oae_proto::Store) -> Option<Verb> {
+        let len = u16::try_from(self.len)
+            .ok()
+            .filter(|&l| usize::from(l) <= oae_proto::verb::MAX_BLOCK)?;
+        let (region, at) = (self.local_region, self.local_offset);
+        memory.check_local(region, at, len).ok()?;
+        let bytes = || memory.with_block(region, at, len, Block::new);
         Some(match self.verb {
             LocalVerb::Write { target, offset } => Verb::Write {
                 target,
                 offset,
-                data,
+                data: bytes()?,
             },
-            LocalVerb::Send { imm } => Verb::Send { imm, data },
+            LocalVerb::Read { target, offset } => Verb::Read {
+                target,
+                offset,
+                local_region: region,
+                local_offset: at,
+                len,
+            },
+            LocalVerb::Send { imm } => Verb::Send {
+                imm,
+                data: bytes()?,
+            },
         })
     }
 }

@@ -23,7 +23,7 @@ use crate::workload::Aim;
 
 use crate::metrics::MetricsServer;
 use crate::pipeline::{CaptureBuffer, CommandKind, FinalReport, QueueShared, RecvRequest};
-use crate::queue::{AuthenticatedLinks, build_memory, build_queue};
+use crate::queue::{AuthenticatedLinks, build_daemon_memory, build_queue};
 use oae_client::control::{
     Answer, CONTROL_IDLE_TIMEOUT, CloseReason, ControlError, ErrorCode, FaultChange, FaultsSet,
     MAX_CAPTURE_FRAMES, MAX_CAPTURE_SECONDS, MAX_CONTROL_CONNECTIONS, MAX_DUMP_BYTES,
@@ -115,7 +115,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     let mut threads: Vec<JoinHandle<FinalReport>> = Vec::new();
     let mut queues = Vec::new();
     let built = (|| -> Result<SharedMemory, String> {
-        let memory = build_memory(&config)?;
+        let memory = build_daemon_memory(&config)?;
         // Every queue is built (and its links checked against the others')
         // before any polls: a queue refused does not follow queues whose
         // links already came up.

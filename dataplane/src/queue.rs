@@ -85,10 +85,16 @@ impl AuthenticatedLinks {
 /// The dataplane's one registered memory, with the configured regions:
 /// every queue's node gets a handle on it.
 pub fn build_memory(config: &Config) -> Result<SharedMemory, String> {
-    let mut memory = SharedMemory::new();
+    register_regions(SharedMemory::new(), config)
+}
+
+/// The memory `oaed` starts with: as [`build_memory`], and with a host
+/// ring every region's bytes in a file beside it that host programs map,
+/// as an RDMA program reads and writes its registered buffers. Once per
+/// process: the files' mappings last as long as it.
+pub fn build_daemon_memory(config: &Config) -> Result<SharedMemory, String> {
+    let memory = SharedMemory::new();
     if let Some(host) = &config.host {
-        // Host programs map every region from a file beside the ring, as
-        // an RDMA program reads and writes its registered buffers.
         crate::host::clear_stale(&host.ring)?;
         let ring = host.ring.clone();
         memory.lend_from(Box::new(move |spec| {
@@ -107,6 +113,10 @@ pub fn build_memory(config: &Config) -> Result<SharedMemory, String> {
             Ok(Box::leak(Box::new(words)).words())
         }));
     }
+    register_regions(memory, config)
+}
+
+fn register_regions(mut memory: SharedMemory, config: &Config) -> Result<SharedMemory, String> {
     for r in &config.regions {
         let spec = r.to_spec().map_err(|e| format!("region {}: {e}", r.id))?;
         memory

@@ -168,8 +168,13 @@ int main(int argc, char **argv) {
     read_local(control, local, base, (uint8_t *)&word, 8);
     expect(wc.status == OAE_WC_SUCCESS && word == 7, "the word still holds 7", &wc);
 
-    /* A READ larger than a frame carries is refused before posting. */
-    rc = oae_post_read(queue, 7, region, key, base, local, base, OAE_MAX_BLOCK + 1);
+    /* A READ of several frames goes a frame a verb and completes once; one
+     * longer than a transfer is refused before posting. */
+    post_or_die(oae_post_read(queue, 11, region, key, base, local, base, 2000), "read");
+    wc = wait_one();
+    expect(wc.wr_id == 11 && wc.status == OAE_WC_SUCCESS && wc.len == 2000,
+           "a 2000-byte read completes once", &wc);
+    rc = oae_post_read(queue, 7, region, key, base, local, base, OAE_MAX_TRANSFER + 1);
     printf("%-40s %s (%s)\n", "oversized read refused", rc == OAE_ERR_INVALID ? "ok" : "WRONG",
            oae_last_error());
     failures += rc != OAE_ERR_INVALID;

@@ -14,6 +14,11 @@
 // registered memory, not in the completion.
 #define OAE_MAX_BLOCK 960
 
+// Most bytes a WRITE or READ on a local block moves (`oae_post_write_local`,
+// `oae_post_read`): 64 frames, split into verbs of a frame each and
+// completed once.
+#define OAE_MAX_TRANSFER 61440
+
 // Most bytes a SEND carries through the host ring to a named node or link
 // (9 more to the ring queue's first link), and a receive holds.
 #define OAE_MAX_MESSAGE 370
@@ -216,12 +221,15 @@ int oae_queue_to_node(struct oae_queue *queue, uint64_t node);
 // `queue` is NULL or an open queue, used by one thread at a time.
 int oae_queue_to_link(struct oae_queue *queue, uint16_t link);
 
-// Reads `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
-// region `region` (key `key`) into the dataplane's own region
+// Reads `len` bytes (at most `OAE_MAX_TRANSFER`) at `offset` of the
+// peer's region `region` (key `key`) into the dataplane's own region
 // `local_region` at `local_offset`, as an RDMA READ into a registered
 // buffer. They have landed when the verb completes with
-// `OAE_WC_SUCCESS`; `oae_region_read` reads them. On any other status the
-// local block is unchanged.
+// `OAE_WC_SUCCESS`; read them in place (`oae_region_map`) or with
+// `oae_region_read`. Up to `OAE_MAX_BLOCK` bytes, on any other status the
+// local block is unchanged; longer, it goes as a READ a frame and
+// completes once, and on failure each frame's block holds the peer's
+// bytes or is unchanged.
 //
 // # Safety
 // `queue` is an open queue, used by one thread at a time.
@@ -232,7 +240,7 @@ int oae_post_read(struct oae_queue *queue,
                   uint32_t offset,
                   uint16_t local_region,
                   uint32_t local_offset,
-                  uint16_t len);
+                  uint32_t len);
 
 // Writes `len` bytes from `data` at `offset` of the peer's region.
 //
@@ -263,13 +271,16 @@ int oae_post_send(struct oae_queue *queue,
                   uint32_t flags,
                   uint32_t imm);
 
-// Writes `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
-// region, taken from this dataplane's region `local_region` at
+// Writes `len` bytes (at most `OAE_MAX_TRANSFER`) at `offset` of the
+// peer's region, taken from this dataplane's region `local_region` at
 // `local_offset` (which the program fills in place, `oae_region_map`)
 // when the dataplane takes the verb, as an RDMA WRITE's bytes come from
 // a registered buffer: the host ring carries the block's name, not its
-// bytes. Leave the block alone until the verb completes. A block outside
-// the dataplane's regions completes `OAE_WC_INVALID`.
+// bytes. Longer than `OAE_MAX_BLOCK`, it goes as a WRITE a frame and
+// completes once: `OAE_WC_SUCCESS` if every frame was written, otherwise
+// the first failure (each frame is then written whole or not at all).
+// Leave the block alone until the verb completes. A block outside the
+// dataplane's regions completes `OAE_WC_INVALID`.
 //
 // # Safety
 // `queue` is an open queue, used by one thread at a time.
@@ -280,7 +291,7 @@ int oae_post_write_local(struct oae_queue *queue,
                          uint32_t offset,
                          uint16_t local_region,
                          uint32_t local_offset,
-                         uint16_t len);
+                         uint32_t len);
 
 // Sends a message of `len` bytes (at most `OAE_MAX_BLOCK`) taken from
 // this dataplane's region `local_region` at `local_offset`, as

@@ -13,6 +13,12 @@ pub const OAE_MAX_DATA: usize = 374;
 /// Most bytes a READ or BILATERAL SWAP moves: they land in the dataplane's
 /// registered memory, not in the completion.
 pub const OAE_MAX_BLOCK: usize = 960;
+/// Most bytes a WRITE or READ on a local block moves (`oae_post_write_local`,
+/// `oae_post_read`): 64 frames, split into verbs of a frame each and
+/// completed once.
+pub const OAE_MAX_TRANSFER: usize = 61440;
+const _: () = assert!(OAE_MAX_TRANSFER == oae_client::api::MAX_TRANSFER as usize);
+
 /// Most bytes a SEND carries through the host ring to a named node or link
 /// (9 more to the ring queue's first link), and a receive holds.
 pub const OAE_MAX_MESSAGE: usize = 370;

@@ -278,18 +278,16 @@ impl oae_queue {
         })
     }
 
-    fn post_local(&mut self, wr_id: u64, verb: LocalVerb, block: (u16, u32, u16)) -> c_int {
-        let kind = match verb {
-            LocalVerb::Write { .. } => Opcode::Write,
-            LocalVerb::Send { .. } => Opcode::Send,
+    fn post_local(&mut self, wr_id: u64, verb: LocalVerb, block: (u16, u32, u32)) -> c_int {
+        let (kind, most) = match verb {
+            LocalVerb::Write { .. } => (Opcode::Write, OAE_MAX_TRANSFER),
+            LocalVerb::Read { .. } => (Opcode::Read, OAE_MAX_TRANSFER),
+            LocalVerb::Send { .. } => (Opcode::Send, OAE_MAX_BLOCK),
         };
-        if usize::from(block.2) > OAE_MAX_BLOCK {
+        if block.2 as usize > most {
             return fail(
                 OAE_ERR_INVALID,
-                format!(
-                    "a {kind} of {} bytes is longer than OAE_MAX_BLOCK ({OAE_MAX_BLOCK})",
-                    block.2
-                ),
+                format!("a {kind} of {} bytes is longer than {most}", block.2),
             );
         }
         let (local_region, local_offset, len) = block;
@@ -450,12 +448,15 @@ fn target(region: u16, key: u32) -> RegionRef {
     RegionRef { id: region, key }
 }
 
-/// Reads `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
-/// region `region` (key `key`) into the dataplane's own region
+/// Reads `len` bytes (at most `OAE_MAX_TRANSFER`) at `offset` of the
+/// peer's region `region` (key `key`) into the dataplane's own region
 /// `local_region` at `local_offset`, as an RDMA READ into a registered
 /// buffer. They have landed when the verb completes with
-/// `OAE_WC_SUCCESS`; `oae_region_read` reads them. On any other status the
-/// local block is unchanged.
+/// `OAE_WC_SUCCESS`; read them in place (`oae_region_map`) or with
+/// `oae_region_read`. Up to `OAE_MAX_BLOCK` bytes, on any other status the
+/// local block is unchanged; longer, it goes as a READ a frame and
+/// completes once, and on failure each frame's block holds the peer's
+/// bytes or is unchanged.
 ///
 /// # Safety
 /// `queue` is an open queue, used by one thread at a time.
@@ -468,23 +469,36 @@ pub unsafe extern "C" fn oae_post_read(
     offset: u32,
     local_region: u16,
     local_offset: u32,
-    len: u16,
+    len: u32,
 ) -> c_int {
-    if len == 0 || usize::from(len) > OAE_MAX_BLOCK {
+    if len == 0 || len as usize > OAE_MAX_TRANSFER {
         return fail(
             OAE_ERR_INVALID,
-            format!("a READ moves 1 to {OAE_MAX_BLOCK} bytes, not {len}"),
+            format!("a READ moves 1 to {OAE_MAX_TRANSFER} bytes, not {len}"),
         );
     }
-    let verb = Verb::Read {
+    // SAFETY: the contract above.
+    let q = match unsafe { queue_mut(queue) } {
+        Ok(q) => q,
+        Err(code) => return code,
+    };
+    if let Ok(short) = u16::try_from(len)
+        && usize::from(short) <= OAE_MAX_BLOCK
+    {
+        let verb = Verb::Read {
+            target: target(region, key),
+            offset,
+            local_region,
+            local_offset,
+            len: short,
+        };
+        return q.post(wr_id, verb);
+    }
+    let verb = LocalVerb::Read {
         target: target(region, key),
         offset,
-        local_region,
-        local_offset,
-        len,
     };
-    // SAFETY: the contract above.
-    unsafe { post(queue, wr_id, verb) }
+    q.post_local(wr_id, verb, (local_region, local_offset, len))
 }
 
 /// Writes `len` bytes from `data` at `offset` of the peer's region.
@@ -550,13 +564,16 @@ pub unsafe extern "C" fn oae_post_send(
     unsafe { post(queue, wr_id, verb) }
 }
 
-/// Writes `len` bytes (at most `OAE_MAX_BLOCK`) at `offset` of the peer's
-/// region, taken from this dataplane's region `local_region` at
+/// Writes `len` bytes (at most `OAE_MAX_TRANSFER`) at `offset` of the
+/// peer's region, taken from this dataplane's region `local_region` at
 /// `local_offset` (which the program fills in place, `oae_region_map`)
 /// when the dataplane takes the verb, as an RDMA WRITE's bytes come from
 /// a registered buffer: the host ring carries the block's name, not its
-/// bytes. Leave the block alone until the verb completes. A block outside
-/// the dataplane's regions completes `OAE_WC_INVALID`.
+/// bytes. Longer than `OAE_MAX_BLOCK`, it goes as a WRITE a frame and
+/// completes once: `OAE_WC_SUCCESS` if every frame was written, otherwise
+/// the first failure (each frame is then written whole or not at all).
+/// Leave the block alone until the verb completes. A block outside the
+/// dataplane's regions completes `OAE_WC_INVALID`.
 ///
 /// # Safety
 /// `queue` is an open queue, used by one thread at a time.
@@ -569,7 +586,7 @@ pub unsafe extern "C" fn oae_post_write_local(
     offset: u32,
     local_region: u16,
     local_offset: u32,
-    len: u16,
+    len: u32,
 ) -> c_int {
     let verb = LocalVerb::Write {
         target: target(region, key),
@@ -606,7 +623,7 @@ pub unsafe extern "C" fn oae_post_send_local(
     };
     // SAFETY: the contract above.
     match unsafe { queue_mut(queue) } {
-        Ok(q) => q.post_local(wr_id, verb, (local_region, local_offset, len)),
+        Ok(q) => q.post_local(wr_id, verb, (local_region, local_offset, u32::from(len))),
         Err(code) => code,
     }
 }

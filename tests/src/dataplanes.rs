@@ -312,9 +312,14 @@ impl Drop for Dataplanes {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-        // Left behind by a dataplane killed with -9.
+        // Left behind by a dataplane killed with -9: its ring, and its
+        // regions' files beside it.
         for i in 0..2 {
-            let _ = std::fs::remove_file(host_ring_path_of(&self.pair, i));
+            let ring = host_ring_path_of(&self.pair, i);
+            for id in [TARGET_REGION, LOCAL_REGION] {
+                let _ = std::fs::remove_file(oae_client::host::region_file(&ring, id));
+            }
+            let _ = std::fs::remove_file(ring);
         }
     }
 }

@@ -940,7 +940,7 @@ fn host_programs_map_the_dataplanes_regions_and_see_reads_land_in_place() {
         },
         local_region,
         local_offset: 4096,
-        len: MAX_BLOCK as u16,
+        len: MAX_BLOCK as u32,
     };
     host.submit_local(from_local(3, LOCAL_REGION))
         .expect("room in the ring");
@@ -965,4 +965,86 @@ fn host_programs_map_the_dataplanes_regions_and_see_reads_land_in_place() {
     let path = local.path().to_path_buf();
     drop(d);
     assert!(!path.exists(), "{} outlived its dataplane", path.display());
+}
+
+#[test]
+fn a_transfer_longer_than_a_frame_goes_a_frame_a_verb_and_completes_once() {
+    use std::sync::atomic::Ordering;
+    let (d, mut host) = start("hostxfer", "zero", FITO);
+    let ring = host_ring_path(&d.pair);
+    let local =
+        oae_client::host::SharedWords::open(oae_client::host::region_file(&ring, LOCAL_REGION))
+            .expect("dataplane a maps its regions beside its ring");
+    // 5000 bytes (six frames, the last 200 bytes) from the mapped block.
+    const LEN: u32 = 5000;
+    for w in 0..LEN as usize / 8 {
+        local.words()[w].store(0x0101_0101_0101_0101 * (w as u64 % 200), Ordering::Release);
+    }
+    let transfer = |id, verb, local_offset| LocalSubmission {
+        id,
+        to: Destination::FirstLink,
+        verb,
+        local_region: LOCAL_REGION,
+        local_offset,
+        len: LEN,
+    };
+    let write = LocalVerb::Write {
+        target: T,
+        offset: 16_384,
+    };
+    host.submit_local(transfer(1, write, 0))
+        .expect("room in the ring");
+    let c = wait(&mut host, 1);
+    assert!(matches!(c.result, Ok(Output::Write)), "{c:?}");
+    let mine = d.region(0, LOCAL_REGION)[..LEN as usize].to_vec();
+    let peer = d.region(1, TARGET_REGION);
+    assert_eq!(
+        &peer[16_384..16_384 + LEN as usize],
+        &mine[..],
+        "every frame, once"
+    );
+    // Read back whole into another block: one completion for six READs.
+    let read = LocalVerb::Read {
+        target: T,
+        offset: 16_384,
+    };
+    host.submit_local(transfer(2, read, 32_768))
+        .expect("room in the ring");
+    let c = wait(&mut host, 2);
+    assert!(matches!(c.result, Ok(Output::Read { len: 5000 })), "{c:?}");
+    let landed = d.region(0, LOCAL_REGION)[32_768..32_768 + LEN as usize].to_vec();
+    assert_eq!(landed, mine);
+    // One whose third frame runs past the peer's region: it completes once,
+    // with that frame's refusal; the frames before it took effect, whole.
+    let past = LocalVerb::Write {
+        target: T,
+        offset: 65_536 - 2_000,
+    };
+    host.submit_local(transfer(3, past, 0))
+        .expect("room in the ring");
+    let c = wait(&mut host, 3);
+    assert!(
+        matches!(
+            c.result,
+            Err(AppError::Verb(VerbError::Refused(Refusal::OutOfBounds)))
+        ),
+        "{c:?}"
+    );
+    let peer = d.region(1, TARGET_REGION);
+    assert_eq!(&peer[65_536 - 2_000..65_536 - 80], &mine[..1_920]);
+    assert!(host.poll_completion().is_none(), "one completion each");
+    // Longer than 64 frames, or a SEND of more than one: refused whole.
+    let too_long = LocalSubmission {
+        len: oae_client::api::MAX_TRANSFER + 8,
+        ..transfer(4, write, 0)
+    };
+    host.submit_local(too_long).expect("room in the ring");
+    let c = wait(&mut host, 4);
+    assert!(
+        matches!(
+            c.result,
+            Err(AppError::NotSubmitted(NotSubmitted::Invalid(_)))
+        ),
+        "{c:?}"
+    );
 }

@@ -49,9 +49,9 @@ const RECEIVED_HEAD: usize = 5;
 pub const MAX_RECEIVE: usize = MAX_MESSAGE - RECEIVED_HEAD;
 /// Every record of a message after its first.
 const CONTINUED: u8 = 0xff;
-/// Set on a WRITE's or SEND's kind when its bytes are a block of the
-/// dataplane's memory, named (region, offset, length) where the bytes
-/// would be.
+/// Set on a WRITE's, READ's or SEND's kind when it names a block of the
+/// dataplane's memory (region, offset, a u32 length) for its bytes or its
+/// landing ([`LocalSubmission`]).
 const FROM_LOCAL: u8 = 0x20;
 /// Set on a verb's kind when its message starts with a destination: a
 /// byte ([`TO_LINK`] or [`TO_NODE`]) and a u64. A verb for the queue's
@@ -412,11 +412,14 @@ pub fn encode_local(s: &LocalSubmission, generation: u32) -> Records {
     let mut w = Writer::new();
     let opcode = match s.verb {
         LocalVerb::Write { .. } => Opcode::Write,
+        LocalVerb::Read { .. } => Opcode::Read,
         LocalVerb::Send { .. } => Opcode::Send,
     };
     let kind = put_destination(&mut w, opcode.code() | FROM_LOCAL, s.to);
     match s.verb {
-        LocalVerb::Write { target, offset } => w.head(&target, offset),
+        LocalVerb::Write { target, offset } | LocalVerb::Read { target, offset } => {
+            w.head(&target, offset)
+        }
         LocalVerb::Send { imm } => {
             w.put(&[u8::from(imm.is_some())]);
             w.put(&imm.unwrap_or(0).to_le_bytes());
@@ -437,15 +440,18 @@ fn decode_local(records: &[VerbRecord]) -> Option<LocalSubmission> {
     };
     let kind = kind(first);
     let to = read_destination(&mut r, kind)?;
-    let verb = match Opcode::from_code(kind & !(ADDRESSED | FROM_LOCAL))? {
-        Opcode::Write => {
+    let opcode = Opcode::from_code(kind & !(ADDRESSED | FROM_LOCAL))?;
+    let verb = match opcode {
+        Opcode::Write | Opcode::Read => {
             let target = RegionRef {
                 id: r.u16()?,
                 key: r.u32()?,
             };
-            LocalVerb::Write {
-                target,
-                offset: r.u32()?,
+            let offset = r.u32()?;
+            if opcode == Opcode::Write {
+                LocalVerb::Write { target, offset }
+            } else {
+                LocalVerb::Read { target, offset }
             }
         }
         Opcode::Send => LocalVerb::Send {
@@ -463,7 +469,7 @@ fn decode_local(records: &[VerbRecord]) -> Option<LocalSubmission> {
         verb,
         local_region: r.u16()?,
         local_offset: r.u32()?,
-        len: r.u16()?,
+        len: r.u32()?,
     };
     r.done().then_some(s)
 }
@@ -934,6 +940,7 @@ mod tests {
                 Destination::Node(9),
             ),
             (LocalVerb::Send { imm: Some(3) }, Destination::FirstLink),
+            (LocalVerb::Read { target, offset: 64 }, Destination::Link(1)),
             (LocalVerb::Send { imm: None }, Destination::Link(2)),
         ] {
             let s = LocalSubmission {
@@ -942,7 +949,7 @@ mod tests {
                 verb,
                 local_region: 2,
                 local_offset: 128,
-                len: MAX_BLOCK as u16,
+                len: crate::api::MAX_TRANSFER,
             };
             let records = encode_local(&s, 1);
             assert_eq!(records.as_slice().len(), 1, "one record names the block");

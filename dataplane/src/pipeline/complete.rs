@@ -15,6 +15,7 @@ use oae_proto::{Nanos, SharedMemory, Store, VerbId};
 use super::commands::QueueShared;
 use super::outcomes::VerbOutcomes;
 use super::receives::Receives;
+use super::transfers::Transfers;
 use super::{ControlWaiter, InFlight, Origin};
 use crate::host::HostPort;
 use crate::transport::TransportEvent;
@@ -33,6 +34,7 @@ pub(super) struct Completer<'p> {
     pub(super) memory: &'p SharedMemory,
     pub(super) workloads: &'p mut LinkWorkloads,
     pub(super) receives: &'p mut Receives,
+    pub(super) transfers: &'p mut Transfers,
 }
 
 impl Completer<'_> {
@@ -93,6 +95,14 @@ impl Completer<'_> {
                             latency_ns: latency,
                         },
                     );
+                }
+            }
+            Origin::HostPart(transfer) => {
+                if let (Some(host), Some((origin, c))) = (
+                    self.host.as_mut(),
+                    self.transfers.part_done(transfer, result, now),
+                ) {
+                    host.complete(origin, c);
                 }
             }
             Origin::Control(waiter) => {

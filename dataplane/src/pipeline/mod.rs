@@ -16,6 +16,7 @@ mod stages;
 mod tap;
 #[cfg(test)]
 mod tests;
+mod transfers;
 
 pub use tap::{CaptureBuffer, FinishedCapture};
 
@@ -33,8 +34,9 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use oae_pmd::{Driver, DriverStats, MAX_BURST};
 use oae_proto::LinkId;
+use oae_proto::verb::MAX_BLOCK;
 use oae_proto::verb::Verb;
-use oae_proto::{Block, Nanos, SharedMemory, Store, VerbId};
+use oae_proto::{Nanos, SharedMemory, VerbId};
 use serde::Serialize;
 
 use crate::host::{HostOrigin, HostPort};
@@ -42,6 +44,7 @@ use crate::transport::Transport;
 use crate::workload::{Aim, LinkWorkloads};
 use complete::Completer;
 pub use oae_client::api::{AppError, Completion, Destination, NotSubmitted, Submission};
+use oae_client::api::{LocalSubmission, LocalVerb, MAX_TRANSFER};
 use oae_client::control::{Answer, ControlError, ErrorCode};
 use oae_client::host::codec::HostRequest;
 use oae_client::outcome::Outcome;
@@ -78,9 +81,11 @@ impl<'a> Target<'a> {
 const MCAS_WORD_TWICE: &str = "a multi-word commit names one word twice, asking for two new \
      values of it: name each word once";
 
-/// Why a WRITE or SEND from a local block is not sent.
+/// Why a verb on a local block is not sent.
 const LOCAL_BLOCK_OUTSIDE: &str = "the local block is not inside one of the dataplane's \
-     regions, or is longer than a frame carries (960 bytes)";
+     regions";
+const TRANSFER_TOO_LONG: &str = "a transfer is at most 61440 bytes (64 frames)";
+const SEND_IS_ONE_FRAME: &str = "a SEND is one frame: at most 960 bytes";
 
 /// Who is waiting for a verb.
 #[derive(Clone, Copy)]
@@ -88,6 +93,9 @@ enum Origin {
     App(u64),
     /// A host program's verb, from the host ring: which program, its id.
     Host(HostOrigin, u64),
+    /// A part of a host program's transfer longer than a frame (its index
+    /// in `Transfers`).
+    HostPart(u32),
     Control(usize),
     /// A workload's lane: the workload's slot, and the lane.
     Workload(u16, u32),
@@ -142,6 +150,10 @@ pub struct Pipeline<D: Driver, T: Transport> {
     workloads: LinkWorkloads,
     /// Receives posted by `oaectl recv`, each waiting for its message.
     receives: receives::Receives,
+    /// Host transfers longer than a frame, by their parts.
+    transfers: transfers::Transfers,
+    /// Their completions made while the host ring was being served.
+    host_finished: Vec<(HostOrigin, Completion)>,
     latency: Histogram<u64>,
     counters: PipelineCounters,
     outcomes: VerbOutcomes,
@@ -181,6 +193,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             memory,
             workloads: LinkWorkloads::new(links),
             receives: receives::Receives::new(),
+            transfers: transfers::Transfers::default(),
+            host_finished: Vec::new(),
             latency: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
             counters: PipelineCounters::default(),
             outcomes: VerbOutcomes::default(),
@@ -389,6 +403,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             memory: &self.memory,
             workloads: &mut self.workloads,
             receives: &mut self.receives,
+            transfers: &mut self.transfers,
         };
         self.transport
             .drain_events(|event| completer.handle(event, now));
@@ -456,6 +471,58 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
+    /// A host program's verb on a block of the dataplane's memory: one
+    /// verb, or a transfer of a frame a part (each part's WRITE bytes read
+    /// as it is submitted). Refused whole if its first part is.
+    fn submit_from_local(
+        &mut self,
+        origin: HostOrigin,
+        local: LocalSubmission,
+        now: Nanos,
+    ) -> Result<(), NotSubmitted> {
+        let one = |this: &Self, part: &LocalSubmission| {
+            part.verb(this.transport.memory())
+                .map(|verb| Submission {
+                    id: local.id,
+                    verb,
+                    to: local.to,
+                })
+                .ok_or(NotSubmitted::Invalid(LOCAL_BLOCK_OUTSIDE))
+        };
+        if local.len as usize <= MAX_BLOCK {
+            let s = one(self, &local)?;
+            return self.submit(Origin::Host(origin, local.id), Target::of(&s), now);
+        }
+        let kind = match local.verb {
+            _ if local.len > MAX_TRANSFER => return Err(NotSubmitted::Invalid(TRANSFER_TOO_LONG)),
+            LocalVerb::Send { .. } => return Err(NotSubmitted::Invalid(SEND_IS_ONE_FRAME)),
+            LocalVerb::Write { .. } => Opcode::Write,
+            LocalVerb::Read { .. } => Opcode::Read,
+        };
+        let t = self
+            .transfers
+            .begin((origin, local.id), kind, local.len, now);
+        for (k, (at, len)) in transfers::parts(local.len).enumerate() {
+            let submitted = one(self, &local.part(at, len))
+                .and_then(|s| self.submit(Origin::HostPart(t), Target::of(&s), now));
+            match submitted {
+                Ok(()) => self.transfers.part_submitted(t),
+                Err(why) if k == 0 => {
+                    self.transfers.abandon(t);
+                    return Err(why);
+                }
+                Err(why) => {
+                    self.host_finished
+                        .extend(self.transfers.give_up(t, why, now));
+                    return Ok(());
+                }
+            }
+        }
+        self.host_finished
+            .extend(self.transfers.all_submitted(t, now));
+        Ok(())
+    }
+
     /// A burst's worth of verbs from the host ring; each one refused is
     /// answered on the ring with the reason.
     fn take_host_submissions(&mut self, now: Nanos) {
@@ -467,25 +534,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 HostRequest::Verb(s) => {
                     self.submit(Origin::Host(origin, s.id), Target::of(&s), now)
                 }
-                HostRequest::FromLocal(local) => {
-                    // The block's bytes, read now: the verb carries them.
-                    let memory = self.transport.memory();
-                    let verb = local.verb(|region, offset, len| {
-                        memory.check_local(region, offset, len).ok()?;
-                        memory.with_block(region, offset, len, Block::new)
-                    });
-                    match verb {
-                        Some(verb) => {
-                            let s = Submission {
-                                id: local.id,
-                                verb,
-                                to: local.to,
-                            };
-                            self.submit(Origin::Host(origin, s.id), Target::of(&s), now)
-                        }
-                        None => Err(NotSubmitted::Invalid(LOCAL_BLOCK_OUTSIDE)),
-                    }
-                }
+                HostRequest::FromLocal(local) => self.submit_from_local(origin, local, now),
                 HostRequest::Receive(post) => {
                     self.receives.post_host(&mut self.transport, origin, post)
                 }
@@ -496,6 +545,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             }
             submitted
         });
+        // Transfers that ended while being submitted (their later parts
+        // refused, the earlier ones done): answered now the ring is free.
+        for (origin, c) in self.host_finished.drain(..) {
+            host.complete(origin, c);
+        }
         let claims = host.claims();
         if claims != self.host_claims {
             self.host_claims = claims;
