@@ -264,6 +264,24 @@ impl Drop for Mapping {
     }
 }
 
+/// Creates `path`, which must not exist (not even as a symbolic link),
+/// readable and writable by its owner only: what a region holds (keys,
+/// verbs' data, registered memory) is no one else's.
+pub(crate) fn create_private(path: &Path) -> Result<File, RegionError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|source| RegionError::Io {
+            op: "create",
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 impl Region {
     /// Creates `path` (which must not exist, not even as a symbolic link),
     /// readable and writable by its owner only (it carries region keys and
@@ -280,18 +298,7 @@ impl Region {
                 cost: config.cost,
             });
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|source| RegionError::Io {
-                op: "create",
-                path: path.clone(),
-                source,
-            })?;
+        let file = create_private(&path)?;
         let mapping = match Mapping::new(&file, &path, bytes, true) {
             Ok(m) => m,
             Err(e) => {

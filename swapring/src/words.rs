@@ -5,11 +5,10 @@
 //! header: the file is the region's bytes.
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
-use crate::region::{Mapping, RegionError};
+use crate::region::{Mapping, RegionError, create_private};
 
 /// A mapped file of words.
 pub struct SharedWords {
@@ -23,18 +22,7 @@ impl SharedWords {
     /// and maps it.
     pub fn create(path: impl AsRef<Path>, words: usize) -> Result<SharedWords, RegionError> {
         let path = path.as_ref().to_path_buf();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|source| RegionError::Io {
-                op: "create",
-                path: path.clone(),
-                source,
-            })?;
+        let file = create_private(&path)?;
         match Mapping::new(&file, &path, 8 * words as u64, true) {
             Ok(mapping) => Ok(SharedWords { mapping, path }),
             Err(e) => {
