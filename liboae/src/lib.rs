@@ -25,7 +25,7 @@ use oae_client::api::{
     Completion, Destination, LocalSubmission, LocalVerb, ReceivePost, Received, Submission,
 };
 use oae_client::control::{Client, ErrorCode};
-use oae_client::host::{HostQueue, SharedWords};
+use oae_client::host::{HostAnswer, HostQueue, SharedWords};
 use oae_client::outcome::Outcome;
 use oae_client::proto::verb::{MAX_MCAS_WORDS, Output};
 use oae_client::proto::{Block, McasWord, Opcode, RegionRef, Verb};
@@ -851,12 +851,10 @@ pub unsafe extern "C" fn oae_poll_cq(queue: *mut oae_queue, max: c_int, wc: *mut
     while taken < max {
         // SAFETY: `wc` has `max` writable entries and `taken < max`.
         let entry = unsafe { &mut *wc.add(taken) };
-        if let Some(c) = q.queue.poll_completion() {
-            q.completion(&c, entry);
-        } else if let Some(r) = q.queue.poll_received() {
-            q.received(&r, entry);
-        } else {
-            break;
+        match q.queue.poll_answer() {
+            Some(HostAnswer::Completion(c)) => q.completion(&c, entry),
+            Some(HostAnswer::Received(r)) => q.received(&r, entry),
+            None => break,
         }
         taken += 1;
     }

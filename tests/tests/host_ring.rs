@@ -805,9 +805,10 @@ fn a_ring_file_cut_short_ends_the_ring_not_the_dataplane() {
 }
 
 /// Dataplane b's SEND to a, sent again while a has not yet taken the
-/// receive its host program posted (a refused SEND has no effect), bounded.
+/// receive its host program posted (a refused SEND has no effect); bounded
+/// by a count generous for a loaded machine (a minute and more of tries).
 fn send_until_taken(d: &Dataplanes, spec: VerbSpec) {
-    for _ in 0..1000 {
+    for _ in 0..12_000 {
         match d.verb(1, spec.clone()) {
             Ok(_) => return,
             Err(e) if e.message.contains("no receive") => {

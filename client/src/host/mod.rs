@@ -30,7 +30,7 @@ pub fn region_file(ring: &std::path::Path, id: u16) -> std::path::PathBuf {
 }
 pub use oae_swapring::region::RegionError;
 pub use oae_swapring::words::SharedWords;
-pub use queue::{AttachError, HostQueue, HostQueueCounters};
+pub use queue::{AttachError, HostAnswer, HostQueue, HostQueueCounters};
 
 /// How host programs and the dataplane exchange verbs and completions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

@@ -46,6 +46,16 @@ enum End {
     Bilateral(Bilateral),
 }
 
+/// What [`HostQueue::poll_answer`] gives.
+// A receive's outcome carries its message, a completion does not: both
+// are taken by value once each and never stored in bulk.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug)]
+pub enum HostAnswer {
+    Completion(Completion),
+    Received(Received),
+}
+
 /// Counters of a host queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HostQueueCounters {
@@ -309,6 +319,20 @@ impl HostQueue {
             self.poll_ring();
         }
         self.received.pop_front()
+    }
+
+    /// The next answer of either kind, oldest kind first: a verb's
+    /// completion, else a receive's outcome. Moves the ring along once,
+    /// only when neither is waiting here (a caller that takes both kinds
+    /// costs one poll, not one per kind).
+    pub fn poll_answer(&mut self) -> Option<HostAnswer> {
+        if (self.ready.is_empty() && self.received.is_empty()) || self.has_pending() {
+            self.poll_ring();
+        }
+        match self.ready.pop_front() {
+            Some(c) => Some(HostAnswer::Completion(c)),
+            None => self.received.pop_front().map(HostAnswer::Received),
+        }
     }
 
     fn has_pending(&self) -> bool {
