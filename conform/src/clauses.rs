@@ -43,6 +43,11 @@ pub fn all() -> Vec<Clause> {
             |c| { done(target::iut_ticks(c)) }
         ),
         clause!(
+            "O3 R16",
+            "unanswered probes wait ever longer; a TOCK for a superseded TICK answers only it",
+            |c| { done(crate::probes::late_tocks(c)) }
+        ),
+        clause!(
             "V1 V2 R20 R23",
             "the seven verbs applied tentatively, echoed, committed",
             |c| { done(target::every_verb(c)) }
@@ -138,20 +143,44 @@ pub fn all() -> Vec<Clause> {
             "a restarted tester: its tentative transfer is committed by presumption",
             |c| { done(target::restart(c)) }
         ),
-        clause!(
-            "F1",
-            "every frame the IUT sent was well-formed, level 2 with its role, numbered in order",
-            |c| {
-                match c.peer.frame_faults.first() {
-                    None => Ok(None),
-                    Some(first) => fail(format!(
-                        "{} faults, the first: {first}",
-                        c.peer.frame_faults.len()
-                    )),
-                }
-            }
-        ),
+        frames_well_formed(),
     ]
+}
+
+/// The clauses of the fabric's frames, for an IUT that runs the fabric.
+pub fn fabric() -> Vec<Clause> {
+    vec![
+        clause!("B1 B2 R7 R8 R9", "bring-up with the tester as Bob", |c| {
+            done(c.fresh())
+        }),
+        clause!(
+            "A1",
+            "ADVERTs in the smallest class, the IUT first, the view digest, poisoned reverse",
+            |c| { done(crate::fabric::adverts(c)) }
+        ),
+        clause!(
+            "A2",
+            "the IUT's path to the tester travels in FORWARD frames holding whole OAE frames",
+            |c| { done(crate::fabric::forwards(c)) }
+        ),
+        frames_well_formed(),
+    ]
+}
+
+fn frames_well_formed() -> Clause {
+    clause!(
+        "F1",
+        "every frame the IUT sent was well-formed, level 2 with its role, numbered in order",
+        |c| {
+            match c.peer.frame_faults.first() {
+                None => Ok(None),
+                Some(first) => fail(format!(
+                    "{} faults, the first: {first}",
+                    c.peer.frame_faults.len()
+                )),
+            }
+        }
+    )
 }
 
 fn initiating(c: &mut Ctx, check: fn(&mut Ctx) -> Outcome) -> Result<Option<String>, String> {

@@ -6,9 +6,11 @@
 
 mod clauses;
 mod ctx;
+mod fabric;
 mod frame;
 mod initiator;
 mod peer;
+mod probes;
 mod target;
 mod verbs;
 mod wire;
@@ -58,6 +60,10 @@ struct Args {
     /// --new 5`). Without it the IUT's initiator side is not checked.
     #[arg(long)]
     submit: Option<String>,
+    /// The IUT runs the fabric on this link: check the fabric's frames
+    /// (ADVERT, FORWARD) instead of the link's clauses.
+    #[arg(long)]
+    fabric: bool,
     /// How long to wait for the IUT's first HELLO, seconds.
     #[arg(long, default_value = "30")]
     wait_secs: u64,
@@ -148,7 +154,12 @@ fn main() -> ExitCode {
             as_alice(&mut ctx),
         ),
     ];
-    for clause in clauses::all() {
+    let clauses = if args.fabric {
+        clauses::fabric()
+    } else {
+        clauses::all()
+    };
+    for clause in clauses {
         let up = results
             .iter()
             .all(|(id, _, r)| !id.starts_with("B1 B2 R7") || r.is_ok());

@@ -47,6 +47,12 @@ pub struct Peer {
     /// TOCKs the IUT sent, the last kept.
     pub tocks: u64,
     pub last_tock: Option<Received>,
+    /// While `Some`, the IUT's TICKs are held here unanswered, with when
+    /// each came, until `answer_held` (clause O3).
+    pub held_ticks: Option<std::collections::VecDeque<(Instant, Received)>>,
+    /// The fabric's frames (ADVERT, FORWARD) the IUT sent, set aside for
+    /// the fabric clauses: no other clause expects them.
+    pub fabric: Vec<Received>,
 }
 
 /// The longest the tester waits for an answer that is due.
@@ -73,6 +79,8 @@ impl Peer {
             iut_ticks: Vec::new(),
             tocks: 0,
             last_tock: None,
+            held_ticks: None,
+            fabric: Vec::new(),
         }
     }
 
@@ -216,7 +224,19 @@ impl Peer {
             self.check(&f);
             match f.transition() {
                 TICK if f.header.sender_epoch == self.iut.epoch => {
-                    self.answer_tick(&f);
+                    if let Some(held) = &mut self.held_ticks {
+                        held.push_back((Instant::now(), f.clone()));
+                        self.owe(&f);
+                    } else {
+                        self.answer_tick(&f);
+                    }
+                    continue;
+                }
+                crate::fabric::ADVERT | crate::fabric::FORWARD => {
+                    self.note_seen(&f);
+                    if self.fabric.len() < 64 {
+                        self.fabric.push(f);
+                    }
                     continue;
                 }
                 TOCK => {
@@ -238,10 +258,23 @@ impl Peer {
         }
     }
 
+    /// Answers the oldest TICK held, late; false if none is.
+    pub fn answer_held(&mut self) -> bool {
+        let Some((_, tick)) = self.held_ticks.as_mut().and_then(|h| h.pop_front()) else {
+            return false;
+        };
+        self.answered(&tick);
+        self.answer_tick(&tick);
+        true
+    }
+
     fn answer_tick(&mut self, tick: &Received) {
         let round_len = u64::from_be_bytes(tick.payload()[..8].try_into().unwrap());
         self.iut_ticks.push((Instant::now(), round_len));
-        self.seen = tick.header.order;
+        // A late answer must not take back what was said seen before.
+        if tick.header.order.wrapping_sub(self.seen) as i32 > 0 {
+            self.seen = tick.header.order;
+        }
         let h = self.header(TOCK, tick.header.class, tick.header.field);
         let reflected = frame::reflect(&tick.bytes[..8]);
         self.send_frame(&h, &reflected);

@@ -63,6 +63,8 @@ pub struct Options {
     /// [`Dataplanes::start_alone`] and [`Dataplanes::launch`]: `start`
     /// waits for the link).
     pub auth_only_on: Option<usize>,
+    /// Join each queue's links into a fabric (`fabric = true`).
+    pub fabric: bool,
 }
 
 /// How the two dataplanes reach each other.
@@ -98,6 +100,7 @@ impl Default for Options {
             poll: None,
             metrics: false,
             auth_key: None,
+            fabric: false,
             auth_only_on: None,
         }
     }
@@ -387,7 +390,7 @@ fn deployment(pair: &VethPair, o: &Options) -> String {
 iface = "{iface}"
 queue_id = {q}
 peer_mac = "{peer}"
-{steer}{core}{queue_driver}{transport}
+{steer}{core}{queue_driver}{transport}{fabric}
 [dataplane.{name}.queue.link]
 slots = {slots}
 credits = {credits}
@@ -402,6 +405,7 @@ unreachable_after_rounds = {unreach}
                     poll = o.poll.map_or_else(String::new, |p| {
                         format!("[dataplane.{name}.queue.poll]\n{p}\n")
                     }),
+                    fabric = if o.fabric { "fabric = true\n" } else { "" },
                     transport = if o.rc_model {
                         "transport = \"rc-model\"\n"
                     } else {

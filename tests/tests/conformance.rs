@@ -62,4 +62,46 @@ fn oaed_passes_every_clause() {
         link.malformed.get("bad_crc").copied() >= Some(1),
         "{link:?}"
     );
+    // The TOCKs the tester sent late for superseded TICKs were taken as
+    // answers (R16), not counted stale.
+    assert!(
+        link.counters.get("late_tocks").copied() >= Some(1),
+        "{link:?}"
+    );
+}
+
+/// The fabric's frames: dataplane a runs the fabric on its link, and the
+/// tester checks its ADVERTs and FORWARDs.
+#[test]
+fn oaed_with_the_fabric_sends_its_frames_as_specified() {
+    if !require_root("oaed_with_the_fabric_sends_its_frames_as_specified") {
+        return;
+    }
+    let d = Dataplanes::start_alone(
+        "confab",
+        &Options {
+            slots: 32,
+            min_round_ns: Some(50_000_000),
+            fabric: true,
+            ..Options::default()
+        },
+    );
+    let conform = binary("oae-conform");
+    let out = run(d
+        .pair
+        .command(1, conform.to_str().expect("utf-8 path"))
+        .args(["--iface", &d.pair.ifname[1], "--iut-mac", &mac(0)])
+        .args(["--region", &TARGET_REGION.to_string()])
+        .args(["--key", &format!("{TARGET_KEY:#x}")])
+        .args(["--region-len", "65536", "--fabric"]));
+    assert!(out.success(), "{out}\noaed's log:\n{}", d.log(0));
+    println!("{}", out.stdout);
+    for clause in ["A1", "A2", "F1"] {
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.starts_with("PASS") && l[6..].starts_with(clause)),
+            "{clause} did not pass:\n{out}"
+        );
+    }
 }

@@ -476,7 +476,8 @@ impl Fabric {
         buf: &mut [u8],
         epoch: u32,
     ) -> Option<usize> {
-        let entries = 1 + self.routes.view().members.len();
+        // The smallest class that holds the entries this advert carries.
+        let entries = self.routes.advert(link).count();
         let class = wire::class_for_payload(envelope::advert_len(entries), l.class_to_peer())
             .unwrap_or(l.class_to_peer());
         let view = (self.routes.view().number, self.routes.view().digest());

@@ -33,6 +33,7 @@ use phase::Phase;
 mod receive;
 mod submit;
 mod target;
+mod ticks;
 mod timers;
 mod transmit;
 
@@ -152,6 +153,9 @@ pub struct LinkStats {
     pub gaps_seen: u64,
     /// Ticks sent because a frame owed an answer had none yet.
     pub probes_sent: u64,
+    /// TOCKs answering a TICK that a newer one superseded: late, not
+    /// stale (they still measure the round trip).
+    pub late_tocks: u64,
     /// Reversals confirmed by the target.
     pub reversals: u64,
     pub retries: u64,
@@ -181,7 +185,7 @@ impl LinkStats {
     /// Every counter by its stable name: what the dataplane reports, the
     /// metrics endpoint exports and the test vectors check (malformed
     /// frames by reason are in [`LinkStats::malformed`]).
-    pub fn named(&self) -> [(&'static str, u64); 32] {
+    pub fn named(&self) -> [(&'static str, u64); 33] {
         [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
@@ -197,6 +201,7 @@ impl LinkStats {
             ("lost_by_patience", self.lost_by_patience),
             ("gaps_seen", self.gaps_seen),
             ("probes_sent", self.probes_sent),
+            ("late_tocks", self.late_tocks),
             ("reversals", self.reversals),
             ("retries", self.retries),
             ("refusals_received", self.refusals_received),
@@ -264,14 +269,6 @@ pub(crate) struct Shared<'a, O, M> {
 enum Exchange {
     Tick,
     Slot(u16),
-}
-
-/// A tick sent and not yet reflected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Outstanding {
-    context: [u8; SLICE],
-    sent_at: Nanos,
-    order: u32,
 }
 
 /// What kind of frame the link sends next, for its place in the order.
@@ -360,7 +357,9 @@ pub(crate) struct Link {
     silent_rounds: u32,
     tick_due: bool,
     tick_no: u32,
-    tick_outstanding: Option<Outstanding>,
+    /// The newest TICK, while it is owed an answer: its order number (0
+    /// until it is sent).
+    tick_outstanding: Option<u32>,
     /// The latest tick to reflect (its TOCK waits in `answers`).
     tock_context: [u8; SLICE],
     tock_queued: bool,
@@ -381,8 +380,13 @@ pub(crate) struct Link {
     owed: Unhashed<u16>,
     /// When the newest frame owed an answer was sent: the probe's clock.
     last_owed_at: Nanos,
-    /// Probes sent since the peer was last heard (each waits twice as long).
+    /// Probes sent since the peer was last heard (for suspicion).
     unanswered_probes: u32,
+    /// Probes sent since a TICK of this end's was last answered: each
+    /// waits twice as long as the one before (O3).
+    probe_backoff: u32,
+    /// The TICKs a TOCK may still answer, late ones included.
+    recent_ticks: ticks::RecentTicks,
     probe_due: bool,
     /// A gap in the peer's order was seen: tell it, even if nothing else goes.
     gap_notice_due: bool,
@@ -455,6 +459,8 @@ impl Link {
             owed: Unhashed(0),
             last_owed_at: 0,
             unanswered_probes: 0,
+            probe_backoff: 0,
+            recent_ticks: Default::default(),
             probe_due: false,
             gap_notice_due: false,
             rttvar: 0,

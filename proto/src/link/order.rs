@@ -16,8 +16,10 @@ impl Link {
             self.awaiting.pop_front();
             let lost = match exchange {
                 Exchange::Tick => match self.tick_outstanding {
-                    Some(t) if t.order == order => {
+                    Some(t) if t == order => {
+                        // It and every TICK before it: no TOCK will come.
                         self.tick_outstanding = None;
+                        self.recent_ticks.clear();
                         true
                     }
                     _ => false,
@@ -47,7 +49,7 @@ impl Link {
         // queue stays within its capacity.
         while let Some(&(o, e)) = self.awaiting.front() {
             let live = match e {
-                Exchange::Tick => self.tick_outstanding.is_some_and(|t| t.order == o),
+                Exchange::Tick => self.tick_outstanding == Some(o),
                 Exchange::Slot(s) => self.senders[usize::from(s)].awaiting == o,
             };
             if live {
@@ -63,7 +65,7 @@ impl Link {
         match exchange {
             Exchange::Tick => {
                 if let Some(t) = &mut self.tick_outstanding {
-                    t.order = order;
+                    *t = order;
                 }
             }
             Exchange::Slot(s) => {
@@ -78,12 +80,13 @@ impl Link {
     }
 
     /// The outstanding tick is answered or replaced.
-    pub(super) fn settle_tick(&mut self) -> Option<Outstanding> {
-        let t = self.tick_outstanding.take()?;
-        if self.cfg.ordered && t.order != 0 {
+    pub(super) fn settle_tick(&mut self) {
+        if let Some(order) = self.tick_outstanding.take()
+            && self.cfg.ordered
+            && order != 0
+        {
             self.one_less_owed();
         }
-        Some(t)
     }
 
     /// Records a frame's place in the peer's order; a jump means frames of
@@ -135,8 +138,10 @@ impl Link {
         *self.owed = 0;
         self.last_owed_at = 0;
         self.unanswered_probes = 0;
+        self.probe_backoff = 0;
         self.probe_due = false;
         self.tick_outstanding = None;
+        self.recent_ticks.clear();
         for slot in &mut self.senders {
             slot.awaiting = 0;
         }

@@ -61,18 +61,7 @@ impl Link {
             Transition::Hello => unreachable!("handled above"),
             t if t.machine() == Machine::Fabric => received = Received::Fabric(t),
             Transition::Tick => self.handle_tick(&frame),
-            // R15: a TOCK with junk after its reflection
-            Transition::Tock if !verb::all_zero(&frame.payload[SLICE..]) => {
-                self.count_malformed(Malformed::BadPayload)
-            }
-            // R16: a TOCK settles the outstanding TICK
-            Transition::Tock => match self.tick_outstanding {
-                Some(t) if frame.payload[..SLICE] == wire::reflect(&t.context) => {
-                    self.settle_tick();
-                    self.sample_rtt(t.sent_at, now);
-                }
-                _ => self.stats.stale_slot_frames += 1,
-            },
+            Transition::Tock => self.handle_tock(&frame, now),
             t if t.from_initiator() => self.handle_as_target(&frame, sh),
             _ => self.handle_as_initiator(&frame, now, sh),
         }

@@ -21,7 +21,8 @@ impl Link {
     /// answers in order), so its timing costs frames, never a spurious
     /// reversal. It comes about one RTT after the newest owed frame, so a
     /// loss on an idle link is found within about two round trips, and
-    /// waits twice as long after each probe the peer left unanswered.
+    /// waits twice as long after each probe the peer left unanswered (a
+    /// TOCK, even a late one, says which were answered).
     pub(super) fn probe_at(&self) -> Option<Nanos> {
         if !self.cfg.ordered || *self.owed == 0 {
             return None;
@@ -30,7 +31,7 @@ impl Link {
             .srtt
             .saturating_add(2 * self.rttvar)
             .max(self.srtt + self.srtt / 4)
-            .saturating_mul(1 << self.unanswered_probes.min(6))
+            .saturating_mul(1 << self.probe_backoff.min(6))
             .min(self.round_len());
         Some(self.last_owed_at.saturating_add(delay))
     }

@@ -148,30 +148,22 @@ impl Link {
         buf: &mut [u8],
         sh: &mut Shared<'_, O, M>,
     ) -> usize {
-        if self.probe_due {
+        let probe = self.probe_due;
+        if probe {
             self.stats.probes_sent += 1;
             self.unanswered_probes += 1;
+            self.probe_backoff += 1;
         }
         self.tick_due = false;
         self.probe_due = false;
         self.gap_notice_due = false;
         self.tick_no = self.tick_no.wrapping_add(1);
-        let ctx = Context {
-            class: 0,
-            knowledge: Knowledge::KnowYouKnowMe,
-            role: self.role,
-            transition: Transition::Tick,
-            previous_committed: false,
-            field: self.tick_no,
-        };
+        self.recent_ticks.record(self.tick_no, now, probe);
+        let ctx = self.tick_context(self.tick_no);
         // A tick still unanswered is superseded: its answer is no longer
         // waited for.
         self.settle_tick();
-        self.tick_outstanding = Some(Outstanding {
-            context: ctx.encode(),
-            sent_at: now,
-            order: 0,
-        });
+        self.tick_outstanding = Some(0);
         self.stats.ticks_sent += 1;
         let round_len = self.round_len();
         wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |p| {

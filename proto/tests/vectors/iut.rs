@@ -2,7 +2,7 @@
 //! link, two regions. Everything a vector does not name is the default of
 //! the configuration reference (`docs/CONFIG.md`).
 
-use oae_proto::{LinkConfig, Node, Permissions, RegionSpec};
+use oae_proto::{FabricConfig, LinkConfig, Node, Permissions, RegionSpec};
 
 use super::text::{READ_ONLY, REGION, REGION_LEN};
 
@@ -14,6 +14,8 @@ pub struct Setup {
     pub slots: u16,
     pub credits: u16,
     pub max_class: u8,
+    /// The IUT runs the fabric (PROTOCOL.md, Fabric) with its defaults.
+    pub fabric: bool,
 }
 
 impl Setup {
@@ -23,11 +25,13 @@ impl Setup {
         slots: 4,
         credits: 4,
         max_class: 4,
+        fabric: false,
     };
 
     pub fn line(&self) -> String {
+        let fabric = if self.fabric { " fabric=1" } else { "" };
         format!(
-            "iut id={} epoch={} slots={} credits={} max_class={}",
+            "iut id={} epoch={} slots={} credits={} max_class={}{fabric}",
             self.id, self.epoch, self.slots, self.credits, self.max_class
         )
     }
@@ -44,6 +48,7 @@ impl Setup {
                 "slots" => s.slots = v as u16,
                 "credits" => s.credits = v as u16,
                 "max_class" => s.max_class = v as u8,
+                "fabric" => s.fabric = v == 1,
                 _ => panic!("{line}: unknown setting {k}"),
             }
         }
@@ -61,7 +66,12 @@ impl Setup {
 
     pub fn node(&self) -> Node {
         let mut node = Node::new(self.id, self.epoch);
-        node.add_link(self.config()).expect("a valid link");
+        let config = self.config();
+        if self.fabric {
+            node.enable_fabric(FabricConfig::for_links(&config), &config)
+                .expect("a valid fabric");
+        }
+        node.add_link(config).expect("a valid link");
         for (r, permissions) in [(REGION, Permissions::ALL), (READ_ONLY, Permissions::READ)] {
             node.register(RegionSpec {
                 id: r.id,

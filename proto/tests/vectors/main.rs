@@ -101,3 +101,30 @@ fn every_row_of_the_receiver_table_has_a_vector() {
         );
     }
 }
+
+/// PROTOCOL.md's table of counters names every counter a link keeps, and
+/// nothing else.
+#[test]
+fn the_counters_table_is_the_links_counters() {
+    let spec = include_str!("../../../docs/PROTOCOL.md");
+    let section = spec
+        .split("## Counters\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a Counters section");
+    let mut documented: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .flat_map(|l| l.split(" |").next())
+        .flat_map(|names| names.split(", "))
+        .map(|n| n.trim_matches('`'))
+        .collect();
+    documented.sort_unstable();
+    let mut named: Vec<&str> = oae_proto::LinkStats::default()
+        .named()
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    named.sort_unstable();
+    assert_eq!(documented, named, "docs/PROTOCOL.md, Counters");
+}

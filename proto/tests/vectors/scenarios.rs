@@ -2,9 +2,11 @@
 //! table in `docs/PROTOCOL.md` it exercises. Each asserts what it is there
 //! to show, so a vector that stopped showing it fails here, not silently.
 
-use oae_proto::RegionRef;
+use oae_proto::fabric::envelope;
+use oae_proto::fabric::routes::Heard;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Refusal, Verb};
 use oae_proto::wire::{self, Knowledge, Malformed, SLICE, Transition};
+use oae_proto::{Member, RegionRef, View};
 
 use super::iut::Setup;
 use super::script::{Script, SlotFrame};
@@ -38,6 +40,8 @@ pub fn all() -> Vec<(String, String)> {
         initiator_answer_checks,
         send_as_target,
         send_as_initiator,
+        idle_probes,
+        advert_class,
     ]
     .into_iter()
     .map(|make| make().finish())
@@ -967,5 +971,117 @@ fn send_as_initiator() -> Script {
     s.done();
     s.drain();
     assert_eq!(s.count("retries"), 0);
+    s
+}
+
+/// The TICK the IUT sent next, when its timer ran, and the time.
+fn next_tick(s: &mut Script) -> (u64, Vec<u8>) {
+    let mut sent = s.next_timer_frames();
+    assert_eq!(sent.len(), 1, "one frame");
+    let tick = sent.pop().unwrap();
+    assert_eq!((tick[2], tick[3] & 0x1f), (1, 2), "a TICK");
+    (s.now(), tick)
+}
+
+fn idle_probes() -> Script {
+    let mut s = Script::new(
+        "28-idle-probes",
+        "on an idle link a TICK owed an answer is probed about one RTT later, each unanswered \
+         probe doubling the wait; a TOCK for a TICK a newer one superseded is late, not stale",
+        "O3 L1 R16",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.note("the IUT, Alice, ticks at the end of a round in which it sent nothing (L1)");
+    let (ticked, round_tick) = next_tick(&mut s);
+    s.note("no TOCK: a probe max(srtt + 2 rttvar, 1.25 srtt) later (no sample yet: srtt = initial_rtt)");
+    let (probed, probe) = next_tick(&mut s);
+    s.note("still no TOCK: the next probe waits twice as long");
+    let (probed_again, second_probe) = next_tick(&mut s);
+    assert_eq!(
+        probed_again - probed,
+        2 * (probed - ticked),
+        "the wait doubles"
+    );
+    let order = |f: &[u8]| u32::from_be_bytes(f[16..20].try_into().unwrap());
+    s.at(probed_again + 5_000);
+    s.note(
+        "the first TICK's TOCK comes, late, saying the peer has seen up to that TICK: a \
+         round-trip sample, not stale; both probes after it are still unanswered",
+    );
+    s.peer_seen = order(&round_tick);
+    s.answer(&round_tick, Transition::Tock, |_| {});
+    assert_eq!(s.count("late_tocks"), 1);
+    assert_eq!(s.count("stale_slot_frames"), 0);
+    s.note("so the next probe waits four times max(srtt + 2 rttvar, 1.25 srtt), at most a round");
+    let (probed_third, third_probe) = next_tick(&mut s);
+    assert!(
+        probed_third - probed_again >= 2 * (probed_again - probed),
+        "no shorter wait"
+    );
+    s.note("the other TOCKs come at once (a peer that was descheduled catches up)");
+    for tick in [&probe, &second_probe, &third_probe] {
+        s.peer_seen = order(tick);
+        s.answer(tick, Transition::Tock, |_| {});
+    }
+    assert_eq!(s.count("late_tocks"), 3);
+    assert_eq!(s.count("stale_slot_frames"), 0);
+    assert_eq!(s.count("rtt_samples"), 4);
+    assert_eq!(s.count("probes_sent"), 3);
+    s.drain();
+    s.note("answered: the next TICK is the round's (L1), not a probe");
+    let _ = next_tick(&mut s);
+    assert_eq!(s.count("probes_sent"), 3);
+    s
+}
+
+fn advert_class() -> Script {
+    let mut s = Script::new(
+        "29-advert-class",
+        "a node running the fabric advertises when its link comes up and when what it hears \
+         changes, each ADVERT in the smallest class that holds its entries",
+        "F2",
+        Setup {
+            fabric: true,
+            ..Setup::DEFAULT
+        },
+        7,
+    );
+    s.drain();
+    s.hello(Knowledge::KnowYou, true);
+    s.note("up: the IUT's ADVERT names itself alone: 17 + 14 = 31 bytes, class 0");
+    let sent = s.drain();
+    let advert = sent
+        .iter()
+        .find(|f| f[2] == 3 && f[3] == 1)
+        .expect("an ADVERT");
+    assert_eq!(advert.len(), 64, "class 0");
+    s.note("the peer's ADVERT: view 1 of itself alone, itself at 0 hops");
+    let peer = Member {
+        node: super::script::PEER_ID,
+        epoch: 7,
+    };
+    let view = View {
+        number: 1,
+        members: vec![peer],
+    };
+    let ctx = s.context(Transition::Advert, 0, 0);
+    let bytes = s.frame_bytes(ctx, |p| {
+        let me = Heard {
+            member: peer,
+            hops: 0,
+            reach: 0,
+        };
+        envelope::encode_advert(p, (view.number, view.digest()), core::iter::once(me));
+    });
+    s.recv(&bytes);
+    s.note("the IUT now names the peer too: 17 + 2 x 14 = 45 bytes, class 1");
+    let sent = s.drain();
+    let advert = sent
+        .iter()
+        .find(|f| f[2] == 3 && f[3] == 1)
+        .expect("an ADVERT");
+    assert_eq!(advert.len(), 128, "class 1");
     s
 }

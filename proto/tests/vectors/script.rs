@@ -316,6 +316,34 @@ impl Script {
         self.iut.handle_timeout(now);
     }
 
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Moves the clock to the IUT's next timer until the IUT sends: shows
+    /// it idle a nanosecond before each timer and returns what it sent
+    /// when its timer ran.
+    pub fn next_timer_frames(&mut self) -> Vec<Vec<u8>> {
+        for _ in 0..8 {
+            let due = self.iut.poll_timeout().expect("one link");
+            assert!(due > self.now, "{}: a timer due now", self.name);
+            if due > self.now + 1 {
+                self.at(due - 1);
+                assert!(
+                    self.drain().is_empty(),
+                    "{}: sent before its timer",
+                    self.name
+                );
+            }
+            self.at(due);
+            let sent = self.drain();
+            if !sent.is_empty() {
+                return sent;
+            }
+        }
+        panic!("{}: eight timers and nothing sent", self.name)
+    }
+
     /// The peer's epoch changes (it restarted): its order starts again.
     pub fn peer_restarts(&mut self, epoch: u32) {
         self.peer_epoch = epoch;
