@@ -6,11 +6,27 @@ use oae_common::mac::format_mac;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION, binary,
 };
-use oae_tests::{require_root, run};
+use oae_tests::{CommandOutput, require_root, run};
 
 /// Dataplane `i`'s MAC as text.
 fn mac(i: usize) -> String {
     format_mac(MACS[i])
+}
+
+/// Runs `oae-conform` from b's namespace against dataplane a with `extra`
+/// arguments; every clause it runs must pass.
+fn tester(d: &Dataplanes, extra: &[&str]) -> CommandOutput {
+    let conform = binary("oae-conform");
+    let out = run(d
+        .pair
+        .command(1, conform.to_str().expect("utf-8 path"))
+        .args(["--iface", &d.pair.ifname[1], "--iut-mac", &mac(0)])
+        .args(["--region", &TARGET_REGION.to_string()])
+        .args(["--key", &format!("{TARGET_KEY:#x}")])
+        .args(["--region-len", "65536"])
+        .args(extra));
+    assert!(out.success(), "{out}\noaed's log:\n{}", d.log(0));
+    out
 }
 
 #[test]
@@ -30,24 +46,25 @@ fn oaed_passes_every_clause() {
             ..Options::default()
         },
     );
-    let conform = binary("oae-conform");
     // How the tester makes dataplane a initiate verbs towards it.
     let submit = format!(
         "{} --socket {} verb",
         binary("oaectl").display(),
         d.sockets[0].display()
     );
-    let out = run(d
-        .pair
-        .command(1, conform.to_str().expect("utf-8 path"))
-        .args(["--iface", &d.pair.ifname[1], "--iut-mac", &mac(0)])
-        .args(["--region", &TARGET_REGION.to_string()])
-        .args(["--key", &format!("{TARGET_KEY:#x}")])
-        .args(["--region-len", "65536", "--base", "4096"])
-        .args(["--no-atomics", &format!("{LOCAL_REGION}:2")])
-        .args(["--iut-read-lands-in", &format!("{LOCAL_REGION}:0")])
-        .args(["--submit", &submit]));
-    assert!(out.success(), "{out}\noaed's log:\n{}", d.log(0));
+    let out = tester(
+        &d,
+        &[
+            "--base",
+            "4096",
+            "--no-atomics",
+            &format!("{LOCAL_REGION}:2"),
+            "--iut-read-lands-in",
+            &format!("{LOCAL_REGION}:0"),
+            "--submit",
+            &submit,
+        ],
+    );
     println!("{}", out.stdout);
     let passes = out.stdout.lines().filter(|l| l.starts_with("PASS")).count();
     assert!(passes >= 24, "{passes} clauses passed:\n{out}");
@@ -86,15 +103,7 @@ fn oaed_with_the_fabric_sends_its_frames_as_specified() {
             ..Options::default()
         },
     );
-    let conform = binary("oae-conform");
-    let out = run(d
-        .pair
-        .command(1, conform.to_str().expect("utf-8 path"))
-        .args(["--iface", &d.pair.ifname[1], "--iut-mac", &mac(0)])
-        .args(["--region", &TARGET_REGION.to_string()])
-        .args(["--key", &format!("{TARGET_KEY:#x}")])
-        .args(["--region-len", "65536", "--fabric"]));
-    assert!(out.success(), "{out}\noaed's log:\n{}", d.log(0));
+    let out = tester(&d, &["--fabric"]);
     println!("{}", out.stdout);
     for clause in ["A1", "A2", "F1"] {
         assert!(
