@@ -57,7 +57,21 @@ fn check(c: &mut Ctx) -> Outcome {
     let t = wait_for_held(c, 3, start)?;
     let (before_t2, before_t3) = (t[1] - t[0], t[2] - t[1]);
     c.peer.answer_held();
-    let t4 = wait_for_held(c, 3, start)?[2];
+    // A TICK that says a round more than twice t3's is Alice's notice of
+    // a grown round (L1), sent at once, not a probe: the probe is the next.
+    let round_in =
+        |f: &crate::frame::Received| u64::from_be_bytes(f.payload()[..8].try_into().unwrap());
+    let t3_round = round_in(&held(c)[1].1);
+    let mut n = 3;
+    let t4 = loop {
+        wait_for_held(c, n, start)?;
+        let (at, tick) = &held(c)[n - 1];
+        if round_in(tick) > 2 * t3_round {
+            n += 1;
+            continue;
+        }
+        break *at;
+    };
     let before_t4 = t4 - t[2];
     if before_t4 * 4 < before_t3 * 3 {
         return fail(format!(

@@ -35,6 +35,8 @@ struct Drop {
 struct Wire {
     nodes: [Node; 2],
     now: Nanos,
+    /// One-way delay.
+    delay: Nanos,
     /// In flight, in sending order: (arrival time, receiver, bytes).
     flights: VecDeque<(Nanos, usize, Vec<u8>)>,
     drop: Option<Drop>,
@@ -48,9 +50,14 @@ struct Wire {
 
 impl Wire {
     fn new(cfg: LinkConfig) -> Wire {
+        Wire::with_delay(cfg, DELAY)
+    }
+
+    fn with_delay(cfg: LinkConfig, delay: Nanos) -> Wire {
         Wire {
             nodes: pair_with(cfg),
             now: 0,
+            delay,
             flights: VecDeque::new(),
             drop: None,
             dropped: None,
@@ -80,7 +87,7 @@ impl Wire {
                     continue;
                 }
                 self.flights
-                    .push_back((self.now + DELAY, 1 - from, buf[..len].to_vec()));
+                    .push_back((self.now + self.delay, 1 - from, buf[..len].to_vec()));
             }
         }
     }
@@ -88,15 +95,25 @@ impl Wire {
     /// Runs until both nodes are quiescent and nothing is in flight, or
     /// `limit` of simulated time has passed.
     fn run(&mut self, limit: Nanos) {
+        self.run_until(limit, true);
+    }
+
+    /// Runs for `limit` of simulated time, or, if `until_quiet`, until
+    /// both nodes are quiescent and nothing is in flight.
+    fn run_until(&mut self, limit: Nanos, until_quiet: bool) {
         let end = self.now + limit;
         loop {
             self.transmit();
-            if self.flights.is_empty() && self.nodes.iter().all(|n| n.is_quiescent()) {
+            let quiet = self.flights.is_empty() && self.nodes.iter().all(|n| n.is_quiescent());
+            if until_quiet && quiet {
                 return;
             }
             let next_flight = self.flights.front().map(|f| f.0);
             let next_timer = self.nodes.iter().filter_map(|n| n.poll_timeout()).min();
             let next = next_flight.into_iter().chain(next_timer).min().unwrap();
+            if !until_quiet && next > end {
+                return;
+            }
             assert!(next <= end, "not settled within {limit} ns");
             self.now = next.max(self.now);
             while self.flights.front().is_some_and(|f| f.0 <= self.now) {
@@ -270,4 +287,38 @@ fn a_verb_refused_locked_goes_again_right_after_the_commit() {
     println!("verb refused Locked completed {rtts:.2} RTT after its submission");
     let round = f64::from(LinkConfig::default().rtt_multiplier);
     assert!(rtts <= 2.5 && rtts < 1.0 + round, "{rtts:.2} RTT");
+}
+
+/// A peer much slower than the link's first estimate (`initial_rtt` 100 µs
+/// against a 2 ms round trip), on an idle link: Alice's TICK is probed
+/// before its TOCK can come, and the TOCK then answers a superseded TICK.
+/// It is an answer (R16): the estimate learns the round trip and probes
+/// become rare. Taken for stale, as once, it taught nothing, and the link
+/// probed every few hundred microseconds for as long as it was idle. And
+/// Alice's round, grown twentyfold, is told to Bob at once (L1): else Bob,
+/// still counting the old short rounds, took her for dead again and again.
+#[test]
+fn an_idle_link_to_a_slow_peer_learns_its_round_trip_instead_of_probing() {
+    let one_way = 1_000_000;
+    let mut w = Wire::with_delay(LinkConfig::default(), one_way);
+    w.run_until(200_000_000, false);
+    let st = w.nodes[0].link_stats(0).unwrap();
+    let srtt = w.nodes[0].link_status(0).unwrap().srtt;
+    println!(
+        "idle 200 ms, 2 ms round trip: {} TICKs, {} probes, {} late TOCKs, {} stale, srtt {srtt} ns",
+        st.ticks_sent, st.probes_sent, st.late_tocks, st.stale_slot_frames
+    );
+    assert!(w.nodes[0].link_status(0).unwrap().up);
+    // Bob heard of Alice's longer round in time (L1): neither end ever
+    // took the other's silence for death.
+    for n in &w.nodes {
+        let st = n.link_stats(0).unwrap();
+        assert_eq!(st.unreachable_declared, 0, "{st:?}");
+    }
+    assert_eq!(st.stale_slot_frames, 0, "{st:?}");
+    assert!(st.late_tocks >= 1, "{st:?}");
+    assert!(srtt >= one_way, "srtt {srtt} for a 2 ms round trip");
+    // Rounds of 4 srtt, about 8 ms: some 25 TICKs in 200 ms, and a probe
+    // now and then. The storm sent hundreds.
+    assert!(st.probes_sent <= 40, "{st:?}");
 }

@@ -352,6 +352,10 @@ pub(crate) struct Link {
     round: u64,
     round_started: Nanos,
     peer_round_len: Nanos,
+    /// Alice: the round length in her last TICK, or, before her first,
+    /// the round both ends start from (`initial_rtt`): what Bob's rounds
+    /// are at least (L1).
+    advertised_round: Nanos,
     heard_this_round: bool,
     sent_this_round: bool,
     silent_rounds: u32,
@@ -444,6 +448,10 @@ impl Link {
             round: 0,
             round_started: 0,
             peer_round_len: 0,
+            advertised_round: cfg
+                .initial_rtt
+                .saturating_mul(u64::from(cfg.rtt_multiplier))
+                .max(cfg.min_round),
             heard_this_round: false,
             sent_this_round: false,
             silent_rounds: 0,

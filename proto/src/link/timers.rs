@@ -106,5 +106,12 @@ impl Link {
         }
         self.rtt_measured = true;
         self.stats.rtt_samples += 1;
+        // L1: Bob counts silence in rounds no shorter than the length in
+        // Alice's last TICK. A round grown past twice that is told at once:
+        // at its next idle tick it would come too late, Bob having counted
+        // its rounds silent in the old, shorter ones.
+        if self.role == Role::Alice && self.round_len() > 2 * self.advertised_round {
+            self.tick_due = true;
+        }
     }
 }

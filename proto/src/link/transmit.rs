@@ -166,6 +166,7 @@ impl Link {
         self.tick_outstanding = Some(0);
         self.stats.ticks_sent += 1;
         let round_len = self.round_len();
+        self.advertised_round = round_len;
         wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |p| {
             p[..8].copy_from_slice(&round_len.to_be_bytes())
         })
