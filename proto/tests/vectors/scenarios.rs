@@ -42,6 +42,9 @@ pub fn all() -> Vec<(String, String)> {
         send_as_initiator,
         idle_probes,
         advert_class,
+        reverse_carries_commit,
+        words_locked,
+        malformed_checking_order,
     ]
     .into_iter()
     .map(|make| make().finish())
@@ -1014,23 +1017,39 @@ fn idle_probes() -> Script {
     s.answer(&round_tick, Transition::Tock, |_| {});
     assert_eq!(s.count("late_tocks"), 1);
     assert_eq!(s.count("stale_slot_frames"), 0);
-    s.note("so the next probe waits four times max(srtt + 2 rttvar, 1.25 srtt), at most a round");
+    s.note(
+        "the sample (380 us) makes Alice's round 4 srtt = 1.52 ms, more than twice the 400 us \
+         her last TICK said: she says so at once in a TICK (L1), not a probe",
+    );
+    let mut sent = s.drain();
+    assert_eq!(sent.len(), 1);
+    let notice = sent.pop().unwrap();
+    assert_eq!((notice[2], notice[3] & 0x1f), (1, 2), "a TICK");
+    let advertised = u64::from_be_bytes(notice[24..32].try_into().unwrap());
+    assert!(advertised > 2 * 400_000, "round {advertised}");
+    let noticed = s.now();
+    s.note("the two probes after the first TICK are still unanswered: the next waits four times max(srtt + 2 rttvar, 1.25 srtt), at most a round");
     let (probed_third, third_probe) = next_tick(&mut s);
     assert!(
-        probed_third - probed_again >= 2 * (probed_again - probed),
+        probed_third - noticed >= probed_again - probed,
         "no shorter wait"
     );
     s.note("the other TOCKs come at once (a peer that was descheduled catches up)");
-    for tick in [&probe, &second_probe, &third_probe] {
+    for tick in [&probe, &second_probe, &notice, &third_probe] {
         s.peer_seen = order(tick);
         s.answer(tick, Transition::Tock, |_| {});
     }
-    assert_eq!(s.count("late_tocks"), 3);
+    assert_eq!(s.count("late_tocks"), 4);
     assert_eq!(s.count("stale_slot_frames"), 0);
-    assert_eq!(s.count("rtt_samples"), 4);
+    assert_eq!(s.count("rtt_samples"), 5);
     assert_eq!(s.count("probes_sent"), 3);
+    s.note("the notice TICK's sample (1.52 ms) took the round past twice 1.52 ms again: another notice");
+    let notices = s.drain();
+    assert_eq!(notices.len(), 1);
+    s.peer_seen = order(&notices[0]);
+    s.answer(&notices[0], Transition::Tock, |_| {});
     s.drain();
-    s.note("answered: the next TICK is the round's (L1), not a probe");
+    s.note("everything answered: the next TICK is the round's (L1), not a probe");
     let _ = next_tick(&mut s);
     assert_eq!(s.count("probes_sent"), 3);
     s
@@ -1083,5 +1102,186 @@ fn advert_class() -> Script {
         .find(|f| f[2] == 3 && f[3] == 1)
         .expect("an ADVERT");
     assert_eq!(advert.len(), 128, "class 1");
+    s
+}
+
+/// The answer the IUT sent last: its transition byte's code and, for a
+/// REFUSE, the reason.
+fn answer_of(frame: &[u8]) -> (u8, Option<u8>) {
+    let code = frame[3] & 0x1f;
+    let reason = (code == 5).then(|| frame[wire::HEADER_LEN + SLICE]);
+    (code, reason)
+}
+
+fn reverse_carries_commit() -> Script {
+    let mut s = Script::new(
+        "30-reverse-carries-commit",
+        "a REQUEST that carried the previous transfer's commit (bit 6) and was lost is \
+         reversed with bit 6 too: the REVERSE tells the target the commit it never got",
+        "I2 I3 R40",
+        Setup {
+            slots: 1,
+            credits: 1,
+            ..Setup::DEFAULT
+        },
+        7,
+    );
+    s.up();
+    s.submit(FAA);
+    s.submit(FAA);
+    let first = s.drain().remove(0);
+    s.answer(&first, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    let second = s.drain().remove(0);
+    assert_ne!(second[3] & 0x40, 0, "the REQUEST carries the commit");
+    s.note("the second REQUEST is lost: the peer's next frame says it saw it");
+    let ctx = s.context(Transition::Tick, 0, 1);
+    let tick = s.frame_bytes(ctx, |p| p[..8].copy_from_slice(&80_000u64.to_be_bytes()));
+    s.recv(&tick);
+    let out = s.drain();
+    let reverse = out
+        .iter()
+        .find(|f| f[2] == 2 && f[3] & 0x1f == 6)
+        .expect("a REVERSE")
+        .clone();
+    assert_ne!(reverse[3] & 0x40, 0, "the REVERSE carries the commit too");
+    s.answer(&reverse, Transition::ReverseAck, |_| {});
+    s.note("the verb again, on sequence 3, with nothing left to carry");
+    let again = s.drain().remove(0);
+    assert_eq!(again[3] & 0x40, 0);
+    s.answer(&again, Transition::Echo, result(&5u64.to_be_bytes()));
+    s.done();
+    let commit = s.drain().remove(0);
+    s.answer(&commit, Transition::CommitAck, |_| {});
+    s.drain();
+    assert_eq!(s.count("lost_by_order"), 1);
+    s
+}
+
+fn words_locked() -> Script {
+    let mut s = Script::new(
+        "31-words-locked",
+        "a tentative transfer locks exactly the 8-byte words its bytes touch: a 3-byte WRITE \
+         at offset 5 locks word 0 alone, a 4-byte one at offset 5 words 0 and 1",
+        "V2 R20",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let write = |offset: u32, len: usize| Verb::Write {
+        target: REGION,
+        offset,
+        data: Block::new(&[0xAA; 8][..len]).unwrap(),
+    };
+    s.note("slot 0: a 3-byte WRITE at offset 5, bytes 5-7: word 0, left tentative");
+    s.request(0, 1, false, &write(5, 3), &[]);
+    assert_eq!(answer_of(&s.drain()[0]), (2, None));
+    s.note("slot 1: a CAS of word 1 (offset 8) is not locked");
+    s.request(1, 1, false, &cas(8, 0, 1), &[]);
+    assert_eq!(answer_of(&s.drain()[0]), (2, None));
+    s.note("slot 2: a CAS of word 0 is");
+    s.request(2, 1, false, &cas(0, 0, 1), &[]);
+    assert_eq!(answer_of(&s.drain()[0]), (5, Some(Refusal::Locked as u8)));
+    s.note("both committed; slot 3: a 4-byte WRITE at offset 5, bytes 5-8: words 0 and 1");
+    s.decide(Transition::Commit, 0, 1);
+    s.decide(Transition::Commit, 1, 1);
+    s.drain();
+    s.request(3, 1, false, &write(5, 4), &[]);
+    assert_eq!(answer_of(&s.drain()[0]), (2, None));
+    s.note("slot 0: a CAS of word 1 is now refused `locked`");
+    s.request(0, 2, false, &cas(8, 1, 2), &[]);
+    assert_eq!(answer_of(&s.drain()[0]), (5, Some(Refusal::Locked as u8)));
+    s.decide(Transition::Commit, 3, 1);
+    s.drain();
+    s.memory(0, 16);
+    s
+}
+
+fn malformed_checking_order() -> Script {
+    let mut s = Script::new(
+        "32-malformed-order",
+        "frames with two faults each: the first check R1 lists names the reason",
+        "R1",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    let tick_ctx = s.context(Transition::Tick, 0, 9);
+    let tick = s.frame_bytes(tick_ctx, |_| {});
+    let edited = |edit: &dyn Fn(&mut Vec<u8>), reseal: bool| {
+        let mut f = tick.clone();
+        edit(&mut f);
+        if reseal {
+            wire::seal(&mut f);
+        }
+        f
+    };
+    let cases: [(Malformed, &str, Vec<u8>); 7] = [
+        (
+            Malformed::Truncated,
+            "version 1 in 40 bytes: the 64-byte minimum comes first",
+            edited(&|f| f[0] = 0x10, true)[..40].to_vec(),
+        ),
+        (
+            Malformed::BadClass,
+            "class 9 and level 3: the class (above 7) before the bits",
+            edited(
+                &|f| {
+                    f[0] = 0x29;
+                    f[1] |= 3
+                },
+                true,
+            ),
+        ),
+        (
+            Malformed::ReservedBits,
+            "a reserved liveness bit and a bad CRC: the header before the CRC",
+            edited(&|f| f[1] |= 0x08, false),
+        ),
+        (
+            Malformed::UnknownTransition,
+            "state 4 and the direction bit: the transition before its direction",
+            edited(
+                &|f| {
+                    f[2] = 4;
+                    f[3] |= 0x80
+                },
+                true,
+            ),
+        ),
+        (
+            Malformed::ReservedBits,
+            "class 5 and bit 5 of byte 3: the bits (check 7) before a class the codec knows but \
+             no frame may use (check 8)",
+            edited(
+                &|f| {
+                    f[0] = 0x25;
+                    f[3] |= 0x20
+                },
+                true,
+            ),
+        ),
+        (
+            Malformed::BadClass,
+            "class 5 in 64 bytes: the class before the length",
+            edited(&|f| f[0] = 0x25, true),
+        ),
+        (
+            Malformed::BadCrc,
+            "sender epoch 0 and a bad CRC: the CRC before the order slice and epochs",
+            edited(&|f| f[8..12].fill(0), false),
+        ),
+    ];
+    for (reason, what, bytes) in cases {
+        s.note(what);
+        let before = s.count(&format!("malformed.{}", reason.name()));
+        s.recv(&bytes);
+        assert_eq!(
+            s.count(&format!("malformed.{}", reason.name())),
+            before + 1,
+            "{what}"
+        );
+    }
+    s.drain();
     s
 }
