@@ -68,6 +68,11 @@ pub fn all() -> Vec<Clause> {
             |c| { done(target::sequences(c)) }
         ),
         clause!(
+            "S1 (wrap)",
+            "65,540 transfers on one slot: sequence 0xFFFF is followed by 0, an ordinary number",
+            |c| { done(crate::wrap::sequence_wrap(c)) }
+        ),
+        clause!(
             "R26 R27 R22",
             "REVERSE restores the memory; again, and a late REQUEST, get the REVERSE_ACK",
             |c| { done(target::reversal(c)) }
@@ -124,6 +129,11 @@ pub fn all() -> Vec<Clause> {
             |c| { initiating(c, crate::initiator::every_verb) }
         ),
         clause!(
+            "I1 V1 (BILATERAL SWAP)",
+            "the IUT's BILATERAL SWAP carries its local block; the echoed block lands in it",
+            |c| { initiating(c, crate::initiator::bilateral_swap) }
+        ),
+        clause!(
             "I3 R36 R39",
             "an ECHO with a wrong reflection: REVERSE, then the verb again on a new sequence number",
             |c| { initiating(c, crate::initiator::mismatch) }
@@ -162,6 +172,54 @@ pub fn fabric() -> Vec<Clause> {
             "A2",
             "the IUT's path to the tester travels in FORWARD frames holding whole OAE frames",
             |c| { done(crate::fabric::forwards(c)) }
+        ),
+        frames_well_formed(),
+    ]
+}
+
+/// The clauses of an authenticated link (`--auth-key`): every frame of
+/// theirs, and of bring-up before them, is sealed and checked.
+pub fn authenticated() -> Vec<Clause> {
+    vec![
+        clause!(
+            "B1 B2 R7 R8 R9",
+            "bring-up with the tester as Bob, every HELLO sealed",
+            |c| { done(c.fresh()) }
+        ),
+        clause!(
+            "AUTH",
+            "a bad tag, an unknown key, no trailer, an old epoch, a replay: dropped; the link lives",
+            |c| { done(crate::auth::forged_frames(c)) }
+        ),
+        clause!(
+            "V1 V2 R20 R23",
+            "the seven verbs over the authenticated link",
+            |c| { done(target::every_verb(c)) }
+        ),
+        frames_well_formed(),
+    ]
+}
+
+/// The clauses of a link with `ordered = false` (`--unordered`).
+pub fn unordered() -> Vec<Clause> {
+    vec![
+        clause!("B1 B2 R7 R8 R9", "bring-up with the tester as Bob", |c| {
+            done(c.fresh())
+        }),
+        clause!(
+            "L1",
+            "the IUT, Alice, ticks in rounds it sends nothing, with its round length",
+            |c| { done(target::iut_ticks(c)) }
+        ),
+        clause!(
+            "I3 (patience)",
+            "a `seen` past an unanswered REQUEST proves nothing: reversed after patience, retried",
+            |c| { initiating(c, crate::initiator::loss_by_patience) }
+        ),
+        clause!(
+            "V1 V2 R20 R23",
+            "the seven verbs over the unordered link",
+            |c| { done(target::every_verb(c)) }
         ),
         frames_well_formed(),
     ]

@@ -74,7 +74,13 @@ fn arguments(verb: &Verb, read_lands_in: (u16, u32)) -> Vec<String> {
                 a.extend(["--word".into(), format!("{o}:{e}:{n}")]);
             }
         }
-        Verb::Bswap { .. } => unreachable!("not asked of the IUT"),
+        Verb::Bswap { offset, block } => {
+            a.push("bswap".into());
+            a.extend(at(offset));
+            a.extend(["--len".into(), block.len().to_string()]);
+            a.extend(["--local-region".into(), read_lands_in.0.to_string()]);
+            a.extend(["--local-offset".into(), read_lands_in.1.to_string()]);
+        }
     }
     a
 }
@@ -296,6 +302,37 @@ pub fn every_verb(c: &mut Ctx) -> Outcome {
     c.settle()
 }
 
+/// A BILATERAL SWAP the IUT initiates with its block `read_lands_in`,
+/// which holds the 20 bytes its READ of `every_verb` landed: the REQUEST
+/// must carry them. A second swap of the same blocks must then carry what
+/// the first one's ECHO gave back: the IUT wrote it into its block.
+pub fn bilateral_swap(c: &mut Ctx) -> Outcome {
+    const AT: usize = 96;
+    const LEN: usize = 20;
+    for (i, b) in c.mine[AT..AT + LEN].iter_mut().enumerate() {
+        *b = 0xB0 + i as u8;
+    }
+    let mut local = c.mine[..LEN].to_vec();
+    for round in ["first", "second"] {
+        let verb = Verb::Bswap {
+            offset: AT as u32,
+            block: local.clone(),
+        };
+        let child = c.submit(&verb)?;
+        let request = c
+            .request_for(&verb)
+            .map_err(|e| format!("the {round} swap: {e}"))?;
+        local = c.mine[AT..AT + LEN].to_vec();
+        c.echo_to(&request, &verb);
+        if !c.outcome(child, Some(&request))? {
+            return fail(format!(
+                "the {round} swap failed at the IUT after a good ECHO"
+            ));
+        }
+    }
+    c.settle()
+}
+
 pub fn mismatch(c: &mut Ctx) -> Outcome {
     let verb = Verb::Faa { offset: 64, add: 1 };
     let child = c.submit(&verb)?;
@@ -370,6 +407,40 @@ pub fn loss_by_order(c: &mut Ctx) -> Outcome {
     if took > bound {
         return fail(format!(
             "the REVERSE came {took:?} after the frame that proved the loss (at most {bound:?})"
+        ));
+    }
+    c.settle()
+}
+
+/// I3 on a link with `ordered = false`: a frame whose `seen` covers an
+/// unanswered REQUEST proves nothing there (frames may be overtaken), so
+/// the IUT must not reverse at once; it reverses after
+/// `echo_patience_rounds` of its rounds, then retries.
+pub fn loss_by_patience(c: &mut Ctx) -> Outcome {
+    let verb = Verb::Faa { offset: 88, add: 1 };
+    let child = c.submit(&verb)?;
+    let request = c.request_for(&verb)?;
+    c.peer.forget_owed();
+    let sent_at = Instant::now();
+    let _ = c.peer.tick();
+    c.reverse_of(&request)?;
+    let took = sent_at.elapsed();
+    let again = c.request_for(&verb)?;
+    c.echo_to(&again, &verb);
+    if !c.outcome(child, Some(&again))? {
+        return fail("the verb failed after its retry's good ECHO");
+    }
+    // Patience is at least one of the IUT's rounds; a REVERSE sooner than
+    // half of one answered the tester's `seen`, which means nothing here.
+    let round = c
+        .peer
+        .iut_ticks
+        .last()
+        .map_or(ANSWER / 8, |&(_, ns)| Duration::from_nanos(ns));
+    if took < round / 2 {
+        return fail(format!(
+            "the REVERSE came {took:?} after a frame whose `seen` covered the REQUEST, within \
+             half a round ({round:?}): an unordered link must wait (I3)"
         ));
     }
     c.settle()

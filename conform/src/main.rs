@@ -4,6 +4,7 @@
 //! with the MAC the IUT takes for its peer; it prints a PASS/FAIL line per
 //! clause and a summary, and exits 1 if any clause failed.
 
+mod auth;
 mod clauses;
 mod ctx;
 mod fabric;
@@ -14,6 +15,7 @@ mod probes;
 mod target;
 mod verbs;
 mod wire;
+mod wrap;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -60,6 +62,19 @@ struct Args {
     /// --new 5`). Without it the IUT's initiator side is not checked.
     #[arg(long)]
     submit: Option<String>,
+    /// The link key (64 hex digits) of an authenticated link: every frame
+    /// is sealed and checked, and the authentication clauses run instead
+    /// of the link's.
+    #[arg(long, value_parser = parse_key)]
+    auth_key: Option<[u8; 32]>,
+    /// The link's channel for the key derivation: the queue number where
+    /// queues steer links, else 0.
+    #[arg(long, default_value = "0", value_parser = number::<u32>)]
+    auth_channel: u32,
+    /// The IUT's link has `ordered = false`: losses are found by patience
+    /// (I3); the clauses for such a link run instead of the link's.
+    #[arg(long)]
+    unordered: bool,
     /// The IUT runs the fabric on this link: check the fabric's frames
     /// (ADVERT, FORWARD) instead of the link's clauses.
     #[arg(long)]
@@ -86,6 +101,18 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     wire::parse_mac(s).ok_or_else(|| format!("'{s}' is not a MAC address like 02:00:00:00:00:01"))
 }
 
+fn parse_key(s: &str) -> Result<[u8; 32], String> {
+    let bad = || format!("'{s}' is not a key: give 64 hexadecimal digits");
+    if s.len() != 64 || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(key)
+}
+
 fn parse_region(s: &str) -> Result<(u16, u32), String> {
     let (r, k) = s.split_once(':').ok_or("give REGION:KEY")?;
     Ok((number(r)?, number(k)?))
@@ -106,6 +133,14 @@ fn main() -> ExitCode {
         }
     };
     let mut peer = Peer::new(socket, args.iut_mac, Duration::from_millis(args.round_ms));
+    if let Some(key) = args.auth_key {
+        peer.auth = Some(auth::Sealer::new(
+            key,
+            peer.mac(),
+            args.iut_mac,
+            args.auth_channel,
+        ));
+    }
     let Some(hello) = peer.learn(Duration::from_secs(args.wait_secs)) else {
         eprintln!(
             "oae-conform: no HELLO from {} on {} in {} s",
@@ -156,6 +191,10 @@ fn main() -> ExitCode {
     ];
     let clauses = if args.fabric {
         clauses::fabric()
+    } else if args.auth_key.is_some() {
+        clauses::authenticated()
+    } else if args.unordered {
+        clauses::unordered()
     } else {
         clauses::all()
     };

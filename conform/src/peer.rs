@@ -53,6 +53,9 @@ pub struct Peer {
     /// The fabric's frames (ADVERT, FORWARD) the IUT sent, set aside for
     /// the fabric clauses: no other clause expects them.
     pub fabric: Vec<Received>,
+    /// On an authenticated link: seals what the tester sends and checks
+    /// the trailer of everything it receives.
+    pub auth: Option<crate::auth::Sealer>,
 }
 
 /// The longest the tester waits for an answer that is due.
@@ -81,6 +84,7 @@ impl Peer {
             last_tock: None,
             held_ticks: None,
             fabric: Vec::new(),
+            auth: None,
         }
     }
 
@@ -131,11 +135,28 @@ impl Peer {
         self.owed.clear();
     }
 
+    /// Sends an OAE frame, sealed on an authenticated link.
     pub fn send(&mut self, bytes: &[u8]) {
+        match &mut self.auth {
+            Some(sealer) => {
+                let sealed = sealer.seal(bytes);
+                self.send_raw(&sealed);
+            }
+            None => self.send_raw(bytes),
+        }
+    }
+
+    /// Sends `bytes` as they are, trailer or not.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
         self.socket
             .send(self.iut_mac, bytes)
             .unwrap_or_else(|e| panic!("oae-conform: cannot send: {e}"));
         self.last_sent = Instant::now();
+    }
+
+    /// The tester's own MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.socket.mac
     }
 
     pub fn send_frame(&mut self, h: &Header, payload: &[u8]) -> Vec<u8> {
@@ -213,6 +234,15 @@ impl Peer {
             if from != self.iut_mac {
                 continue;
             }
+            let bytes = match self.auth.as_mut().map(|a| a.open(&bytes)) {
+                None => bytes,
+                Some(Ok(frame)) => frame,
+                Some(Err(e)) => {
+                    self.frame_faults
+                        .push(format!("authentication: {e}: {}", frame::hex(&bytes)));
+                    continue;
+                }
+            };
             let f = match frame::parse(&bytes) {
                 Ok(f) => f,
                 Err(e) => {

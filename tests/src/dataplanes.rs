@@ -65,6 +65,8 @@ pub struct Options {
     pub auth_only_on: Option<usize>,
     /// Join each queue's links into a fabric (`fabric = true`).
     pub fabric: bool,
+    /// `ordered = false` on every link: losses found by patience.
+    pub unordered: bool,
 }
 
 /// How the two dataplanes reach each other.
@@ -101,6 +103,7 @@ impl Default for Options {
             metrics: false,
             auth_key: None,
             fabric: false,
+            unordered: false,
             auth_only_on: None,
         }
     }
@@ -395,7 +398,7 @@ peer_mac = "{peer}"
 slots = {slots}
 credits = {credits}
 unreachable_after_rounds = {unreach}
-{min_round}{poll}{auth}"#,
+{ordered}{min_round}{poll}{auth}"#,
                     auth = o
                         .auth_key
                         .filter(|_| o.auth_only_on.is_none_or(|only| only == i))
@@ -406,6 +409,7 @@ unreachable_after_rounds = {unreach}
                         format!("[dataplane.{name}.queue.poll]\n{p}\n")
                     }),
                     fabric = if o.fabric { "fabric = true\n" } else { "" },
+                    ordered = if o.unordered { "ordered = false\n" } else { "" },
                     transport = if o.rc_model {
                         "transport = \"rc-model\"\n"
                     } else {
