@@ -379,12 +379,14 @@ pub fn refused(c: &mut Ctx) -> Outcome {
     c.settle()
 }
 
-pub fn loss_by_order(c: &mut Ctx) -> Outcome {
-    let verb = Verb::Faa { offset: 80, add: 1 };
+/// A FETCH_ADD at `offset` whose REQUEST the tester leaves unanswered
+/// while saying, in its next frame's `seen`, that it has seen it; the
+/// REVERSE that follows is acknowledged and the retry echoed. How long
+/// the REVERSE took after that frame, and the IUT's round.
+fn unanswered_but_seen(c: &mut Ctx, offset: u32) -> Result<(Duration, Duration), String> {
+    let verb = Verb::Faa { offset, add: 1 };
     let child = c.submit(&verb)?;
     let request = c.request_for(&verb)?;
-    // The REQUEST "arrived" but its answer was lost: the tester's next
-    // frame says it has seen it.
     c.peer.forget_owed();
     let sent_at = Instant::now();
     let _ = c.peer.tick();
@@ -395,14 +397,21 @@ pub fn loss_by_order(c: &mut Ctx) -> Outcome {
     if !c.outcome(child, Some(&again))? {
         return fail("the verb failed after its retry's good ECHO");
     }
-    // Sooner than any timer the IUT could have used instead: two of its
-    // rounds (patience takes three), or 100 ms where its rounds are
-    // shorter than scheduling noise.
     let round = c
         .peer
         .iut_ticks
         .last()
         .map_or(ANSWER / 8, |&(_, ns)| Duration::from_nanos(ns));
+    Ok((took, round))
+}
+
+/// O1 R40: on an ordered link that `seen` proves the REQUEST or its
+/// answer lost, and the IUT reverses at once.
+pub fn loss_by_order(c: &mut Ctx) -> Outcome {
+    let (took, round) = unanswered_but_seen(c, 80)?;
+    // Sooner than any timer the IUT could have used instead: two of its
+    // rounds (patience takes three), or 100 ms where its rounds are
+    // shorter than scheduling noise.
     let bound = (2 * round).max(Duration::from_millis(100));
     if took > bound {
         return fail(format!(
@@ -417,26 +426,9 @@ pub fn loss_by_order(c: &mut Ctx) -> Outcome {
 /// the IUT must not reverse at once; it reverses after
 /// `echo_patience_rounds` of its rounds, then retries.
 pub fn loss_by_patience(c: &mut Ctx) -> Outcome {
-    let verb = Verb::Faa { offset: 88, add: 1 };
-    let child = c.submit(&verb)?;
-    let request = c.request_for(&verb)?;
-    c.peer.forget_owed();
-    let sent_at = Instant::now();
-    let _ = c.peer.tick();
-    c.reverse_of(&request)?;
-    let took = sent_at.elapsed();
-    let again = c.request_for(&verb)?;
-    c.echo_to(&again, &verb);
-    if !c.outcome(child, Some(&again))? {
-        return fail("the verb failed after its retry's good ECHO");
-    }
+    let (took, round) = unanswered_but_seen(c, 88)?;
     // Patience is at least one of the IUT's rounds; a REVERSE sooner than
     // half of one answered the tester's `seen`, which means nothing here.
-    let round = c
-        .peer
-        .iut_ticks
-        .last()
-        .map_or(ANSWER / 8, |&(_, ns)| Duration::from_nanos(ns));
     if took < round / 2 {
         return fail(format!(
             "the REVERSE came {took:?} after a frame whose `seen` covered the REQUEST, within \

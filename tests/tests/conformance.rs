@@ -29,6 +29,18 @@ fn tester(d: &Dataplanes, extra: &[&str]) -> CommandOutput {
     out
 }
 
+/// Every clause of `clauses` passed in the tester's output.
+fn passed(out: &CommandOutput, clauses: &[&str]) {
+    for clause in clauses {
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l.starts_with("PASS") && l[6..].starts_with(clause)),
+            "{clause} did not pass:\n{out}"
+        );
+    }
+}
+
 #[test]
 fn oaed_passes_every_clause() {
     if !require_root("oaed_passes_every_clause") {
@@ -105,14 +117,7 @@ fn oaed_with_the_fabric_sends_its_frames_as_specified() {
     );
     let out = tester(&d, &["--fabric"]);
     println!("{}", out.stdout);
-    for clause in ["A1", "A2", "F1"] {
-        assert!(
-            out.stdout
-                .lines()
-                .any(|l| l.starts_with("PASS") && l[6..].starts_with(clause)),
-            "{clause} did not pass:\n{out}"
-        );
-    }
+    passed(&out, &["A1", "A2", "F1"]);
 }
 
 /// An authenticated link: dataplane a has a key, and the tester, given the
@@ -135,14 +140,7 @@ fn oaed_with_a_key_authenticates_every_frame() {
     );
     let out = tester(&d, &["--base", "4096", "--auth-key", KEY]);
     println!("{}", out.stdout);
-    for clause in ["AUTH", "V1 V2 R20 R23", "F1"] {
-        assert!(
-            out.stdout
-                .lines()
-                .any(|l| l.starts_with("PASS") && l[6..].starts_with(clause)),
-            "{clause} did not pass:\n{out}"
-        );
-    }
+    passed(&out, &["AUTH", "V1 V2 R20 R23", "F1"]);
     // Each forged frame was counted by its reason.
     let link = d.stats(0).queues[0].links[0].clone();
     for reason in [
@@ -182,12 +180,5 @@ fn oaed_on_an_unordered_link_waits_for_patience() {
     );
     let out = tester(&d, &["--base", "4096", "--unordered", "--submit", &submit]);
     println!("{}", out.stdout);
-    for clause in ["I3 (patience)", "V1 V2 R20 R23", "F1"] {
-        assert!(
-            out.stdout
-                .lines()
-                .any(|l| l.starts_with("PASS") && l[6..].starts_with(clause)),
-            "{clause} did not pass:\n{out}"
-        );
-    }
+    passed(&out, &["I3 (patience)", "V1 V2 R20 R23", "F1"]);
 }

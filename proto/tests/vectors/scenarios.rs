@@ -753,6 +753,20 @@ fn initiator_commit() -> Script {
     s
 }
 
+/// The IUT with one slot: two FETCH_ADDs, the first echoed; the second's
+/// REQUEST, which carries the first's commit (previous-committed bit).
+fn second_request_carries_commit(s: &mut Script) -> Vec<u8> {
+    s.up();
+    s.submit(FAA);
+    s.submit(FAA);
+    let first = s.drain().remove(0);
+    s.answer(&first, Transition::Echo, result(&0u64.to_be_bytes()));
+    s.done();
+    let second = s.drain().remove(0);
+    assert_ne!(second[3] & 0x40, 0, "the previous-committed bit");
+    second
+}
+
 fn initiator_carries_commit() -> Script {
     let mut s = Script::new(
         "21-initiator-carries-commit",
@@ -765,14 +779,7 @@ fn initiator_carries_commit() -> Script {
         },
         7,
     );
-    s.up();
-    s.submit(FAA);
-    s.submit(FAA);
-    let first = s.drain().remove(0);
-    s.answer(&first, Transition::Echo, result(&0u64.to_be_bytes()));
-    s.done();
-    let second = s.drain().remove(0);
-    assert_ne!(second[3] & 0x40, 0, "the previous-committed bit");
+    let second = second_request_carries_commit(&mut s);
     s.answer(&second, Transition::Echo, result(&5u64.to_be_bytes()));
     s.done();
     let commit = s.drain().remove(0);
@@ -1126,14 +1133,7 @@ fn reverse_carries_commit() -> Script {
         },
         7,
     );
-    s.up();
-    s.submit(FAA);
-    s.submit(FAA);
-    let first = s.drain().remove(0);
-    s.answer(&first, Transition::Echo, result(&0u64.to_be_bytes()));
-    s.done();
-    let second = s.drain().remove(0);
-    assert_ne!(second[3] & 0x40, 0, "the REQUEST carries the commit");
+    let _second = second_request_carries_commit(&mut s);
     s.note("the second REQUEST is lost: the peer's next frame says it saw it");
     let ctx = s.context(Transition::Tick, 0, 1);
     let tick = s.frame_bytes(ctx, |p| p[..8].copy_from_slice(&80_000u64.to_be_bytes()));
