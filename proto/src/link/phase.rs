@@ -64,7 +64,9 @@ impl Link {
         self.phase = Phase::Unreachable;
         self.stats.unreachable_declared += 1;
         self.hello_due = true;
+        // The HELLO timer is due again (B3): this first HELLO counts.
         self.unanswered_hellos = 0;
+        self.next_hello = 0;
         self.fail_queued(sh);
         sh.events.push_back(Event::Link {
             link: self.index,

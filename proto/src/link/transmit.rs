@@ -46,8 +46,16 @@ impl Link {
         if self.hello_due {
             self.hello_due = false;
             if !self.is_up() {
-                // Every HELLO restarts the wait for the next.
-                self.next_hello = self.next_hello.max(now.saturating_add(self.hello_wait()));
+                if now >= self.next_hello {
+                    // B3: the timer is due (the link just started or lost
+                    // its peer) and its timeout has not run: this HELLO is
+                    // the timer's, counted as the timeout would count it.
+                    self.unanswered_hellos += 1;
+                    self.next_hello = now.saturating_add(self.hello_wait());
+                } else {
+                    // Every HELLO restarts the wait for the next.
+                    self.next_hello = self.next_hello.max(now.saturating_add(self.hello_wait()));
+                }
             }
             return Some((self.build_hello(buf, sh), Sent::Hello));
         }

@@ -45,6 +45,7 @@ pub fn all() -> Vec<(String, String)> {
         reverse_carries_commit,
         words_locked,
         malformed_checking_order,
+        resync_hellos,
     ]
     .into_iter()
     .map(|make| make().finish())
@@ -164,14 +165,19 @@ fn hello_backoff() -> Script {
         Setup::DEFAULT,
         7,
     );
-    s.drain();
+    s.note("the first HELLO, at start, is the HELLO timer's first (B3)");
+    assert_eq!(s.drain().len(), 1);
     let mut now = 0;
     let mut wait = 1_000_000;
-    for n in 1..=20 {
+    for n in 2..=21 {
         now += wait;
+        s.at(now - 1);
+        assert!(s.drain().is_empty(), "HELLO {n} early");
         s.at(now);
         assert_eq!(s.drain().len(), 1, "HELLO {n}");
-        if n >= 8 {
+        if n > 8 {
+            // After unreachable_after_rounds (8), each waits twice as
+            // long as the one before.
             wait = (wait * 2).min(1_000_000_000);
         }
     }
@@ -1283,5 +1289,48 @@ fn malformed_checking_order() -> Script {
         );
     }
     s.drain();
+    s
+}
+
+fn resync_hellos() -> Script {
+    let mut s = Script::new(
+        "33-resync-hellos",
+        "a peer silent for unreachable_after_rounds rounds is declared unreachable; bring-up \
+         starts again with the HELLO timer due, so its HELLOs go as at start: 9 at \
+         hello_interval, then ever less often",
+        "L2 B3",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.note("the peer falls silent: TICKs and probes go unanswered until the link is declared unreachable");
+    let hello = loop {
+        let sent = s.next_timer_frames();
+        if let Some(h) = sent.iter().find(|f| f[2] == 1 && f[3] & 0x1f == 1) {
+            break h.clone();
+        }
+    };
+    assert_eq!(s.count("unreachable_declared"), 1);
+    assert_eq!(
+        hello[1] & 3,
+        1,
+        "a HELLO at level 1: the peer is known, not up"
+    );
+    s.note("that HELLO was the timer's first; eight more 1 ms apart, then the waits double");
+    let start = s.now();
+    let mut at = Vec::new();
+    while at.len() < 10 {
+        let sent = s.next_timer_frames();
+        assert!(
+            sent.iter().all(|f| f[2] == 1 && f[3] & 0x1f == 1),
+            "HELLOs only"
+        );
+        at.push(s.now() - start);
+    }
+    assert_eq!(
+        at,
+        [1, 2, 3, 4, 5, 6, 7, 8, 10, 14].map(|ms| ms * 1_000_000),
+        "HELLO times after the first"
+    );
     s
 }

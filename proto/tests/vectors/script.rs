@@ -324,7 +324,7 @@ impl Script {
     /// it idle a nanosecond before each timer and returns what it sent
     /// when its timer ran.
     pub fn next_timer_frames(&mut self) -> Vec<Vec<u8>> {
-        for _ in 0..8 {
+        for _ in 0..64 {
             let due = self.iut.poll_timeout().expect("one link");
             assert!(due > self.now, "{}: a timer due now", self.name);
             if due > self.now + 1 {
@@ -341,7 +341,7 @@ impl Script {
                 return sent;
             }
         }
-        panic!("{}: eight timers and nothing sent", self.name)
+        panic!("{}: 64 timers and nothing sent", self.name)
     }
 
     /// The peer's epoch changes (it restarted): its order starts again.
