@@ -165,7 +165,7 @@ pub fn fabric() -> Vec<Clause> {
         }),
         clause!(
             "A1",
-            "ADVERTs in the smallest class, the IUT first, the view digest, poisoned reverse",
+            "ADVERTs in the smallest class, one page, ascending, the IUT at 0 hops, the view digest, poisoned reverse",
             |c| { done(crate::fabric::adverts(c)) }
         ),
         clause!(

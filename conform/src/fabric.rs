@@ -9,9 +9,9 @@ use crate::frame::{self, Received};
 
 pub const ADVERT: (u8, u8) = (3, 1);
 pub const FORWARD: (u8, u8) = (3, 2);
-const ADVERT_HEAD: usize = 17;
+const ADVERT_HEAD: usize = 33;
 const ADVERT_ENTRY: usize = 14;
-const NO_ROUTE: u8 = 16;
+const NO_ROUTE: u8 = 64;
 
 /// An ADVERT entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,9 @@ struct Entry {
 struct Advert {
     view: u64,
     digest: u64,
+    /// The node ids the page covers.
+    first: u64,
+    last: u64,
     entries: Vec<Entry>,
 }
 
@@ -52,10 +55,26 @@ fn decode(f: &Received) -> Result<Advert, String> {
                 reach: p[at + 13],
             }
         })
-        .collect();
+        .collect::<Vec<Entry>>();
+    let (first, last) = (u64_at(17), u64_at(25));
+    if first > last {
+        return fail(format!(
+            "a page from node {first:#x} to {last:#x}: it ends before it starts"
+        ));
+    }
+    if let Some(e) = entries.iter().find(|e| !(first..=last).contains(&e.node)) {
+        return fail(format!(
+            "entry {e:?} lies outside the page's range {first:#x}..={last:#x}"
+        ));
+    }
+    if entries.windows(2).any(|w| w[0].node >= w[1].node) {
+        return fail(format!("entries not in ascending node id: {entries:?}"));
+    }
     Ok(Advert {
         view: u64_at(0),
         digest: u64_at(8),
+        first,
+        last,
         entries,
     })
 }
@@ -85,12 +104,20 @@ fn check_advert(c: &Ctx, f: &Received) -> Result<Advert, String> {
             f.header.class
         ));
     }
+    // Two nodes: one page names them all.
+    if (a.first, a.last) != (0, u64::MAX) {
+        return fail(format!(
+            "a page covering {:#x}..={:#x} where one page holds the whole vector",
+            a.first, a.last
+        ));
+    }
     let iut = c.peer.iut;
-    match a.entries.first() {
-        Some(e) if (e.node, e.epoch, e.hops, e.reach) == (iut.node_id, iut.epoch, 0, 0) => {}
+    let me = a.entries.iter().find(|e| e.node == iut.node_id);
+    match me {
+        Some(e) if (e.epoch, e.hops, e.reach) == (iut.epoch, 0, 0) => {}
         other => {
             return fail(format!(
-                "the first entry is {other:?}, not the IUT at 0 hops"
+                "the IUT's own entry is {other:?}, not the IUT at 0 hops"
             ));
         }
     }
@@ -119,23 +146,26 @@ fn next_advert(c: &mut Ctx, limit: Duration) -> Option<Received> {
     }
 }
 
-/// A1: the IUT advertises itself at once when the link is up, in the
-/// smallest class; once the tester has advertised itself, the IUT's
+/// A1: the IUT advertises itself at once when the link is up, in one page
+/// of the smallest class; once the tester has advertised itself, the IUT's
 /// ADVERTs name it too, poisoned (its route goes out through this link),
-/// in the next class up, under a view digest of both.
+/// under a view digest of both.
 pub fn adverts(c: &mut Ctx) -> Outcome {
     let Some(first) = next_advert(c, Duration::from_secs(2)) else {
         return fail("no ADVERT within 2 s of the link coming up");
     };
     let first = check_advert(c, &first)?;
     let me = (c.peer.node_id, c.peer.epoch);
-    let mut p = vec![0u8; frame::capacity(0)];
+    // One page from node id 0 to the top, naming the tester alone: 47
+    // bytes, class 1.
+    let mut p = vec![0u8; frame::capacity(1)];
     p[..8].copy_from_slice(&1u64.to_be_bytes());
     p[8..16].copy_from_slice(&digest(&mut [me]).to_be_bytes());
     p[16] = 1;
-    p[17..25].copy_from_slice(&me.0.to_be_bytes());
-    p[25..29].copy_from_slice(&me.1.to_be_bytes());
-    let h = c.peer.header(ADVERT, 0, 0);
+    p[25..33].copy_from_slice(&u64::MAX.to_be_bytes());
+    p[33..41].copy_from_slice(&me.0.to_be_bytes());
+    p[41..45].copy_from_slice(&me.1.to_be_bytes());
+    let h = c.peer.header(ADVERT, 1, 0);
     c.peer.send_frame(&h, &p);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

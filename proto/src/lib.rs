@@ -265,6 +265,12 @@ impl<O: Observer, M: Store> Node<O, M> {
         self.fabric.as_ref().map(|f| f.routes().view())
     }
 
+    /// This node's view number and digest (as its ADVERTs carry them), if
+    /// the fabric is enabled: a cheap way to compare views.
+    pub fn view_id(&self) -> Option<(u64, u64)> {
+        self.fabric.as_ref().map(|f| f.routes().view_id())
+    }
+
     /// Whether every usable neighbour advertises the same view as this node.
     pub fn view_agreed(&self) -> bool {
         self.fabric.as_ref().is_some_and(|f| f.routes().agreed())

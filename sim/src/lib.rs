@@ -9,6 +9,7 @@
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
 pub mod ledger;
+pub mod scale;
 pub use oae_common::rng;
 pub use oae_common::topology::{self, Shape};
 
@@ -48,6 +49,14 @@ pub struct Faults {
     pub partitions: u32,
     /// A node's routing state overwritten with arbitrary values.
     pub scrambles: u32,
+    /// Once every link has come up, every node's routing and membership
+    /// state is overwritten at the same moment: a start from arbitrary
+    /// state, from which the fabric must converge.
+    pub scramble_all: bool,
+    /// Cuts fall early in the workload (its first eighth), and from then on the
+    /// cut link's ends address every verb to each other: failover timed
+    /// under load.
+    pub busy_cuts: bool,
 }
 
 impl Faults {
@@ -62,6 +71,8 @@ impl Faults {
         cuts: 0,
         partitions: 0,
         scrambles: 0,
+        scramble_all: false,
+        busy_cuts: false,
     };
 }
 
@@ -162,7 +173,7 @@ pub const SCENARIOS: [Scenario; 9] = [
 /// The fabric's fault classes: verbs between every pair of nodes, relayed
 /// over several hops, through cut links, partitions, restarts and
 /// scrambled routing state.
-pub const FABRIC_SCENARIOS: [Scenario; 7] = [
+pub const FABRIC_SCENARIOS: [Scenario; 9] = [
     Scenario {
         name: "ring-clean",
         faults: Faults::NONE,
@@ -173,6 +184,15 @@ pub const FABRIC_SCENARIOS: [Scenario; 7] = [
         faults: Faults {
             loss_ppm: 5_000,
             cuts: 1,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
+        name: "ring-failover",
+        faults: Faults {
+            cuts: 1,
+            busy_cuts: true,
             ..Faults::NONE
         },
         fabric: Some((Shape::Ring, 5)),
@@ -213,6 +233,15 @@ pub const FABRIC_SCENARIOS: [Scenario; 7] = [
         fabric: Some((Shape::Ring, 5)),
     },
     Scenario {
+        name: "scramble-start",
+        faults: Faults {
+            loss_ppm: 5_000,
+            scramble_all: true,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
         name: "fabric-mixed",
         faults: Faults {
             loss_ppm: 10_000,
@@ -225,6 +254,8 @@ pub const FABRIC_SCENARIOS: [Scenario; 7] = [
             cuts: 1,
             partitions: 1,
             scrambles: 2,
+            scramble_all: false,
+            busy_cuts: false,
         },
         fabric: Some((Shape::Ring, 5)),
     },
@@ -234,6 +265,7 @@ pub fn scenario(name: &str) -> Option<Scenario> {
     SCENARIOS
         .iter()
         .chain(&FABRIC_SCENARIOS)
+        .chain(&scale::SCALE_SCENARIOS)
         .copied()
         .find(|s| s.name == name)
 }
@@ -278,6 +310,10 @@ impl Default for SimConfig {
                 min_round: 20_000,
                 initial_rtt: 20_000,
                 hello_interval: 50_000,
+                // Room for every verb a node keeps outstanding, not the
+                // dataplane's thousands: a verb takes a kilobyte, and a
+                // fabric of 256 nodes has a thousand links.
+                submit_queue: 64,
                 ..LinkConfig::default()
             },
             delay: 5_000,
@@ -324,15 +360,24 @@ pub struct Report {
     pub scrambles: u64,
     /// FORWARD frames relayed by a node on the way to another.
     pub relayed: u64,
+    /// ADVERT pages sent, and their bytes.
+    pub adverts: u64,
+    pub advert_bytes: u64,
     /// Queued verbs moved from a suspected link to a path.
     pub rerouted: u64,
     /// In-doubt transfers settled over another path.
     pub resolved: u64,
     /// Cuts after which a verb between the cut link's ends completed over
-    /// a path, and the most round trips (of 2 × the wire delay) from the
-    /// cut to that completion.
+    /// a path, and the most and the sum of the round trips (of 2 × the
+    /// wire delay) from the cut to that completion.
     pub reroutes: u64,
     pub reroute_rtts_max: u64,
+    pub reroute_rtts_sum: u64,
+    /// The same for the first such verb that never went out on the cut
+    /// link (none of its attempts in doubt there).
+    pub fresh_reroutes: u64,
+    pub fresh_reroute_rtts_max: u64,
+    pub fresh_reroute_rtts_sum: u64,
     /// The largest view number any node reached.
     pub max_view: u64,
     /// Frames authenticated links dropped, by `AuthError` in
@@ -380,10 +425,16 @@ impl Report {
         self.partitions += o.partitions;
         self.scrambles += o.scrambles;
         self.relayed += o.relayed;
+        self.adverts += o.adverts;
+        self.advert_bytes += o.advert_bytes;
         self.rerouted += o.rerouted;
         self.resolved += o.resolved;
         self.reroutes += o.reroutes;
         self.reroute_rtts_max = self.reroute_rtts_max.max(o.reroute_rtts_max);
+        self.reroute_rtts_sum += o.reroute_rtts_sum;
+        self.fresh_reroutes += o.fresh_reroutes;
+        self.fresh_reroute_rtts_max = self.fresh_reroute_rtts_max.max(o.fresh_reroute_rtts_max);
+        self.fresh_reroute_rtts_sum += o.fresh_reroute_rtts_sum;
         self.max_view = self.max_view.max(o.max_view);
         for (a, b) in self.auth_dropped.iter_mut().zip(o.auth_dropped) {
             *a += b;
@@ -514,12 +565,14 @@ enum Disruption {
     LinkUp(usize, usize),
     /// Down for good.
     Cut(usize, usize),
-    /// Every link between the nodes in the mask and the rest goes down …
-    Partition(u64),
+    /// Every link between the nodes of a side (`Sim::sides`) and the rest
+    /// goes down …
+    Partition(usize),
     /// … and comes back.
-    Heal(u64),
+    Heal(usize),
     Restart(usize),
     Scramble(usize),
+    ScrambleAll,
 }
 
 struct Sim {
@@ -540,13 +593,56 @@ struct Sim {
     /// A verb drawn for a node that had no route to its target yet.
     stash: Vec<Option<(usize, Verb)>>,
     /// Cuts still waiting for a verb between their ends over a path.
-    cuts_pending: Vec<(Nanos, usize, usize)>,
+    cuts_pending: Vec<PendingCut>,
+    /// The nodes on one side of each partition.
+    sides: Vec<Vec<bool>>,
+    /// When every view first agreed (the fabric's convergence).
+    converged_at: Option<Nanos>,
+    /// Verbs that went out on a link (not a path) at least once: in doubt
+    /// when that link is cut, and settled over a path before they go again.
+    sent_on_link: Vec<bool>,
     disruptions: Vec<(Nanos, Disruption)>,
     ledger: Ledger,
     mailboxes: Mailboxes,
     issued: usize,
     outstanding: Vec<usize>,
     report: Report,
+}
+
+/// A cut link whose ends have not yet both been seen to reach each other
+/// over a path: the first verb done over a path, and the first such verb
+/// that never went out on the cut link (one in doubt there is settled over
+/// the path before it goes again, which costs a round trip of the path).
+struct PendingCut {
+    at: Nanos,
+    ends: (usize, usize),
+    any: bool,
+    fresh: bool,
+}
+
+/// One side of a partition: any proper subset of up to 63 nodes (a mask
+/// drawn whole, as seeds recorded before larger fabrics replay), and in a
+/// larger fabric the nodes within a random number of hops of a random node.
+fn partition_side(rng: &mut Rng, adj: &[Vec<usize>]) -> Vec<bool> {
+    let n = adj.len();
+    if n < 64 {
+        let mask = 1 + rng.below((1 << n) - 2);
+        return (0..n).map(|i| mask & (1 << i) != 0).collect();
+    }
+    let centre = rng.below(n as u64) as usize;
+    let radius = 1 + rng.below((topology::diameter(adj) / 2).max(1) as u64) as usize;
+    let mut hops = vec![usize::MAX; n];
+    hops[centre] = 0;
+    let mut queue = std::collections::VecDeque::from([centre]);
+    while let Some(a) = queue.pop_front() {
+        for &b in &adj[a] {
+            if hops[b] == usize::MAX && hops[a] < radius {
+                hops[b] = hops[a] + 1;
+                queue.push_back(b);
+            }
+        }
+    }
+    hops.into_iter().map(|h| h != usize::MAX).collect()
 }
 
 /// The node id the simulator gives node `i`.
@@ -646,21 +742,30 @@ impl Sim {
                 after[b][a] = true;
                 if !cut[a][b] && topology::connected(&adj, &after) {
                     cut = after;
-                    disruptions.push((rng.below(span), Disruption::Cut(a.min(b), a.max(b))));
+                    let at = if faults.busy_cuts {
+                        span / 16 + rng.below(span / 16)
+                    } else {
+                        rng.below(span)
+                    };
+                    disruptions.push((at, Disruption::Cut(a.min(b), a.max(b))));
                     break;
                 }
             }
         }
+        let mut sides = Vec::new();
         for _ in 0..faults.partitions {
-            let side = 1 + rng.below((1 << cfg.nodes) - 2);
+            sides.push(partition_side(&mut rng, &adj));
             let at = rng.below(span);
             let outage = 500_000 + rng.below(2_000_000);
-            disruptions.push((at, Disruption::Partition(side)));
-            disruptions.push((at + outage, Disruption::Heal(side)));
+            disruptions.push((at, Disruption::Partition(sides.len() - 1)));
+            disruptions.push((at + outage, Disruption::Heal(sides.len() - 1)));
         }
         for _ in 0..faults.scrambles {
             let n = rng.below(cfg.nodes as u64) as usize;
             disruptions.push((rng.below(span), Disruption::Scramble(n)));
+        }
+        if faults.scramble_all {
+            disruptions.push((span / 16 + rng.below(span / 16), Disruption::ScrambleAll));
         }
         disruptions.sort();
         disruptions.reverse();
@@ -676,6 +781,9 @@ impl Sim {
             cut: vec![vec![false; cfg.nodes]; cfg.nodes],
             stash: vec![None; cfg.nodes],
             cuts_pending: Vec::new(),
+            sides,
+            converged_at: None,
+            sent_on_link: vec![false; cfg.verbs],
             adj,
             fabric,
             cfg,
@@ -692,27 +800,40 @@ impl Sim {
         }
     }
 
+    /// One step at `now`: frames due delivered, timers due run,
+    /// disruptions due done, verbs submitted, frames sent, completions
+    /// taken, every invariant of a step checked. True if it submitted.
+    fn step(&mut self) -> Result<bool, Violation> {
+        self.step += 1;
+        self.deliver()?;
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
+                self.nodes[i].handle_timeout(self.now);
+                self.observe(i)?;
+            }
+        }
+        self.disrupt()?;
+        let submitting = self.issued < self.cfg.verbs;
+        if submitting {
+            self.submit()?;
+        }
+        self.transmit()?;
+        self.complete()?;
+        self.post_receives();
+        self.withdraw_receives()?;
+        self.check_step()?;
+        if self.fabric && self.converged_at.is_none() && self.views_agree() {
+            self.converged_at = Some(self.now);
+        }
+        Ok(submitting)
+    }
+
     fn run(&mut self) -> Check {
         let mut last_submit_at = 0;
         loop {
-            self.step += 1;
-            self.deliver()?;
-            for i in 0..self.nodes.len() {
-                if self.nodes[i].poll_timeout().is_some_and(|t| t <= self.now) {
-                    self.nodes[i].handle_timeout(self.now);
-                    self.observe(i)?;
-                }
-            }
-            self.disrupt()?;
-            if self.issued < self.cfg.verbs {
-                self.submit()?;
+            if self.step()? {
                 last_submit_at = self.now;
             }
-            self.transmit()?;
-            self.complete()?;
-            self.post_receives();
-            self.withdraw_receives()?;
-            self.check_step()?;
             if self.issued == self.cfg.verbs && self.disruptions.is_empty() && self.settled() {
                 return self.check_final();
             }
@@ -846,14 +967,19 @@ impl Sim {
                     self.cut[a][b] = true;
                     self.cut[b][a] = true;
                     self.report.cuts += 1;
-                    self.cuts_pending.push((self.now, a, b));
+                    self.cuts_pending.push(PendingCut {
+                        at: self.now,
+                        ends: (a, b),
+                        any: false,
+                        fresh: false,
+                    });
                 }
                 Disruption::Partition(side) | Disruption::Heal(side) => {
                     let down = matches!(d, Disruption::Partition(_));
-                    let inside = |n: usize| side & (1 << n) != 0;
+                    let inside = &self.sides[side];
                     for a in 0..self.nodes.len() {
                         for &b in &self.adj[a] {
-                            if inside(a) != inside(b) {
+                            if inside[a] != inside[b] {
                                 self.down[a][b] = down;
                             }
                         }
@@ -865,6 +991,13 @@ impl Sim {
                     self.report.scrambles += 1;
                     let rng = &mut self.rng;
                     self.nodes[n].scramble_fabric(|| rng.next_u64());
+                }
+                Disruption::ScrambleAll => {
+                    for n in 0..self.nodes.len() {
+                        self.report.scrambles += 1;
+                        let rng = &mut self.rng;
+                        self.nodes[n].scramble_fabric(|| rng.next_u64());
+                    }
                 }
             }
         }
@@ -918,8 +1051,13 @@ impl Sim {
                 let (j, verb) = match self.stash[i].take() {
                     Some(stashed) => stashed,
                     None => {
-                        let j = (i + 1 + self.rng.below(self.cfg.nodes as u64 - 1) as usize)
-                            % self.cfg.nodes;
+                        let j = match self.busy_cut_peer(i) {
+                            Some(j) => j,
+                            None => {
+                                (i + 1 + self.rng.below(self.cfg.nodes as u64 - 1) as usize)
+                                    % self.cfg.nodes
+                            }
+                        };
                         let send = self.cfg.messages_ppm > 0
                             && self.mailboxes.rng.chance_ppm(self.cfg.messages_ppm);
                         if send {
@@ -999,6 +1137,13 @@ impl Sim {
     /// Puts a frame on the wire, through the fault model.
     fn send(&mut self, from: usize, link: u16, frame: &[u8]) {
         self.report.frames += 1;
+        if frame
+            .get(2..4)
+            .is_some_and(|t| t[0] == 3 && t[1] & 0x1f == 1)
+        {
+            self.report.adverts += 1;
+            self.report.advert_bytes += frame.len() as u64;
+        }
         let to = self.adj[from][usize::from(link)];
         let f = self.faults;
         if self.rng.chance_ppm(f.loss_ppm) {
@@ -1047,6 +1192,9 @@ impl Sim {
             match s {
                 Seen::Sent(link, epoch, slot, seq, id) => {
                     let (target, path) = self.channel(i, link);
+                    if !path && let Some(on_link) = self.sent_on_link.get_mut(id.0 as usize) {
+                        *on_link = true;
+                    }
                     self.ledger
                         .sent(i, epoch, channel_key(target, path), slot, seq, id)
                 }
@@ -1113,26 +1261,56 @@ impl Sim {
                 if let Event::Completed { id, result, link } = ev {
                     self.ledger.completed(id, self.now, result)?;
                     let rec = &self.ledger.records[&id];
+                    let (target, submitted_at) = (rec.target, rec.submitted_at);
+                    let current = rec.issuer_epoch == self.nodes[i].epoch();
                     if link >= PATH_BASE && result.is_ok() {
-                        let (now, rtt) = (self.now, 2 * self.cfg.delay);
-                        let (a, b) = (i.min(rec.target), i.max(rec.target));
-                        if let Some(k) = self.cuts_pending.iter().position(|c| (c.1, c.2) == (a, b))
-                        {
-                            let (at, ..) = self.cuts_pending.swap_remove(k);
-                            self.report.reroutes += 1;
-                            self.report.reroute_rtts_max =
-                                self.report.reroute_rtts_max.max((now - at).div_ceil(rtt));
-                        }
+                        let fresh = !self.sent_on_link[id.0 as usize];
+                        self.rerouted_verb_done((i, target), fresh);
                     }
-                    self.report.max_latency =
-                        self.report.max_latency.max(self.now - rec.submitted_at);
-                    if rec.issuer_epoch == self.nodes[i].epoch() {
+                    self.report.max_latency = self.report.max_latency.max(self.now - submitted_at);
+                    if current {
                         self.outstanding[i] -= 1;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The other end of a cut link `i` is an end of, with busy cuts.
+    fn busy_cut_peer(&self, i: usize) -> Option<usize> {
+        if !self.faults.busy_cuts {
+            return None;
+        }
+        (0..self.nodes.len()).find(|&j| self.cut[i][j])
+    }
+
+    /// A verb between two nodes completed over a path: the first after a
+    /// cut of their link times the failover.
+    fn rerouted_verb_done(&mut self, (i, j): (usize, usize), fresh: bool) {
+        let ends = (i.min(j), i.max(j));
+        let rtt = 2 * self.cfg.delay;
+        let Some(k) = self.cuts_pending.iter().position(|c| c.ends == ends) else {
+            return;
+        };
+        let cut = &mut self.cuts_pending[k];
+        let rtts = (self.now - cut.at).div_ceil(rtt);
+        let r = &mut self.report;
+        if !cut.any {
+            cut.any = true;
+            r.reroutes += 1;
+            r.reroute_rtts_max = r.reroute_rtts_max.max(rtts);
+            r.reroute_rtts_sum += rtts;
+        }
+        if fresh && !cut.fresh {
+            cut.fresh = true;
+            r.fresh_reroutes += 1;
+            r.fresh_reroute_rtts_max = r.fresh_reroute_rtts_max.max(rtts);
+            r.fresh_reroute_rtts_sum += rtts;
+        }
+        if cut.any && cut.fresh {
+            self.cuts_pending.swap_remove(k);
+        }
     }
 
     /// Keeps receives posted on every link and path, as an application
@@ -1266,10 +1444,25 @@ impl Sim {
             && (!self.fabric || self.views_agree())
     }
 
-    /// Every node holds the same view: the same number and members.
+    /// Every node holds the same view: the same number, and as members
+    /// exactly the nodes that run, each as its current incarnation (no
+    /// phantom a scramble made up, none left out). Checked once the
+    /// disruptions are over, when the fabric is connected again.
+    ///
+    /// Views are compared by number and digest (64-bit FNV-1a over the
+    /// members: the cost of a step must not grow with the square of the
+    /// fabric), node 0's members exactly.
     fn views_agree(&self) -> bool {
         let first = self.nodes[0].view();
-        self.nodes.iter().all(|n| n.view() == first)
+        let exact = first.is_some_and(|v| {
+            v.members.len() == self.nodes.len()
+                && v.members
+                    .iter()
+                    .zip(&self.nodes)
+                    .all(|(m, n)| (m.node, m.epoch) == (n.node_id(), n.epoch()))
+        });
+        let id = self.nodes[0].view_id();
+        exact && self.nodes.iter().all(|n| n.view_id() == id)
     }
 
     fn check_final(&mut self) -> Check {

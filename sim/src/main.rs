@@ -1,9 +1,26 @@
 //! `oae-sim`: runs the deterministic simulator. Without arguments it runs a
 //! short campaign over every fault class and prints one table row per class.
 
+use std::alloc::System;
 use std::process::ExitCode;
 
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+use oae_sim::scale::{self, Convergence, SCALE_SCENARIOS};
+use oae_sim::topology::Shape;
 use oae_sim::{FABRIC_SCENARIOS, Report, SCENARIOS, Scenario, SimConfig, run, scenario};
+
+/// The system allocator, counting: what `scale` reports as the heap a node
+/// costs.
+#[global_allocator]
+static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Bytes the process holds on the heap now.
+fn heap_held() -> usize {
+    // A reallocation is counted in these two as well as in its own field.
+    let s = ALLOCATOR.stats();
+    s.bytes_allocated.saturating_sub(s.bytes_deallocated)
+}
 
 const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
@@ -12,19 +29,25 @@ usage: oae-sim [table] [--seeds N] [--verbs N]
                    [--flaps N] [--restarts N] [--unordered] [--auth] [--messages-ppm N] [--withdraw-ppm N]
        oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth]
                     [--messages-ppm N] [--withdraw-ppm N]
+       oae-sim scale [--topology SHAPE:N]... [--seeds N]
 
 --unordered: links that may reorder (losses found by patience, not by order)
 --auth: authenticated links (every frame tagged, replays refused)
 --messages-ppm N: draw this share of verbs (parts per million) as SENDs, with receives posted
 --withdraw-ppm N: chance per node and step (ppm) that its application takes back a receive
+scale: cold starts of large fabrics (rounds to agree against the diameter, memory and advert
+  bytes per node); --topology ring|line|mesh|grid|torus|random:N (up to 256 nodes; default: a list).
+  Faults at that size, with verbs and every invariant: oae-sim soak --scenario scale
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy
-fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-partition mesh-flap
-  line-restart ring-scramble fabric-mixed";
+fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-failover ring-partition
+  mesh-flap line-restart ring-scramble scramble-start fabric-mixed
+scale scenarios (--scenario scale for all): ring-64 torus-64 torus-256 random-256";
 
 struct Args {
     command: String,
     scenario: Option<String>,
+    topologies: Vec<(Shape, usize)>,
     seed: u64,
     seeds: u64,
     first_seed: u64,
@@ -36,6 +59,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
         command: "table".into(),
         scenario: None,
+        topologies: Vec::new(),
         seed: 1,
         seeds: 4,
         first_seed: 1,
@@ -58,6 +82,10 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         match arg.as_str() {
             "--scenario" => {
                 a.scenario = Some(argv.next().ok_or("--scenario needs a name")?);
+            }
+            "--topology" => {
+                let spec = argv.next().ok_or("--topology needs shape:nodes")?;
+                a.topologies.push(Shape::parse_up_to(&spec, 256)?);
             }
             "--seed" => a.seed = value("--seed")?,
             "--seeds" => a.seeds = value("--seeds")?,
@@ -93,6 +121,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     if let Some(s) = &a.scenario
         && s != "all"
         && s != "fabric"
+        && s != "scale"
         && scenario(s).is_none()
     {
         return Err(format!("unknown scenario '{s}'"));
@@ -105,6 +134,7 @@ fn scenarios(a: &Args) -> Vec<Scenario> {
     let mut list = match a.scenario.as_deref() {
         None | Some("all") => SCENARIOS.iter().chain(&FABRIC_SCENARIOS).copied().collect(),
         Some("fabric") => FABRIC_SCENARIOS.to_vec(),
+        Some("scale") => SCALE_SCENARIOS.to_vec(),
         Some(s) => vec![scenario(s).expect("validated")],
     };
     for sc in &mut list {
@@ -176,18 +206,22 @@ fn row(name: &str, seeds: u64, r: &Report) {
     if r.relayed > 0 || r.cuts + r.partitions + r.scrambles > 0 {
         println!(
             "{:<12} fabric: relayed {}, rerouted {}, resolved over a path {}, cuts {}, partitions {}, \
-             scrambles {}, reroutes {} (at most {} round trips from cut to a verb done over a path), \
-             largest view number {}",
+             scrambles {}, largest view number {}",
+            "", r.relayed, r.rerouted, r.resolved, r.cuts, r.partitions, r.scrambles, r.max_view
+        );
+    }
+    if r.reroutes > 0 {
+        println!(
+            "{:<12} failover, round trips from a cut to the first verb between its ends done over a \
+             path: any verb {} cuts, mean {:.1}, max {}; a verb never in doubt on the cut link {} cuts, \
+             mean {:.1}, max {}",
             "",
-            r.relayed,
-            r.rerouted,
-            r.resolved,
-            r.cuts,
-            r.partitions,
-            r.scrambles,
             r.reroutes,
+            r.reroute_rtts_sum as f64 / r.reroutes as f64,
             r.reroute_rtts_max,
-            r.max_view
+            r.fresh_reroutes,
+            r.fresh_reroute_rtts_sum as f64 / r.fresh_reroutes.max(1) as f64,
+            r.fresh_reroute_rtts_max,
         );
     }
     if r.sends > 0 {
@@ -247,6 +281,84 @@ fn campaign(a: &Args) -> ExitCode {
     }
 }
 
+/// Cold starts of large fabrics, one row each, then the scale scenarios.
+fn scale_report(a: &Args) -> ExitCode {
+    let shapes = if a.topologies.is_empty() {
+        scale::SHAPES.to_vec()
+    } else {
+        a.topologies.clone()
+    };
+    println!(
+        "{:<12} {:>5} {:>4} {:>9} {:>7} {:>7} {:>8} {:>7} {:>6} {:>9} {:>9} {:>10} {:>9}",
+        "fabric",
+        "seeds",
+        "diam",
+        "agree_us",
+        "rtts",
+        "rounds",
+        "2d+4",
+        "routes",
+        "paths",
+        "made_KiB",
+        "grown_KiB",
+        "adverts/rd",
+        "adv_B/rd"
+    );
+    let mut failed = false;
+    for (shape, nodes) in shapes {
+        let mut runs: Vec<Convergence> = Vec::new();
+        for seed in a.first_seed..a.first_seed + a.seeds {
+            match scale::converge(&a.cfg, (shape, nodes), seed, heap_held) {
+                Ok(c) => runs.push(c),
+                Err(e) => {
+                    eprintln!("FAILED {e}");
+                    failed = true;
+                }
+            }
+        }
+        let Some(worst) = runs.iter().max_by_key(|c| c.converged_at) else {
+            continue;
+        };
+        let mean = |f: fn(&Convergence) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
+        let bound = 2 * worst.diameter + 4;
+        println!(
+            "{:<12} {:>5} {:>4} {:>9.1} {:>7.1} {:>7.1} {:>8} {:>7.1} {:>6.1} {:>9.1} {:>9.1} {:>10.2} {:>9.0}",
+            format!("{}:{nodes}", shape.name()),
+            runs.len(),
+            worst.diameter,
+            worst.converged_at as f64 / 1e3,
+            worst.round_trips(),
+            worst.rounds(),
+            if worst.rounds() <= bound as f64 {
+                format!("{bound} ok")
+            } else {
+                format!("{bound} OVER")
+            },
+            mean(|c| c.routes),
+            mean(|c| c.paths),
+            mean(|c| c.heap_made as f64) / 1024.0,
+            mean(|c| c.heap_grown as f64) / 1024.0,
+            mean(|c| c.adverts_per_round),
+            mean(|c| c.advert_bytes_per_round)
+        );
+        failed |= worst.rounds() > bound as f64;
+    }
+    println!(
+        "columns: diam = hops across the fabric; agree_us, rtts, rounds = from every node starting at \
+         once to every view agreeing on exactly the nodes running (the slowest seed), in simulated \
+         microseconds, link round trips and rounds of the links; 2d+4 = the bound checked; routes, \
+         paths = held per node; made, grown = heap per node as made (links, region) and what \
+         bring-up and convergence added (routes, vectors heard, paths, frames in flight); adverts/rd, adv_B/rd = ADVERT pages and bytes a node sends \
+         per round of its links over {} rounds after agreeing",
+        scale::STEADY_ROUNDS
+    );
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn main() -> ExitCode {
     let a = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -260,6 +372,7 @@ fn main() -> ExitCode {
     };
     match a.command.as_str() {
         "table" | "soak" => campaign(&a),
+        "scale" => scale_report(&a),
         "run" => {
             let Some(name) = a.scenario.as_deref().filter(|s| *s != "all") else {
                 eprintln!("oae-sim: run needs --scenario NAME\n{USAGE}");

@@ -54,7 +54,16 @@ short = hello[:40]
 # number 0x0102_0304_0506, a tag the dissector shows but cannot check.
 authenticated = hello + bytes([1, 3, 1, 2, 3, 4, 5, 6]) + bytes(range(16))
 
+# An ADVERT page: view 5, node ids 0 to 0x0F, two entries (the sender at 0
+# hops; node 0x0C, routed 1 hop away, reached the same, its route poisoned
+# back to the receiver at 64).
+entries = [(0xA, 7, 0, 0), (0xC, 2, 64, 1)]
+advert = frame(context(1, 2, False, 3, 1, 0), (7, 9), (9, 8),
+               struct.pack(">QQBQQ", 5, 0x1234, len(entries), 0, 0x0F)
+               + b"".join(struct.pack(">QIBB", *e) for e in entries))
+
 frames = [(A, B, hello), (A, B, cas), (B, A, echo), (B, A, refuse), (A, B, bad_crc),
           (A, B, forward), (A, B, mcas), (B, A, mcas_echo), (A, B, lost), (B, A, lost_echo),
-          (A, B, long_write), (A, B, version1), (A, B, short), (A, B, authenticated)]
+          (A, B, long_write), (A, B, version1), (A, B, short), (A, B, authenticated),
+          (A, B, advert)]
 wrpcap(sys.argv[1], [Ether(src=s, dst=d, type=ETHERTYPE) / Raw(f) for s, d, f in frames])

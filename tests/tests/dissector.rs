@@ -42,6 +42,10 @@ const FIELDS: &[&str] = &[
     "oae.auth.key_number",
     "oae.auth.accepts",
     "oae.auth.packet_number",
+    "oae.advert.first",
+    "oae.advert.last",
+    "oae.advert.node_id",
+    "oae.advert.route_hops",
 ];
 
 fn workspace() -> PathBuf {
@@ -102,7 +106,7 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
     assert!(out.success(), "{out}");
     let frames = dissect(&capture);
     let show = format!("{frames:#?}");
-    assert_eq!(frames.len(), 14, "{show}");
+    assert_eq!(frames.len(), 15, "{show}");
     let field = |i: usize, name: &str| frames[i][name].as_str();
 
     assert_eq!(field(0, "oae.transition"), "HELLO", "{show}");
@@ -199,6 +203,24 @@ fn tshark_decodes_every_field_of_frames_built_from_the_protocol_document() {
         "{show}"
     );
     assert!(field(13, "oae.malformed").is_empty(), "{show}");
+    // An ADVERT page: its range and each entry.
+    assert_eq!(field(14, "oae.transition"), "ADVERT", "{show}");
+    assert_eq!(
+        [
+            "oae.advert.first",
+            "oae.advert.last",
+            "oae.advert.node_id",
+            "oae.advert.route_hops"
+        ]
+        .map(|k| field(14, k)),
+        [
+            "0x0000000000000000",
+            "0x000000000000000f",
+            "0x000000000000000a,0x000000000000000c",
+            "0,64"
+        ],
+        "{show}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

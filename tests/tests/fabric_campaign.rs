@@ -42,10 +42,12 @@ fn every_fabric_class_is_in_the_campaign() {
         [
             "ring-clean",
             "ring-cut",
+            "ring-failover",
             "ring-partition",
             "mesh-flap",
             "line-restart",
             "ring-scramble",
+            "scramble-start",
             "fabric-mixed"
         ]
     );
@@ -69,6 +71,21 @@ fn ring_survives_a_cut_link() {
     // Suspicion (two unanswered probes), the route withdrawn, and one round
     // trip of a path four hops long: well under thirty link round trips.
     assert!(r.reroute_rtts_max <= 30, "{r:?}");
+}
+
+/// A link cut while its ends talk to each other: their verbs go the other
+/// way round within a few link round trips (simulated time, so exact for
+/// a seed): suspicion as soon as two probes go unanswered, relays probing
+/// the links they push FORWARDs into, paths giving up at once on what
+/// they sent into the failed link (PROTOCOL.md O3, F1).
+#[test]
+fn ring_fails_over_in_link_round_trips() {
+    let r = campaign("ring-failover");
+    assert_eq!(r.reroutes, SEEDS, "{r:?}");
+    // Suspicion about 4, the route around 1, a verb in doubt resolved and
+    // retried over the 4-hop detour 4 + 4.
+    assert!(r.reroute_rtts_max <= 16, "{r:?}");
+    assert!(r.reroute_rtts_sum <= 13 * SEEDS, "{r:?}");
 }
 
 #[test]

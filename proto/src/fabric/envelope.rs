@@ -1,12 +1,14 @@
 //! Payloads of the fabric's frames (state 3): ADVERT and FORWARD, and what
 //! a FORWARD carries. Decoding borrows, never allocates and never panics.
 
-use super::routes::{Heard, Member};
+use super::routes::{Heard, Member, Page};
 use crate::wire::SLICE;
 
-/// ADVERT: view number u64, view digest u64, count u8, then count ×
-/// (node u64, epoch u32, hops over usable links u8, hops over up links u8).
-pub const ADVERT_HEAD: usize = 17;
+/// ADVERT, one page of the sender's vector: view number u64, view digest
+/// u64, count u8, the lowest and the highest node id the page covers (u64
+/// each), then count × (node u64, epoch u32, hops over usable links u8,
+/// hops over up links u8), node ids ascending and within the range.
+pub const ADVERT_HEAD: usize = 33;
 pub const ADVERT_ENTRY: usize = 14;
 
 /// FORWARD: destination u64, source u64, hops left u8, kind u8, body length
@@ -137,18 +139,27 @@ pub fn advert_len(entries: usize) -> usize {
     ADVERT_HEAD + entries * ADVERT_ENTRY
 }
 
-/// Writes an ADVERT payload from `entries` (as many as `p` holds); returns
-/// how many went in.
+/// Entries an ADVERT page holds in a payload of `capacity` bytes.
+pub fn advert_room(capacity: usize) -> usize {
+    (capacity.saturating_sub(ADVERT_HEAD) / ADVERT_ENTRY).min(255)
+}
+
+/// Writes the ADVERT page that starts at node id `first` from `entries`
+/// (the sender's vector from `first` on, ascending): as many as `p`
+/// holds. Returns how many went in, and where the next page starts if
+/// entries are left (the page then ends just below it).
 pub fn encode_advert(
     p: &mut [u8],
     view: (u64, u64),
+    first: u64,
     entries: impl Iterator<Item = Heard>,
-) -> usize {
-    p[..8].copy_from_slice(&view.0.to_be_bytes());
-    p[8..16].copy_from_slice(&view.1.to_be_bytes());
-    let room = (p.len() - ADVERT_HEAD) / ADVERT_ENTRY;
+) -> (usize, Option<u64>) {
+    let room = advert_room(p.len());
+    let mut entries = entries.peekable();
     let mut n = 0;
-    for h in entries.take(room.min(255)) {
+    while n < room
+        && let Some(h) = entries.next()
+    {
         let at = ADVERT_HEAD + n * ADVERT_ENTRY;
         p[at..at + 8].copy_from_slice(&h.member.node.to_be_bytes());
         p[at + 8..at + 12].copy_from_slice(&h.member.epoch.to_be_bytes());
@@ -156,13 +167,20 @@ pub fn encode_advert(
         p[at + 13] = h.reach;
         n += 1;
     }
+    let next = entries.peek().map(|h| h.member.node);
+    let last = next.map_or(u64::MAX, |node| node.saturating_sub(1));
+    p[..8].copy_from_slice(&view.0.to_be_bytes());
+    p[8..16].copy_from_slice(&view.1.to_be_bytes());
     p[16] = n as u8;
-    n
+    p[17..25].copy_from_slice(&first.to_be_bytes());
+    p[25..33].copy_from_slice(&last.to_be_bytes());
+    (n, next)
 }
 
-/// Decodes an ADVERT into `out` (cleared first): the view, or `None` if the
-/// payload is malformed.
-pub fn decode_advert(p: &[u8], out: &mut Vec<Heard>) -> Option<(u64, u64)> {
+/// Decodes an ADVERT page into `out` (cleared first), or `None` if the
+/// payload is malformed: a range that ends before it starts, an entry
+/// outside it, out of order or of epoch 0, or bytes after the entries.
+pub fn decode_advert(p: &[u8], out: &mut Vec<Heard>) -> Option<Page> {
     let head = p.get(..ADVERT_HEAD)?;
     let count = usize::from(head[16]);
     let end = advert_len(count);
@@ -170,52 +188,106 @@ pub fn decode_advert(p: &[u8], out: &mut Vec<Heard>) -> Option<(u64, u64)> {
     if !crate::verb::all_zero(&p[end..]) {
         return None;
     }
+    let u64_at = |at: usize| u64::from_be_bytes(head[at..at + 8].try_into().expect("8 bytes"));
+    let page = Page {
+        view: (u64_at(0), u64_at(8)),
+        first: u64_at(17),
+        last: u64_at(25),
+    };
+    if page.first > page.last {
+        return None;
+    }
     out.clear();
+    let mut below = None;
     for e in entries.chunks_exact(ADVERT_ENTRY) {
         let member = Member {
             node: u64::from_be_bytes(e[..8].try_into().ok()?),
             epoch: u32::from_be_bytes(e[8..12].try_into().ok()?),
         };
-        if !member.advertisable() {
+        let in_order = below.is_none_or(|b| member.node > b);
+        let in_range = (page.first..=page.last).contains(&member.node);
+        if !member.advertisable() || !in_order || !in_range {
             return None;
         }
+        below = Some(member.node);
         out.push(Heard {
             member,
             hops: e[12],
             reach: e[13],
         });
     }
-    Some((
-        u64::from_be_bytes(head[..8].try_into().ok()?),
-        u64::from_be_bytes(head[8..16].try_into().ok()?),
-    ))
+    Some(page)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn entry(node: u64, hops: u8) -> Heard {
+        Heard {
+            member: Member { node, epoch: 1 },
+            hops,
+            reach: hops,
+        }
+    }
+
     #[test]
     fn advert_round_trips_and_refuses_trailing_bytes() {
         let mut p = [0u8; 100];
-        let entries = [
-            Heard {
-                member: Member { node: 7, epoch: 3 },
-                hops: 0,
-                reach: 0,
-            },
-            Heard {
-                member: Member { node: 9, epoch: 1 },
-                hops: 16,
-                reach: 2,
-            },
-        ];
-        assert_eq!(encode_advert(&mut p, (4, 5), entries.iter().copied()), 2);
+        let entries = [entry(7, 0), entry(9, 64)];
+        let written = encode_advert(&mut p, (4, 5), 0, entries.iter().copied());
+        assert_eq!(written, (2, None));
         let mut out = Vec::new();
-        assert_eq!(decode_advert(&p, &mut out), Some((4, 5)));
+        let page = Page {
+            view: (4, 5),
+            first: 0,
+            last: u64::MAX,
+        };
+        assert_eq!(decode_advert(&p, &mut out), Some(page));
         assert_eq!(out, entries);
         p[99] = 1;
         assert_eq!(decode_advert(&p, &mut out), None);
+    }
+
+    /// Pages cover the node ids end to end: each ends just below the
+    /// next one's first entry, the last at the top of the range.
+    #[test]
+    fn a_vector_too_long_for_one_page_goes_in_pages_that_cover_every_id() {
+        let entries: Vec<Heard> = (1..=10).map(|n| entry(n * 10, 1)).collect();
+        let mut p = [0u8; ADVERT_HEAD + 4 * ADVERT_ENTRY];
+        let (mut first, mut pages, mut out) = (0, Vec::new(), Vec::new());
+        loop {
+            p.fill(0);
+            let from = entries.iter().copied().filter(|h| h.member.node >= first);
+            let (n, next) = encode_advert(&mut p, (1, 2), first, from);
+            let page = decode_advert(&p, &mut out).expect("decodes");
+            assert_eq!(out.len(), n);
+            pages.push((page.first, page.last, out.len()));
+            match next {
+                Some(node) => first = node,
+                None => break,
+            }
+        }
+        assert_eq!(pages, [(0, 49, 4), (50, 89, 4), (90, u64::MAX, 2)]);
+    }
+
+    #[test]
+    fn advert_pages_refuse_entries_out_of_order_or_out_of_range() {
+        let mut out = Vec::new();
+        let mut p = [0u8; 100];
+        encode_advert(&mut p, (1, 1), 0, [entry(9, 1), entry(7, 1)].into_iter());
+        assert_eq!(decode_advert(&p, &mut out), None, "descending");
+        let mut p = [0u8; 100];
+        encode_advert(&mut p, (1, 1), 8, [entry(7, 1)].into_iter());
+        assert_eq!(decode_advert(&p, &mut out), None, "below the range");
+        let mut p = [0u8; 100];
+        encode_advert(&mut p, (1, 1), 8, [entry(9, 1)].into_iter());
+        p[25..33].copy_from_slice(&5u64.to_be_bytes());
+        assert_eq!(
+            decode_advert(&p, &mut out),
+            None,
+            "a range ending before it starts"
+        );
     }
 
     #[test]

@@ -70,7 +70,8 @@ impl FabricConfig {
             },
             advert_rounds: 4,
             relay_queue: 64,
-            max_hops: 15,
+            // As far as a route can reach.
+            max_hops: routes::NO_ROUTE - 1,
         }
     }
 
@@ -154,9 +155,15 @@ struct Relay {
 struct Port {
     up: bool,
     usable: bool,
+    /// The node at the other end (0 before its HELLO).
+    peer: u64,
     peer_epoch: u32,
     relays: VecDeque<Relay>,
+    /// Another whole advert is wanted (its pages go after the pages of
+    /// the one under way, if any).
     advert_due: bool,
+    /// The first node id of the next page of the advert under way.
+    advert_page: Option<u64>,
     /// The fabric's frames and the link's own take turns on the link.
     fabric_next: bool,
     last_advert_round: u64,
@@ -168,6 +175,8 @@ struct Port {
 pub(crate) struct Path {
     pub peer: u64,
     pub link: Link,
+    /// The link its last frame went out on.
+    via: Option<LinkId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -192,7 +201,9 @@ impl Fabric {
             cfg,
             routes: Routes::new(me),
             ports: Vec::new(),
-            paths: Vec::with_capacity(MAX_NODES),
+            // Grown as paths open (rarely, and never on a frame's way): a
+            // path holds a link, over a kilobyte, and most nodes need few.
+            paths: Vec::new(),
             next_path: 0,
             heard: Unhashed(Vec::with_capacity(MAX_NODES)),
             scratch: Unhashed(Box::new([0; MAX_FRAME])),
@@ -209,9 +220,11 @@ impl Fabric {
         self.ports.push(Port {
             up: false,
             usable: false,
+            peer: 0,
             peer_epoch: 0,
             relays: VecDeque::with_capacity(self.cfg.relay_queue),
             advert_due: false,
+            advert_page: None,
             fabric_next: true,
             last_advert_round: 0,
             last_resolve_round: 0,
@@ -245,7 +258,8 @@ impl Fabric {
         let id = PATH_BASE + self.paths.len() as LinkId;
         self.paths.push(Path {
             peer: node,
-            link: Link::new(id, self.cfg.path),
+            link: Link::with_verbs(id, self.cfg.path, 0),
+            via: None,
         });
         self.stats.paths_opened += 1;
         Some(self.paths.len() - 1)
@@ -267,16 +281,21 @@ impl Fabric {
         Some(i)
     }
 
-    /// The routes changed: every link tells its neighbour, and every node
-    /// now reachable gets a path, brought up before any verb needs it, so
-    /// that failing over to it costs no bring-up.
+    /// The routes changed: every link tells its neighbour, and every
+    /// neighbour now reachable another way gets a path, brought up before
+    /// any verb needs it, so that failing over to it costs no bring-up.
+    /// Paths to other nodes open when a verb first needs one: a path keeps
+    /// itself alive, so opening one to every node would cost frames in the
+    /// square of the fabric's size.
     fn routes_changed(&mut self) {
         for p in &mut self.ports {
             p.advert_due = true;
         }
-        for i in 0..self.routes.table().len() {
-            let node = self.routes.table()[i].member.node;
-            let _ = self.path_to(node);
+        for i in 0..self.ports.len() {
+            let peer = self.ports[i].peer;
+            if peer != 0 && self.routes.route(peer).is_some() {
+                let _ = self.path_to(peer);
+            }
         }
     }
 
@@ -294,13 +313,14 @@ impl Fabric {
     ) {
         match transition {
             Transition::Advert => {
-                let Some(view) = envelope::decode_advert(payload, &mut self.heard) else {
+                let Some(page) = envelope::decode_advert(payload, &mut self.heard) else {
                     self.stats.malformed += 1;
                     return;
                 };
                 self.stats.adverts_received += 1;
-                if self.routes.heard(link, view, &self.heard) {
+                if self.routes.heard(link, &page, &self.heard) {
                     self.routes_changed();
+                    self.follow_unusable(links, sh);
                 }
             }
             Transition::Forward => {
@@ -444,10 +464,13 @@ impl Fabric {
             return None;
         }
         let port = &mut self.ports[usize::from(link)];
-        if port.advert_due {
+        if port.advert_page.is_none() && port.advert_due {
             port.advert_due = false;
+            port.advert_page = Some(0);
             port.last_advert_round = l.round();
-            return self.send_advert(link, l, now, buf, sh.epoch);
+        }
+        if let Some(first) = port.advert_page {
+            return self.send_advert(link, first, l, now, buf, sh.epoch);
         }
         while let Some(relay) = self.ports[usize::from(link)].relays.pop_front() {
             let len = usize::from(relay.len);
@@ -468,26 +491,37 @@ impl Fabric {
         self.poll_paths(link, l, now, buf, sh)
     }
 
+    /// The page of `link`'s advert that starts at node id `first`, in the
+    /// smallest class that holds the entries it carries.
     fn send_advert(
         &mut self,
         link: LinkId,
+        first: u64,
         l: &mut Link,
         now: Nanos,
         buf: &mut [u8],
         epoch: u32,
     ) -> Option<usize> {
-        // The smallest class that holds the entries this advert carries.
-        let entries = self.routes.advert(link).count();
-        let class = wire::class_for_payload(envelope::advert_len(entries), l.class_to_peer())
-            .unwrap_or(l.class_to_peer());
-        let view = (self.routes.view().number, self.routes.view().digest());
+        let largest = l.class_to_peer();
+        let room = envelope::advert_room(wire::payload_capacity(largest));
+        let port = &mut self.ports[usize::from(link)];
+        if room == 0 {
+            // Frames too small for an entry: a peer that runs no fabric.
+            port.advert_page = None;
+            return None;
+        }
+        let entries = self.routes.advert(link, first).take(room).count();
+        let class =
+            wire::class_for_payload(envelope::advert_len(entries), largest).unwrap_or(largest);
+        let view = self.routes.view_id();
         let routes = &self.routes;
+        let mut next = None;
+        let len = l.send_fabric(epoch, now, buf, Transition::Advert, class, |p| {
+            next = envelope::encode_advert(p, view, first, routes.advert(link, first)).1;
+        });
+        port.advert_page = next;
         self.stats.adverts_sent += 1;
-        Some(
-            l.send_fabric(epoch, now, buf, Transition::Advert, class, |p| {
-                envelope::encode_advert(p, view, routes.advert(link));
-            }),
-        )
+        Some(len)
     }
 
     /// A frame of a path whose route goes out through `link`, wrapped in a
@@ -513,6 +547,7 @@ impl Fabric {
                 continue;
             };
             self.next_path = (i + 1) % n;
+            self.paths[i].via = Some(link);
             let total = envelope::FORWARD_HEAD + len;
             let Some(class) = wire::class_for_payload(total, l.class_to_peer()) else {
                 self.stats.dropped_too_large += 1;
@@ -560,6 +595,21 @@ impl Fabric {
         self.resolve_doubts(link, &mut links[usize::from(link)], sh.epoch);
     }
 
+    /// A route may now lead to the peer of a link that is not usable: its
+    /// queued verbs move and its doubts are resolved at once, not at the
+    /// link's next round.
+    fn follow_unusable<O: Observer, M: Store>(
+        &mut self,
+        links: &mut [Link],
+        sh: &mut Shared<'_, O, M>,
+    ) {
+        for i in 0..links.len() {
+            if !links[i].is_usable() {
+                self.follow(i as LinkId, links, sh);
+            }
+        }
+    }
+
     /// Routes come and go with the link's state; a restarted neighbour's
     /// old vector goes (it speaks anew); a usable link advertises every
     /// `advert_rounds` of its rounds.
@@ -567,6 +617,7 @@ impl Fabric {
         let (up, usable) = (l.is_up(), l.is_usable());
         let port = &mut self.ports[usize::from(link)];
         let restarted = l.peer_epoch() != port.peer_epoch;
+        port.peer = l.peer_id();
         port.peer_epoch = l.peer_epoch();
         if (up, usable) == (port.up, port.usable) && !restarted {
             if usable && l.round() >= port.last_advert_round + self.cfg.advert_rounds {
@@ -577,6 +628,7 @@ impl Fabric {
         port.up = up;
         port.usable = usable;
         port.advert_due = usable;
+        port.advert_page = None;
         if !usable {
             self.stats.dropped_link_lost += port.relays.len() as u64;
             port.relays.clear();
@@ -588,6 +640,20 @@ impl Fabric {
         changed |= self.routes.set_state(link, up, usable);
         if changed {
             self.routes_changed();
+        }
+        if !usable {
+            self.reroute_paths(link);
+        }
+    }
+
+    /// `link` stopped being usable: the paths routed through it lost what
+    /// they sent that way, and send it again (F1).
+    fn reroute_paths(&mut self, link: LinkId) {
+        for p in &mut self.paths {
+            if p.via == Some(link) {
+                p.via = None;
+                p.link.route_lost();
+            }
         }
     }
 

@@ -19,10 +19,10 @@
 use crate::LinkId;
 
 /// Most nodes a fabric holds (routes, paths, members).
-pub const MAX_NODES: usize = 64;
+pub const MAX_NODES: usize = 256;
 /// The hop count that means "no route" (RIP's infinity): it bounds how long
-/// a stale route can circle a loop.
-pub const NO_ROUTE: u8 = 16;
+/// a stale route can circle a loop, and the fabric's diameter (63 hops).
+pub const NO_ROUTE: u8 = 64;
 
 /// One incarnation of a node: a restart is a new member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -49,6 +49,18 @@ pub struct Heard {
     pub hops: u8,
     /// Hops over links that are up ([`NO_ROUTE`]: none).
     pub reach: u8,
+}
+
+/// A page of a neighbour's advert (PROTOCOL.md A1), besides its entries:
+/// the neighbour's view, and the node ids the page covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Page {
+    /// The sender's view number and digest.
+    pub view: (u64, u64),
+    /// The node ids the page covers, both ends included: its entries are
+    /// the sender's whole vector over that range.
+    pub first: u64,
+    pub last: u64,
 }
 
 /// How this node reaches another: the first link and the hops to it.
@@ -111,19 +123,24 @@ pub struct Routes {
     /// Over links that are up, likewise: the other members.
     reach: Vec<Route>,
     view: View,
+    /// `view.digest()`, kept as the members change: every ADVERT page
+    /// carries it.
+    digest: u64,
 }
 
 impl Routes {
     pub fn new(me: Member) -> Routes {
+        let view = View {
+            number: 1,
+            members: vec![me],
+        };
         Routes {
             me,
             neighbours: Vec::new(),
             table: Vec::with_capacity(MAX_NODES),
             reach: Vec::with_capacity(MAX_NODES),
-            view: View {
-                number: 1,
-                members: vec![me],
-            },
+            digest: view.digest(),
+            view,
         }
     }
 
@@ -139,9 +156,14 @@ impl Routes {
         &self.view
     }
 
+    /// The view's number and digest, as ADVERTs carry them.
+    pub fn view_id(&self) -> (u64, u64) {
+        (self.view.number, self.digest)
+    }
+
     /// Every usable neighbour advertises the view this node holds.
     pub fn agreed(&self) -> bool {
-        let mine = (self.view.number, self.view.digest());
+        let mine = self.view_id();
         self.neighbours
             .iter()
             .filter(|n| n.usable)
@@ -186,16 +208,25 @@ impl Routes {
         self.recompute()
     }
 
-    /// A neighbour's advert on `link`: its whole vector and its view. True
-    /// if anything to advertise changed.
-    pub fn heard(&mut self, link: LinkId, view: (u64, u64), vector: &[Heard]) -> bool {
+    /// A page of a neighbour's advert on `link`: its whole vector over the
+    /// page's range of node ids, and its view. True if anything to
+    /// advertise changed.
+    ///
+    /// The page replaces every entry of the range, whatever the copy held
+    /// (in any order, after a fault): the pages of one advert cover every
+    /// node id, so one whole advert leaves nothing of the copy before it.
+    pub fn heard(&mut self, link: LinkId, page: &Page, entries: &[Heard]) -> bool {
         let n = self.neighbour(link);
         if !n.up {
             return false;
         }
+        let view = page.view;
         n.view = view;
-        n.vector.clear();
-        n.vector.extend(vector.iter().take(MAX_NODES).copied());
+        let range = page.first..=page.last;
+        n.vector.retain(|h| !range.contains(&h.member.node));
+        let room = MAX_NODES.saturating_sub(n.vector.len());
+        n.vector.extend(entries.iter().take(room).copied());
+        n.vector.sort_unstable_by_key(|h| h.member.node);
         // A larger number is taken, and passed on.
         let adopted = view.0 > self.view.number;
         if adopted {
@@ -204,27 +235,36 @@ impl Routes {
         self.recompute() || adopted
     }
 
-    /// The entries to advertise on `link`: this node at 0 hops, then every
-    /// node reached, each distance that goes out through `link` itself
-    /// poisoned (split horizon with poisoned reverse: a neighbour never
-    /// learns a way back through itself).
-    pub fn advert(&self, link: LinkId) -> impl Iterator<Item = Heard> + '_ {
+    /// The entries to advertise on `link` from node id `first` on, in
+    /// ascending node id: this node at 0 hops and every node reached, each
+    /// distance that goes out through `link` itself poisoned (split
+    /// horizon with poisoned reverse: a neighbour never learns a way back
+    /// through itself).
+    pub fn advert(&self, link: LinkId, first: u64) -> impl Iterator<Item = Heard> + '_ {
         let hops = move |table: &[Route], node: u64| match table
             .binary_search_by_key(&node, |r| r.member.node)
         {
             Ok(i) if table[i].via != link => table[i].hops,
             _ => NO_ROUTE,
         };
-        core::iter::once(Heard {
-            member: self.me,
-            hops: 0,
-            reach: 0,
-        })
-        .chain(self.reach.iter().map(move |r| Heard {
+        let entry = move |r: &Route| Heard {
             member: r.member,
             hops: hops(&self.table, r.member.node),
             reach: hops(&self.reach, r.member.node),
-        }))
+        };
+        let me = self.me.node;
+        let split = self.reach.partition_point(|r| r.member.node < me);
+        let (below, above) = self.reach.split_at(split);
+        below
+            .iter()
+            .map(entry)
+            .chain(core::iter::once(Heard {
+                member: self.me,
+                hops: 0,
+                reach: 0,
+            }))
+            .chain(above.iter().map(entry))
+            .filter(move |h| h.member.node >= first)
     }
 
     /// Rebuilds both tables from the neighbours' vectors and renumbers the
@@ -253,6 +293,7 @@ impl Routes {
         if members != self.view.members {
             self.view.members = members;
             self.view.number = self.view.number.saturating_add(1);
+            self.digest = self.view.digest();
             changed = true;
         }
         changed
@@ -323,6 +364,15 @@ fn offer(table: &mut Vec<Route>, member: Member, hops: u8, via: LinkId) {
 mod tests {
     use super::*;
 
+    /// A page covering every node id: a whole advert.
+    fn whole(view: (u64, u64)) -> Page {
+        Page {
+            view,
+            first: 0,
+            last: u64::MAX,
+        }
+    }
+
     fn m(node: u64) -> Member {
         Member { node, epoch: 1 }
     }
@@ -341,11 +391,11 @@ mod tests {
         let mut r = Routes::new(m(1));
         r.set_state(0, true, true);
         r.set_state(1, true, true);
-        r.heard(0, (1, 0), &[h(m(2), 0), h(m(3), 2)]);
-        r.heard(1, (1, 0), &[h(m(3), 0)]);
+        r.heard(0, &whole((1, 0)), &[h(m(2), 0), h(m(3), 2)]);
+        r.heard(1, &whole((1, 0)), &[h(m(3), 0)]);
         assert_eq!(r.route(3).map(|x| (x.via, x.hops)), Some((1, 1)));
         assert_eq!(r.route(2).map(|x| (x.via, x.hops)), Some((0, 1)));
-        let on1: Vec<_> = r.advert(1).collect();
+        let on1: Vec<_> = r.advert(1, 0).collect();
         assert!(on1.contains(&h(m(3), NO_ROUTE)), "{on1:?}");
         assert!(on1.contains(&h(m(2), 1)), "{on1:?}");
         assert_eq!(r.view().members, vec![m(1), m(2), m(3)]);
@@ -355,7 +405,7 @@ mod tests {
     fn a_suspected_link_loses_its_routes_and_a_dead_one_its_members() {
         let mut r = Routes::new(m(1));
         r.set_state(0, true, true);
-        r.heard(0, (1, 0), &[h(m(2), 0), h(m(3), 1)]);
+        r.heard(0, &whole((1, 0)), &[h(m(2), 0), h(m(3), 1)]);
         let n = r.view().number;
         // Suspected: the routes go, the members stay, and the advert says
         // so: reached, but no route.
@@ -363,7 +413,7 @@ mod tests {
         assert!(r.route(2).is_none());
         assert_eq!(r.view().members, vec![m(1), m(2), m(3)]);
         assert_eq!(r.view().number, n);
-        let out: Vec<_> = r.advert(1).collect();
+        let out: Vec<_> = r.advert(1, 0).collect();
         assert!(
             out.contains(&Heard {
                 member: m(3),
@@ -383,9 +433,9 @@ mod tests {
         let mut r = Routes::new(m(1));
         r.set_state(0, true, true);
         r.set_state(1, true, true);
-        r.heard(0, (1, 0), &[h(m(2), 0)]);
+        r.heard(0, &whole((1, 0)), &[h(m(2), 0)]);
         let newer = Member { node: 2, epoch: 2 };
-        r.heard(1, (1, 0), &[h(newer, 3)]);
+        r.heard(1, &whole((1, 0)), &[h(newer, 3)]);
         assert_eq!(r.route(2).map(|x| (x.member, x.via)), Some((newer, 1)));
         assert_eq!(r.view().members, vec![m(1), newer]);
     }
@@ -417,9 +467,11 @@ mod tests {
             for l in 0..3 {
                 let mut p = [0u8; payload_capacity(MAX_CLASS)];
                 let view = (r.view().number, r.view().digest());
-                let n = encode_advert(&mut p, view, r.advert(l));
+                let (n, next) = encode_advert(&mut p, view, 0, r.advert(l, 0));
+                assert_eq!(next, None, "seed {seed}: one page holds it");
                 let mut out = Vec::new();
-                assert_eq!(decode_advert(&p, &mut out), Some(view), "seed {seed}");
+                let page = decode_advert(&p, &mut out).map(|page| page.view);
+                assert_eq!(page, Some(view), "seed {seed}");
                 assert_eq!(out.len(), n, "seed {seed}");
             }
         }
@@ -434,7 +486,7 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             x >> 11
         });
-        r.heard(0, (5000, 0), &[h(m(2), 0)]);
+        r.heard(0, &whole((5000, 0)), &[h(m(2), 0)]);
         assert_eq!(r.table().len(), 1);
         assert_eq!(r.view().members, vec![m(1), m(2)]);
         assert!(r.view().number >= 5000);

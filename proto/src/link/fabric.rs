@@ -27,6 +27,7 @@ impl Link {
         };
         let len = wire::compose(buf, &ctx, (epoch, self.peer_epoch), fill);
         self.seal_and_count(&mut buf[..len], Sent::Answer, now);
+        self.unheard_fabric_at = now.max(1);
         len
     }
 
@@ -48,6 +49,21 @@ impl Link {
         self.dead_epoch = self.peer_epoch;
         self.peer_epoch = 0;
         self.hello_due = true;
+    }
+
+    /// This path's route went out on a link that stopped being usable: the
+    /// frames it sent that way are most likely gone. Every transfer not
+    /// settled is given up on now, as patience would later (a REQUEST
+    /// reversed, a decision sent again), over the route of the moment.
+    /// Safe whatever actually arrived: giving up is the initiator's own
+    /// decision, and the peer answers a repeated one again.
+    pub fn route_lost(&mut self) {
+        debug_assert!(!self.cfg.ordered, "paths are unordered");
+        for s in 0..self.active_slots() {
+            if self.give_up_on(s) {
+                self.stats.lost_with_route += 1;
+            }
+        }
     }
 
     /// Calls `f` with the decision owed for every transfer this end has

@@ -148,6 +148,9 @@ pub struct LinkStats {
     pub lost_by_order: u64,
     /// Frames given up on after `echo_patience_rounds` (unordered links).
     pub lost_by_patience: u64,
+    /// Frames of a path given up on at once because the link its route
+    /// went out on stopped being usable (they went into that link).
+    pub lost_with_route: u64,
     /// Gaps in the peer's order numbers: frames of the peer's that never
     /// arrived here, seen when a later one did.
     pub gaps_seen: u64,
@@ -185,7 +188,7 @@ impl LinkStats {
     /// Every counter by its stable name: what the dataplane reports, the
     /// metrics endpoint exports and the test vectors check (malformed
     /// frames by reason are in [`LinkStats::malformed`]).
-    pub fn named(&self) -> [(&'static str, u64); 33] {
+    pub fn named(&self) -> [(&'static str, u64); 34] {
         [
             ("rx_frames", self.rx_frames),
             ("tx_frames", self.tx_frames),
@@ -199,6 +202,7 @@ impl LinkStats {
             ("echo_missing", self.echo_missing),
             ("lost_by_order", self.lost_by_order),
             ("lost_by_patience", self.lost_by_patience),
+            ("lost_with_route", self.lost_with_route),
             ("gaps_seen", self.gaps_seen),
             ("probes_sent", self.probes_sent),
             ("late_tocks", self.late_tocks),
@@ -384,6 +388,11 @@ pub(crate) struct Link {
     owed: Unhashed<u16>,
     /// When the newest frame owed an answer was sent: the probe's clock.
     last_owed_at: Nanos,
+    /// When the newest fabric frame went out with nothing heard since (0:
+    /// none): relayed traffic owes no answer, but a link that carries it
+    /// into silence is probed as if it did (O3), so a relay finds a dead
+    /// link in round trips, not in silent rounds.
+    unheard_fabric_at: Nanos,
     /// Probes sent since the peer was last heard (for suspicion).
     unanswered_probes: u32,
     /// Probes sent since a TICK of this end's was last answered: each
@@ -425,7 +434,16 @@ pub(crate) struct Link {
 }
 
 impl Link {
+    /// A link with room for its whole submission queue made up front: no
+    /// verb it takes ever allocates.
     pub fn new(index: u16, cfg: LinkConfig) -> Link {
+        Link::with_verbs(index, cfg, cfg.submit_queue)
+    }
+
+    /// A link with room made for `verbs` queued verbs (each about a
+    /// kilobyte: a verb holds its block); the store grows, doubling, past
+    /// that up to `submit_queue`. Paths, many and mostly idle, start empty.
+    pub fn with_verbs(index: u16, cfg: LinkConfig, verbs: usize) -> Link {
         let slots = usize::from(cfg.slots);
         Link {
             index,
@@ -466,6 +484,7 @@ impl Link {
             awaiting: Unhashed(VecDeque::with_capacity(2 * slots + 2)),
             owed: Unhashed(0),
             last_owed_at: 0,
+            unheard_fabric_at: 0,
             unanswered_probes: 0,
             probe_backoff: 0,
             recent_ticks: Default::default(),
@@ -476,8 +495,8 @@ impl Link {
             idle: Vec::with_capacity(slots),
             commit_candidates: Vec::with_capacity(2 * slots),
             credits_in_use: 0,
-            verbs: Vec::with_capacity(cfg.submit_queue + slots),
-            free_verbs: Vec::with_capacity(cfg.submit_queue + slots),
+            verbs: Vec::with_capacity(verbs.min(cfg.submit_queue) + slots),
+            free_verbs: Vec::with_capacity(verbs.min(cfg.submit_queue) + slots),
             ready: VecDeque::with_capacity(cfg.submit_queue),
             backoff: VecDeque::with_capacity(cfg.submit_queue),
             after_commits: VecDeque::with_capacity(cfg.submit_queue),

@@ -137,6 +137,7 @@ impl Link {
         self.awaiting.clear();
         *self.owed = 0;
         self.last_owed_at = 0;
+        self.unheard_fabric_at = 0;
         self.unanswered_probes = 0;
         self.probe_backoff = 0;
         self.probe_due = false;

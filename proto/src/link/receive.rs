@@ -49,6 +49,7 @@ impl Link {
         self.unanswered_probes = 0;
         self.peer_lost_us = false;
         self.last_heard_at = now;
+        self.unheard_fabric_at = 0;
         self.quiet_for_a_round = false;
         if !self.is_up() {
             // Only an end that is up sends anything but HELLO, so this frame

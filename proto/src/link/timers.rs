@@ -8,11 +8,20 @@ impl Link {
         let round_end = self.round_started.saturating_add(self.round_len());
         if !self.is_up() {
             round_end.min(self.next_hello)
-        } else if let Some(probe) = self.probe_at() {
-            round_end.min(probe)
         } else {
+            let probe = self.probe_at().unwrap_or(Nanos::MAX);
             round_end
+                .min(probe)
+                .min(self.suspect_at().unwrap_or(Nanos::MAX))
         }
+    }
+
+    /// When the probes left unanswered make the link suspected: the moment
+    /// it has been quiet for a minimum round, so the fabric moves its
+    /// traffic then, not at the end of the round.
+    fn suspect_at(&self) -> Option<Nanos> {
+        (self.unanswered_probes >= SUSPECT_AFTER_PROBES && !self.quiet_for_a_round)
+            .then(|| self.last_heard_at.saturating_add(self.cfg.min_round))
     }
 
     /// When to send a tick that makes the peer answer with its `seen`, if a
@@ -24,16 +33,23 @@ impl Link {
     /// waits twice as long after each probe the peer left unanswered (a
     /// TOCK, even a late one, says which were answered).
     pub(super) fn probe_at(&self) -> Option<Nanos> {
-        if !self.cfg.ordered || *self.owed == 0 {
+        if !self.cfg.ordered {
             return None;
         }
+        let since = if *self.owed > 0 {
+            self.last_owed_at
+        } else if self.unheard_fabric_at > 0 {
+            self.unheard_fabric_at
+        } else {
+            return None;
+        };
         let delay = self
             .srtt
             .saturating_add(2 * self.rttvar)
             .max(self.srtt + self.srtt / 4)
             .saturating_mul(1 << self.probe_backoff.min(6))
             .min(self.round_len());
-        Some(self.last_owed_at.saturating_add(delay))
+        Some(since.saturating_add(delay))
     }
 
     pub fn handle_timeout<O: Observer, M: Store>(&mut self, now: Nanos, sh: &mut Shared<'_, O, M>) {
@@ -50,8 +66,12 @@ impl Link {
                 self.give_up_bring_up(sh);
             }
         }
-        if self.is_up() && self.probe_at().is_some_and(|at| now >= at) {
+        if self.is_up() && !self.probe_due && self.probe_at().is_some_and(|at| now >= at) {
+            // Counted when decided, not when sent: suspicion (and the
+            // fabric's failover, which follows this call) need not wait
+            // for the link's next transmit opportunity.
             self.probe_due = true;
+            self.unanswered_probes += 1;
         }
         if now >= self.round_started.saturating_add(self.round_len()) {
             // One round per call: a stalled caller must not count its own

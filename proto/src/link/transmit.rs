@@ -91,7 +91,7 @@ impl Link {
                 return Some(sent);
             }
         }
-        self.probe_due &= *self.owed > 0;
+        self.probe_due &= *self.owed > 0 || self.unheard_fabric_at > 0;
         if self.tick_due || self.probe_due || self.gap_notice_due {
             return Some((self.build_tick(now, buf, sh), Sent::Owed(Exchange::Tick)));
         }
@@ -159,7 +159,6 @@ impl Link {
         let probe = self.probe_due;
         if probe {
             self.stats.probes_sent += 1;
-            self.unanswered_probes += 1;
             self.probe_backoff += 1;
         }
         self.tick_due = false;

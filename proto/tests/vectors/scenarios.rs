@@ -9,7 +9,7 @@ use oae_proto::wire::{self, Knowledge, Malformed, SLICE, Transition};
 use oae_proto::{Member, RegionRef, View};
 
 use super::iut::Setup;
-use super::script::{Script, SlotFrame};
+use super::script::{PEER_ID, Script, SlotFrame};
 use super::text::{READ_ONLY, REGION};
 
 pub fn all() -> Vec<(String, String)> {
@@ -46,6 +46,7 @@ pub fn all() -> Vec<(String, String)> {
         words_locked,
         malformed_checking_order,
         resync_hellos,
+        advert_pages,
     ]
     .into_iter()
     .map(|make| make().finish())
@@ -1073,7 +1074,7 @@ fn advert_class() -> Script {
         "29-advert-class",
         "a node running the fabric advertises when its link comes up and when what it hears \
          changes, each ADVERT in the smallest class that holds its entries",
-        "F2",
+        "A1",
         Setup {
             fabric: true,
             ..Setup::DEFAULT
@@ -1082,40 +1083,99 @@ fn advert_class() -> Script {
     );
     s.drain();
     s.hello(Knowledge::KnowYou, true);
-    s.note("up: the IUT's ADVERT names itself alone: 17 + 14 = 31 bytes, class 0");
-    let sent = s.drain();
-    let advert = sent
-        .iter()
+    s.note("up: the IUT's ADVERT names itself alone: 33 + 14 = 47 bytes, class 1");
+    let advert = last_advert(&s.drain());
+    assert_eq!(advert.len(), 128, "class 1");
+    s.note("the peer's ADVERT: itself at 0 hops and three neighbours of its at 1");
+    let members = [PEER_ID, 0x21, 0x22, 0x23];
+    let bytes = peer_advert(&mut s, &members, 1, 0);
+    s.recv(&bytes);
+    s.note("the IUT now names five nodes: 33 + 5 x 14 = 103 bytes, class 2");
+    let advert = last_advert(&s.drain());
+    assert_eq!(advert.len(), 256, "class 2");
+    s
+}
+
+/// The last ADVERT among `sent`.
+fn last_advert(sent: &[Vec<u8>]) -> Vec<u8> {
+    sent.iter()
+        .rev()
         .find(|f| f[2] == 3 && f[3] == 1)
-        .expect("an ADVERT");
-    assert_eq!(advert.len(), 64, "class 0");
-    s.note("the peer's ADVERT: view 1 of itself alone, itself at 0 hops");
-    let peer = Member {
-        node: super::script::PEER_ID,
-        epoch: 7,
-    };
+        .expect("an ADVERT")
+        .clone()
+}
+
+/// The page of the peer's ADVERT from node id `first` in class `class`:
+/// as many of `members` (the peer at 0 hops, any other node at 1) as it
+/// holds, under the view of all of them.
+fn peer_advert(s: &mut Script, members: &[u64], class: u8, first: u64) -> Vec<u8> {
+    let member = |node| Member { node, epoch: 7 };
+    let mut all: Vec<Member> = members.iter().map(|&n| member(n)).collect();
+    all.sort();
     let view = View {
         number: 1,
-        members: vec![peer],
+        members: all.clone(),
     };
-    let ctx = s.context(Transition::Advert, 0, 0);
-    let bytes = s.frame_bytes(ctx, |p| {
-        let me = Heard {
-            member: peer,
-            hops: 0,
-            reach: 0,
-        };
-        envelope::encode_advert(p, (view.number, view.digest()), core::iter::once(me));
+    let from = all.into_iter().map(|m| m.node).filter(move |&n| n >= first);
+    let heard = from.map(move |node| {
+        let hops = u8::from(node != PEER_ID);
+        Heard {
+            member: member(node),
+            hops,
+            reach: hops,
+        }
     });
-    s.recv(&bytes);
-    s.note("the IUT now names the peer too: 17 + 2 x 14 = 45 bytes, class 1");
-    let sent = s.drain();
-    let advert = sent
-        .iter()
-        .find(|f| f[2] == 3 && f[3] == 1)
-        .expect("an ADVERT");
-    assert_eq!(advert.len(), 128, "class 1");
+    let ctx = s.context(Transition::Advert, class, 0);
+    s.frame_bytes(ctx, |p| {
+        envelope::encode_advert(p, (view.number, view.digest()), first, heard);
+    })
+}
+
+fn advert_pages() -> Script {
+    let mut s = Script::new(
+        "34-advert-pages",
+        "a vector longer than one frame holds goes in pages, each covering a range of node ids \
+         and replacing the receiver's copy over that range",
+        "A1",
+        Setup {
+            fabric: true,
+            max_class: 1,
+            ..Setup::DEFAULT
+        },
+        7,
+    );
+    s.drain();
+    s.hello(Knowledge::KnowYou, true);
+    s.drain();
+    s.note("the peer's ADVERT of six nodes, in two pages of class 1 (at most 4 entries each)");
+    let members = [0x05, PEER_ID, 0x21, 0x22, 0x23, 0x24];
+    let first = peer_advert(&mut s, &members, 1, 0);
+    s.recv(&first);
+    let second = peer_advert(&mut s, &members, 1, 0x23);
+    s.recv(&second);
+    s.note("the IUT names seven (itself, 0x0A, among them): a page of 4 up to 0x21, then 3");
+    assert_eq!(last_pages(&s.drain()), [(4, 0, 0x21), (3, 0x22, u64::MAX)]);
+    s.note("the peer's first page again, without 0x05: the IUT forgets it, and only it");
+    let without = [PEER_ID, 0x21, 0x22, 0x23, 0x24];
+    let again = peer_advert(&mut s, &without, 1, 0);
+    s.recv(&again);
+    assert_eq!(last_pages(&s.drain()), [(4, 0, 0x22), (2, 0x23, u64::MAX)]);
     s
+}
+
+/// The entry count and range of the last two ADVERT pages among `sent`.
+fn last_pages(sent: &[Vec<u8>]) -> Vec<(u8, u64, u64)> {
+    let mut pages: Vec<(u8, u64, u64)> = sent
+        .iter()
+        .filter(|f| f[2] == 3 && f[3] == 1)
+        .map(|f| {
+            let p = &f[wire::HEADER_LEN..];
+            let at = |i: usize| u64::from_be_bytes(p[i..i + 8].try_into().unwrap());
+            (p[16], at(17), at(25))
+        })
+        .collect();
+    pages.drain(..pages.len().saturating_sub(2));
+    pages
 }
 
 /// The answer the IUT sent last: its transition byte's code and, for a
