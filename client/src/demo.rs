@@ -66,8 +66,10 @@ pub struct FabricDemoReport {
     pub lanes: u32,
     /// The link cut for good a third of the way in, if any.
     pub cut: Option<(usize, usize)>,
-    /// From the cut to the first verb completed between its ends, and the
-    /// round trips of the path that verb took.
+    /// The cut's failover: the longest the verbs between its ends went
+    /// without a completion (from the last on the link to the first over
+    /// another path, by the dataplanes' clocks), and that in round trips
+    /// of the path.
     pub reroute_ms: Option<f64>,
     pub reroute_path_rtts: Option<f64>,
     pub path_srtt_us: Option<f64>,
@@ -77,6 +79,26 @@ pub struct FabricDemoReport {
     pub exact: bool,
     pub views_agree: bool,
     pub view: u64,
+    /// With `--pair-latency`: each ordered pair measured alone before the
+    /// workloads between all pairs, one verb in flight.
+    #[serde(default)]
+    pub pair_latency: Vec<PairLatency>,
+    /// The polling cores' idle policy (`spin`, `yield` or `sleep`).
+    #[serde(default)]
+    pub idle: String,
+}
+
+/// One ordered pair of a fabric measured alone: one lane, every other
+/// workload idle.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PairLatency {
+    pub from: usize,
+    pub to: usize,
+    pub hops: u8,
+    pub verbs: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub ledger_exact: bool,
 }
 
 /// One workload of a fabric demo: node `from` aimed at node `to`.

@@ -341,7 +341,17 @@ pub const FABRIC_LOCAL: u16 = 2;
 /// node id `i + 1`, the regions [`FABRIC_TARGET`] and [`FABRIC_LOCAL`].
 /// `min_round_ns` as the links need it (raise it where polling cores share
 /// CPUs: a descheduled neighbour must not look dead).
-pub fn fabric_node_toml(i: usize, neighbours: &[usize], min_round_ns: u64) -> String {
+pub fn fabric_node_toml(
+    i: usize,
+    neighbours: &[usize],
+    min_round_ns: u64,
+    idle: IdlePolicy,
+) -> String {
+    let idle = match idle {
+        IdlePolicy::Spin => "spin",
+        IdlePolicy::Yield => "yield",
+        IdlePolicy::Sleep => "sleep",
+    };
     let peers: String = neighbours
         .iter()
         .map(|&j| {
@@ -363,6 +373,8 @@ fabric = true
 slots = 32
 credits = 32
 min_round_ns = {min_round_ns}
+[queue.poll]
+idle = "{idle}"
 {peers}
 [[region]]
 id = {target}
@@ -387,7 +399,9 @@ mod tests {
 
     #[test]
     fn a_fabric_node_has_a_port_per_neighbour_and_validates() {
-        let cfg: Config = toml::from_str(&fabric_node_toml(1, &[0, 2], 2_000_000)).unwrap();
+        let text = fabric_node_toml(1, &[0, 2], 2_000_000, IdlePolicy::Sleep);
+        let cfg: Config = toml::from_str(&text).unwrap();
+        assert_eq!(cfg.queues[0].poll.idle, IdlePolicy::Sleep);
         cfg.validate().unwrap();
         let q = &cfg.queues[0];
         assert!(q.fabric);

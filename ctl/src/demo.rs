@@ -84,7 +84,8 @@ pub struct DemoArgs {
     #[arg(long)]
     queues: Option<u32>,
     /// Every queue's idle policy: spin (the default), yield, or sleep on
-    /// the socket until a frame, a request or the next timer.
+    /// the socket until a frame, a request or the next timer. With
+    /// --topology, sleep by default when the nodes outnumber the CPUs.
     #[arg(long, value_enum)]
     idle: Option<IdlePolicy>,
     /// When every queue kicks its transmit ring: adaptive (the default:
@@ -103,6 +104,11 @@ pub struct DemoArgs {
     /// whose loss leaves every node a path).
     #[arg(long)]
     cut: Option<String>,
+    /// With --topology: first measure each ordered pair alone for this
+    /// many seconds, one verb in flight (relayed against neighbours, with
+    /// no other traffic on the shared CPUs).
+    #[arg(long, requires = "topology")]
+    pair_latency: Option<f64>,
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
@@ -263,6 +269,13 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             seconds: args.seconds.unwrap_or(9.0),
             lanes: args.lanes.unwrap_or(4),
             cut,
+            idle: args
+                .idle
+                .unwrap_or_else(|| fabric_demo::default_idle(nodes)),
+            min_round_ns: args
+                .min_round_us
+                .map_or(fabric_demo::MIN_ROUND_NS, |us| us * 1000),
+            pair_latency: Duration::from_secs_f64(args.pair_latency.unwrap_or(0.0).max(0.0)),
             oaed,
             report: args.report.clone(),
         };

@@ -11,19 +11,33 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use oae_client::control::{Client, WorkloadReport, WorkloadSpec};
-use oae_client::demo::{FabricDemoReport, PairReport};
-use oae_client::status::FabricStatus;
+use oae_client::demo::{FabricDemoReport, PairLatency, PairReport};
+use oae_client::status::{FabricStatus, RouteStatus};
 use oae_common::topology::Shape;
+use oae_config::IdlePolicy;
 use oae_config::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
 use oae_pmd::netns::Graph;
 
 use crate::running::Running;
 
 const STEP: Duration = Duration::from_secs(10);
-/// Liveness rounds of at least 10 ms: the polling cores of every node share
-/// this machine's CPUs, and a neighbour descheduled for a few time slices
-/// must not look dead.
-const MIN_ROUND_NS: u64 = 10_000_000;
+/// Liveness rounds of at least 10 ms by default: the polling cores of every
+/// node share this machine's CPUs, and a neighbour descheduled for a few
+/// time slices must not look dead.
+pub const MIN_ROUND_NS: u64 = 10_000_000;
+
+/// Cores sleep on their sockets when the nodes outnumber the CPUs: a
+/// spinning core then holds a CPU its neighbours need, and every frame
+/// waits for a time slice (about 8 ms a hop on two vCPUs, neighbours and
+/// relays alike), while a sleeping one wakes when its frame arrives.
+pub fn default_idle(nodes: usize) -> IdlePolicy {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if nodes > cpus {
+        IdlePolicy::Sleep
+    } else {
+        IdlePolicy::Spin
+    }
+}
 
 /// What the fabric demo was asked to do.
 pub struct FabricDemo {
@@ -34,6 +48,11 @@ pub struct FabricDemo {
     /// Cut this link a third of the way in (none: the first link of the
     /// shape whose loss leaves every node a path).
     pub cut: Option<(usize, usize)>,
+    pub idle: IdlePolicy,
+    pub min_round_ns: u64,
+    /// Before the workloads between all pairs, each ordered pair alone for
+    /// this long, one verb in flight (0: not).
+    pub pair_latency: Duration,
     pub oaed: PathBuf,
     /// Write the report as JSON here too.
     pub report: Option<PathBuf>,
@@ -124,9 +143,14 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         }),
     };
     outln!(
-        "setting up a {}:{n} fabric: {n} namespaces, {} veth pairs ...",
+        "setting up a {}:{n} fabric: {n} namespaces, {} veth pairs, cores that {} when idle ...",
         demo.shape.name(),
-        edges.len()
+        edges.len(),
+        match demo.idle {
+            IdlePolicy::Spin => "spin",
+            IdlePolicy::Yield => "yield",
+            IdlePolicy::Sleep => "sleep",
+        }
     );
     let graph = Graph::create("fabric", n, &edges)
         .map_err(|e| format!("cannot create the namespaces (run as root): {e}"))?;
@@ -134,7 +158,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     for (i, neighbours) in adj.iter().enumerate() {
         let config = running.write_file(
             &format!("n{i}.toml"),
-            &fabric_node_toml(i, neighbours, MIN_ROUND_NS),
+            &fabric_node_toml(i, neighbours, demo.min_round_ns, demo.idle),
         )?;
         let mut cmd = graph.command(i, &demo.oaed.to_string_lossy());
         cmd.arg("--config").arg(&config);
@@ -158,6 +182,13 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let pair_latency = if demo.pair_latency.is_zero() {
+        Vec::new()
+    } else {
+        let measured = pair_latencies(&mut setup, demo, interrupted)?;
+        print_pair_latencies(&measured, demo);
+        measured
+    };
     for i in 0..n {
         for j in (0..n).filter(|&j| j != i) {
             let spec = WorkloadSpec {
@@ -234,19 +265,130 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             })
         },
     )?;
-    let report = gather(&setup, demo, cut, rerouted)?;
+    let mut report = gather(&setup, demo, cut, rerouted)?;
+    report.pair_latency = pair_latency;
     print_table(&report);
     if let Some(path) = &demo.report {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, text)
             .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
     }
-    if report.exact && report.views_agree {
+    let pairs_exact = report.pair_latency.iter().all(|p| p.ledger_exact);
+    if report.exact && pairs_exact && report.views_agree {
         outln!("every ledger exact on both ends; namespaces, XDP programs and dataplanes removed");
         Ok(())
     } else {
         Err("the fabric check FAILED (see above)".into())
     }
+}
+
+/// Each ordered pair alone, one verb in flight for `demo.pair_latency`,
+/// on lanes of their own (after the all-pairs workloads' lanes), each
+/// ledger compared with both ends' memory.
+fn pair_latencies(
+    setup: &mut Setup,
+    demo: &FabricDemo,
+    interrupted: &AtomicBool,
+) -> Result<Vec<PairLatency>, String> {
+    let n = demo.nodes;
+    let mut measured = Vec::new();
+    for i in 0..n {
+        let routes = setup.fabric(i).map(|v| v.routes).unwrap_or_default();
+        for j in (0..n).filter(|&j| j != i) {
+            let spec = WorkloadSpec {
+                node: Some(j as u64 + 1),
+                first_lane: (n * n) as u32 * demo.lanes + (i * n + j) as u32,
+                region: FABRIC_TARGET.0,
+                key: FABRIC_TARGET.1,
+                local_region: FABRIC_LOCAL,
+                lanes: 1,
+                seconds: demo.pair_latency.as_secs_f64(),
+                seed: (n * n + i * n + j) as u64,
+                ..Default::default()
+            };
+            setup.client(i).workload_start(spec)?;
+            wait(
+                setup,
+                Duration::from_secs(60),
+                &format!("node {i}'s verbs to node {j}, alone"),
+                interrupted,
+                |s| s.report(i, j).is_ok_and(|r| !r.running),
+            )?;
+            let r = setup.report(i, j)?;
+            measured.push(PairLatency {
+                from: i,
+                to: j,
+                hops: hops_to(&routes, j),
+                verbs: r.completed,
+                p50_us: r.latency.p50 as f64 / 1e3,
+                p99_us: r.latency.p99 as f64 / 1e3,
+                ledger_exact: ledger_exact(setup, i, j, &r)?,
+            });
+        }
+    }
+    Ok(measured)
+}
+
+/// The median of each pair's p50 by hops, and the relayed pairs' against
+/// the neighbours'.
+fn print_pair_latencies(measured: &[PairLatency], demo: &FabricDemo) {
+    let idle = match demo.idle {
+        IdlePolicy::Spin => "spinning",
+        IdlePolicy::Yield => "yielding",
+        IdlePolicy::Sleep => "sleeping",
+    };
+    outln!(
+        "each pair alone, one verb in flight, {:.1} s each, {idle} cores:",
+        demo.pair_latency.as_secs_f64()
+    );
+    let most = measured.iter().map(|m| m.hops).max().unwrap_or(0);
+    let neighbours = median_p50(measured, 1);
+    for hops in 1..=most {
+        let Some(p50) = median_p50(measured, hops) else {
+            continue;
+        };
+        let pairs = measured.iter().filter(|m| m.hops == hops).count();
+        let versus = match neighbours {
+            Some(one) if hops > 1 => format!(
+                ": {:.2} x the neighbours' (the target: at most {} x)",
+                p50 / one,
+                2 * hops
+            ),
+            _ => String::new(),
+        };
+        outln!("  {hops} hop(s), {pairs} pairs: median p50 {p50:.1} us{versus}");
+    }
+    if !measured.iter().all(|m| m.ledger_exact) {
+        outln!("  a pair's ledger DIFFERS from its ends' memory");
+    }
+}
+
+fn median_p50(measured: &[PairLatency], hops: u8) -> Option<f64> {
+    let mut p50s: Vec<f64> = measured
+        .iter()
+        .filter(|m| m.hops == hops)
+        .map(|m| m.p50_us)
+        .collect();
+    p50s.sort_by(f64::total_cmp);
+    p50s.get(p50s.len() / 2).copied()
+}
+
+/// Hops of the route to node `j` among a node's `routes` (0: none).
+fn hops_to(routes: &[RouteStatus], j: usize) -> u8 {
+    routes
+        .iter()
+        .find(|x| x.node == j as u64 + 1)
+        .map_or(0, |x| x.hops)
+}
+
+/// Whether workload `r` of node `i` towards `j` left exactly what its
+/// ledger says in both ends' memory.
+fn ledger_exact(setup: &Setup, i: usize, j: usize, r: &WorkloadReport) -> Result<bool, String> {
+    let local = setup.region(i, FABRIC_LOCAL)?;
+    let remote = setup.region(j, FABRIC_TARGET.0)?;
+    let at = 2 * r.first_byte;
+    let same = |image: &str, expected: &str| image.get(at..at + expected.len()) == Some(expected);
+    Ok(same(&remote, &r.expected_remote) && same(&local, &r.expected_local) && r.mismatches == 0)
 }
 
 /// Starts phase `name` of every workload: verbs completing from now on
@@ -272,28 +414,33 @@ fn gather(
     let n = demo.nodes;
     let mut pairs = Vec::new();
     for i in 0..n {
-        let local = setup.region(i, FABRIC_LOCAL)?;
         let routes = setup.fabric(i).map(|v| v.routes).unwrap_or_default();
         for j in (0..n).filter(|&j| j != i) {
             let r = setup.report(i, j)?;
-            let remote = setup.region(j, FABRIC_TARGET.0)?;
-            let at = 2 * r.first_byte;
-            let same =
-                |image: &str, expected: &str| image.get(at..at + expected.len()) == Some(expected);
             pairs.push(PairReport {
                 from: i,
                 to: j,
-                hops: routes
-                    .iter()
-                    .find(|x| x.node == j as u64 + 1)
-                    .map_or(0, |x| x.hops),
-                ledger_exact: same(&remote, &r.expected_remote)
-                    && same(&local, &r.expected_local)
-                    && r.mismatches == 0,
+                hops: hops_to(&routes, j),
+                ledger_exact: ledger_exact(setup, i, j, &r)?,
                 workload: r,
             });
         }
     }
+    // The cut's failover, from the dataplanes' own clocks: the longest the
+    // verbs between its ends went without a completion (from the last
+    // before the cut to the first after it, over the other way round; an
+    // upper bound). The time the demo saw a verb across it includes its
+    // own `ip` command and control requests.
+    let stall = cut.map(|(a, b)| {
+        pairs
+            .iter()
+            .filter(|p| (p.from, p.to) == (a, b) || (p.from, p.to) == (b, a))
+            .map(|p| p.workload.longest_gap_us)
+            .fold(0.0, f64::max)
+    });
+    let rerouted = stall
+        .map(|us| Duration::from_secs_f64(us / 1e6))
+        .or(rerouted);
     let view = setup.fabric(0).ok_or("node 0 has no fabric")?;
     let srtt = cut
         .and_then(|(_, b)| view.paths.iter().find(|p| p.node == b as u64 + 1))
@@ -312,6 +459,8 @@ fn gather(
         pairs,
         views_agree: setup.views_agree(n),
         view: view.view,
+        pair_latency: Vec::new(),
+        idle: format!("{:?}", demo.idle).to_lowercase(),
     })
 }
 
@@ -351,9 +500,9 @@ fn print_table(r: &FabricDemoReport) {
     }
     if let (Some((a, b)), Some(ms)) = (r.cut, r.reroute_ms) {
         outln!(
-            "cut {a}-{b}: the first verb from {a} to {b} over another path completed {ms:.1} ms \
-             after the cut ({:.1} round trips of that path, {:.0} us each; the polling cores \
-             share the CPUs)",
+            "cut {a}-{b}: the verbs between {a} and {b} stalled at most {ms:.2} ms across the cut \
+             (the longest time with no completion, from the last on the link to the first over \
+             the other way round: {:.1} round trips of that path, {:.0} us each)",
             r.reroute_path_rtts.unwrap_or(0.0),
             r.path_srtt_us.unwrap_or(0.0)
         );

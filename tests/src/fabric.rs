@@ -12,6 +12,7 @@ use std::time::Duration;
 use oae_client::control::Client;
 use oae_client::status::{FabricStatus, LinkStatus};
 use oae_common::mac::format_mac;
+use oae_config::IdlePolicy;
 use oae_config::deployment::fabric_node_toml;
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment};
@@ -48,7 +49,9 @@ impl Net {
     fn config(&self, i: usize) -> String {
         match self {
             Net::Segment(s) => node_config(i, s.ns.len()),
-            Net::Graph(_, adj) => fabric_node_toml(i, &adj[i], SHARED_CPU_MIN_ROUND_NS),
+            Net::Graph(_, adj) => {
+                fabric_node_toml(i, &adj[i], SHARED_CPU_MIN_ROUND_NS, IdlePolicy::Spin)
+            }
         }
     }
 }

@@ -708,6 +708,10 @@ pub struct WorkloadReport {
     /// Where the expected bytes start in both regions (the first lane's).
     #[serde(default)]
     pub first_byte: usize,
+    /// The longest time between two of its verbs' completions, µs: how
+    /// long it stalled (across a link cut, the failover).
+    #[serde(default)]
+    pub longest_gap_us: f64,
     /// In contended mode, what took effect (and no expected bytes).
     #[serde(default)]
     pub contended: Option<ContendedCounts>,
@@ -730,6 +734,7 @@ impl WorkloadReport {
         for r in reports.iter().skip(1) {
             all.running |= r.running;
             all.elapsed_s = all.elapsed_s.max(r.elapsed_s);
+            all.longest_gap_us = all.longest_gap_us.max(r.longest_gap_us);
             all.completed += r.completed;
             all.failed += r.failed;
             all.mismatches += r.mismatches;

@@ -121,7 +121,9 @@ impl Completer<'_> {
                     let _ = w.reply.send(answer);
                 }
             }
-            Origin::Workload(slot, lane) => self.workloads.complete(slot, lane, result, latency),
+            Origin::Workload(slot, lane) => {
+                self.workloads.complete(slot, lane, result, latency, now)
+            }
         }
     }
 }

@@ -153,6 +153,10 @@ pub struct Workload {
     failed: u64,
     mismatches: u64,
     stopping: bool,
+    /// When a verb last completed, and the longest time between two
+    /// completions: how long the workload stalled (a link cut, say).
+    last_completed_at: Option<Nanos>,
+    longest_gap: Nanos,
 }
 
 impl Workload {
@@ -273,6 +277,8 @@ impl Workload {
             kinds,
             lanes,
             started: None,
+            last_completed_at: None,
+            longest_gap: 0,
             deadline: 0,
             latency: new_histogram(),
             phases: Vec::new(),
@@ -536,7 +542,16 @@ impl Workload {
     }
 
     /// A lane's verb completed after `latency` nanoseconds.
-    pub fn complete(&mut self, lane: u32, result: &Result<Output, VerbError>, latency: Nanos) {
+    pub fn complete(
+        &mut self,
+        lane: u32,
+        result: &Result<Output, VerbError>,
+        latency: Nanos,
+        now: Nanos,
+    ) {
+        if let Some(last) = self.last_completed_at.replace(now) {
+            self.longest_gap = self.longest_gap.max(now.saturating_sub(last));
+        }
         let i = lane as usize;
         let LaneState::Busy {
             kind,
@@ -763,6 +778,7 @@ impl Workload {
                 })
                 .collect(),
             first_byte: self.spec.first_lane as usize * LANE_BYTES,
+            longest_gap_us: self.longest_gap as f64 / 1e3,
             contended: self.contention.as_ref().map(Contention::counts),
             // Contended lanes model no bytes: nothing to expect.
             expected_remote: if contended {
@@ -927,9 +943,10 @@ impl LinkWorkloads {
         lane: u32,
         result: &Result<Output, VerbError>,
         latency: Nanos,
+        now: Nanos,
     ) {
         if let Some(Some(w)) = self.running.get_mut(usize::from(slot)) {
-            w.complete(lane, result, latency);
+            w.complete(lane, result, latency, now);
         }
     }
 }

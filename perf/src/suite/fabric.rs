@@ -95,7 +95,7 @@ pub fn fabric_outcome(r: &FabricDemoReport) -> Result<Outcome, String> {
     o.set("exactly_once_pass", if pass { 1.0 } else { 0.0 });
     o.tail_us = o.metrics["after_p999_us"];
     o.headline = format!(
-        "cut {a}-{b}: {:.0} -> {:.0} verbs/s across it, rerouted in {:.1} ms, p99.9 after {:.0} us{}",
+        "cut {a}-{b}: {:.0} -> {:.0} verbs/s across it, stalled at most {:.1} ms, p99.9 after {:.0} us{}",
         o.metrics["cut_pair_before_verbs_per_s"],
         o.metrics["cut_pair_after_verbs_per_s"],
         o.metrics["reroute_ms"],

@@ -987,7 +987,7 @@ fn fabric_section(out: &mut String, ms: &[Measurement]) {
          includes scheduler delays: the figures show that traffic continues and at what \
          cost here, not the cost on cores of their own.\n\n\
          | subject | link | verbs/s across it before | while down | failed while down | \
-         p50 us | p99.9 us | max us | first verb over another path |\n\
+         p50 us | p99.9 us | max us | longest stall across the cut (failover) |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
     if let Some(m) = find(ms, Experiment::Fabric, "oae", &[("topology", "ring:4")]) {
