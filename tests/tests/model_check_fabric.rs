@@ -440,11 +440,15 @@ fn a_transfer_in_doubt_on_a_cut_link_is_resolved_through_the_third_node() {
 }
 
 /// Four rounds at A and three at B: the retried verb completes `Ok` over
-/// the path through C. Too large to finish here (20 M states generated in
-/// about 300 s cover about 5 M unique states, depth first, with no
-/// invariant broken and both examples reached); run with `--ignored`.
+/// the path through C. Too large to finish here: 20 M states generated in
+/// about 430 s cover about 5.8 M unique states, depth first, with no
+/// invariant broken; since links that carry fabric frames are probed too,
+/// and suspicion takes effect a round sooner, that budget no longer
+/// reaches the retry's completion (it did before: the simulator's
+/// `ring-failover` completes such retries in every run). Run with
+/// `--ignored`; it fails on that example until the search is narrowed.
 #[test]
-#[ignore = "a bounded search of about 300 s; run with --ignored"]
+#[ignore = "a bounded search of about 430 s; run with --ignored"]
 fn the_retried_verb_completes_over_the_path_bounded() {
     explore([4, 3, 0], &[RESOLVED, OK_OVER_PATH], false);
 }
