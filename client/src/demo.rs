@@ -86,6 +86,46 @@ pub struct FabricDemoReport {
     /// The polling cores' idle policy (`spin`, `yield` or `sleep`).
     #[serde(default)]
     pub idle: String,
+    /// With `--pair-latency` and a cut: the cut alone, a verb at a time
+    /// across it and nothing else running, cut and healed again, once per
+    /// entry.
+    #[serde(default)]
+    pub cuts_alone: Vec<CutAlone>,
+    /// With `--incast`: what the target's senders got.
+    #[serde(default)]
+    pub incast: Option<IncastReport>,
+}
+
+/// Every node that reaches `target` only through relays, writing to it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IncastReport {
+    pub target: usize,
+    /// Each sender's completed verbs over all senders', in the order of
+    /// the pairs.
+    pub shares: Vec<f64>,
+    /// The largest share over the smallest, less one: 0.2 is 20 % apart.
+    pub spread: f64,
+    /// Frames lost to a full queue anywhere in the fabric: relays' queues
+    /// (`dropped_queue_full`) and the kernel's receive rings
+    /// (`kernel_rx_dropped`, `kernel_rx_ring_full`), every node summed.
+    pub overrun_drops: u64,
+    /// The most FORWARD frames that waited for one link at once, on any
+    /// node (`relay_queue_peak`).
+    #[serde(default)]
+    pub relay_queue_peak: u64,
+}
+
+/// One cut of a link with a single verb at a time between its ends and
+/// nothing else running: how long the verbs went without a completion.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CutAlone {
+    pub from: usize,
+    pub to: usize,
+    pub verbs: u64,
+    /// The longest time between two completions, by the dataplane's clock
+    /// (from the last over the link to the first over another path).
+    pub stall_us: f64,
+    pub ledger_exact: bool,
 }
 
 /// One ordered pair of a fabric measured alone: one lane, every other
@@ -98,6 +138,10 @@ pub struct PairLatency {
     pub verbs: u64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// The longest time between two completions: what this machine's
+    /// scheduling costs a pair with no fault at all.
+    #[serde(default)]
+    pub longest_gap_us: f64,
     pub ledger_exact: bool,
 }
 

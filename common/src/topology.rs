@@ -24,6 +24,9 @@ pub enum Shape {
     /// A random graph in which every node has 4 links: the same graph for
     /// a node count on every machine, connected.
     Random,
+    /// Node 0 linked to every other, and no other link: every leaf is two
+    /// hops from every other, through node 0.
+    Star,
 }
 
 /// Most nodes [`Shape::parse`] takes by default (what namespaces on one
@@ -39,6 +42,7 @@ impl Shape {
             Shape::Grid => "grid",
             Shape::Torus => "torus",
             Shape::Random => "random",
+            Shape::Star => "star",
         }
     }
 
@@ -48,8 +52,8 @@ impl Shape {
         Shape::parse_up_to(spec, MAX_PARSED_NODES)
     }
 
-    /// [`Shape::parse`] with room for up to `most` nodes; `grid`, `torus`
-    /// and `random` too (random: at least 5 nodes).
+    /// [`Shape::parse`] with room for up to `most` nodes; `grid`, `torus`,
+    /// `random` (at least 5 nodes) and `star` too.
     pub fn parse_up_to(spec: &str, most: usize) -> Result<(Shape, usize), String> {
         let (name, n) = spec
             .split_once(':')
@@ -61,10 +65,11 @@ impl Shape {
             "grid" => Shape::Grid,
             "torus" => Shape::Torus,
             "random" => Shape::Random,
+            "star" => Shape::Star,
             other => {
                 return Err(format!(
-                    "topology '{spec}': unknown shape '{other}' (ring, mesh, line, grid, torus \
-                     or random)"
+                    "topology '{spec}': unknown shape '{other}' (ring, mesh, line, grid, torus, \
+                     random or star)"
                 ));
             }
         };
@@ -119,6 +124,7 @@ impl Shape {
                 }
             }
             Shape::Random => return random_regular(nodes, 4),
+            Shape::Star => (1..nodes).for_each(|leaf| join(0, leaf)),
         }
         for n in &mut adj {
             n.sort_unstable();
@@ -232,7 +238,7 @@ mod tests {
         assert_eq!(Shape::parse("ring:5"), Ok((Shape::Ring, 5)));
         assert_eq!(Shape::parse("mesh:4").map(|(s, n)| s.edges(n).len()), Ok(6));
         assert!(
-            Shape::parse("star:4")
+            Shape::parse("hypercube:4")
                 .unwrap_err()
                 .contains("unknown shape")
         );
@@ -241,6 +247,7 @@ mod tests {
         assert!(Shape::parse("torus:64").unwrap_err().contains("2 to 16"));
         assert_eq!(Shape::parse_up_to("torus:64", 256), Ok((Shape::Torus, 64)));
         assert_eq!(Shape::Ring.name(), "ring");
+        assert_eq!(Shape::parse("star:9"), Ok((Shape::Star, 9)));
     }
 
     #[test]
@@ -275,6 +282,10 @@ mod tests {
             "the same graph each time"
         );
         assert_eq!(diameter(&Shape::Ring.neighbours(64)), 32);
+        let star = Shape::Star.neighbours(9);
+        assert_eq!(star[0], (1..9).collect::<Vec<_>>());
+        assert!(star[1..].iter().all(|n| n == &vec![0]));
+        assert_eq!(diameter(&star), 2);
         let adj = Shape::Ring.neighbours(4);
         let mut down = vec![vec![false; 4]; 4];
         down[0][1] = true;

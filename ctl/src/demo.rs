@@ -95,8 +95,8 @@ pub struct DemoArgs {
     /// AF_XDP preferred busy polling on every queue.
     #[arg(long)]
     busy_poll: bool,
-    /// A fabric instead of the pair: ring:N, mesh:N or line:N (2 to 16
-    /// nodes), a namespace per node, a veth pair per link, a workload
+    /// A fabric instead of the pair: ring:N, mesh:N, line:N, grid:N,
+    /// torus:N, random:N or star:N (2 to 16 nodes), a namespace per node, a veth pair per link, a workload
     /// between every pair of nodes, one link cut a third of the way in.
     #[arg(long)]
     topology: Option<String>,
@@ -109,6 +109,12 @@ pub struct DemoArgs {
     /// no other traffic on the shared CPUs).
     #[arg(long, requires = "topology")]
     pair_latency: Option<f64>,
+    /// With --topology, instead of a workload between every pair and a
+    /// cut: every node that reaches node T only through relays writes to
+    /// it (star:9 and --incast 8: seven senders, one relay), and the
+    /// senders' shares, p99 and every frame lost to a full queue are shown.
+    #[arg(long, value_name = "T", requires = "topology", conflicts_with = "cut")]
+    incast: Option<usize>,
     /// The oaed binary; by default the one next to oaectl.
     #[arg(long)]
     oaed: Option<PathBuf>,
@@ -276,6 +282,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
                 .min_round_us
                 .map_or(fabric_demo::MIN_ROUND_NS, |us| us * 1000),
             pair_latency: Duration::from_secs_f64(args.pair_latency.unwrap_or(0.0).max(0.0)),
+            incast: args.incast,
             oaed,
             report: args.report.clone(),
         };

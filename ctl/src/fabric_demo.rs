@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use oae_client::control::{Client, WorkloadReport, WorkloadSpec};
-use oae_client::demo::{FabricDemoReport, PairLatency, PairReport};
+use oae_client::demo::{CutAlone, FabricDemoReport, IncastReport, PairLatency, PairReport};
 use oae_client::status::{FabricStatus, RouteStatus};
 use oae_common::topology::Shape;
 use oae_config::IdlePolicy;
@@ -53,6 +53,9 @@ pub struct FabricDemo {
     /// Before the workloads between all pairs, each ordered pair alone for
     /// this long, one verb in flight (0: not).
     pub pair_latency: Duration,
+    /// Instead of a workload between every pair and a cut: every node that
+    /// reaches this one only through relays writes to it.
+    pub incast: Option<usize>,
     pub oaed: PathBuf,
     /// Write the report as JSON here too.
     pub report: Option<PathBuf>,
@@ -128,6 +131,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     let edges = demo.shape.edges(n);
     let adj = demo.shape.neighbours(n);
     let cut = match demo.cut {
+        _ if demo.incast.is_some() => None,
         Some((a, b)) if edges.contains(&(a.min(b), a.max(b))) => Some((a.min(b), a.max(b))),
         Some((a, b)) => {
             return Err(format!(
@@ -189,28 +193,44 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         print_pair_latencies(&measured, demo);
         measured
     };
-    for i in 0..n {
-        for j in (0..n).filter(|&j| j != i) {
-            let spec = WorkloadSpec {
-                node: Some(j as u64 + 1),
-                first_lane: (i * n + j) as u32 * demo.lanes,
-                region: FABRIC_TARGET.0,
-                key: FABRIC_TARGET.1,
-                local_region: FABRIC_LOCAL,
-                lanes: demo.lanes,
-                seconds: demo.seconds,
-                seed: (i * n + j) as u64,
-                ..Default::default()
-            };
-            setup.client(i).workload_start(spec)?;
+    let cuts_alone = match cut {
+        Some(ends) if !demo.pair_latency.is_zero() => {
+            let measured = cuts_alone(&mut setup, demo, ends, interrupted)?;
+            print_cuts_alone(&measured, &pair_latency);
+            measured
         }
+        _ => Vec::new(),
+    };
+    let pairs = workload_pairs(demo, &adj)?;
+    for (k, &(i, j)) in pairs.iter().enumerate() {
+        let spec = WorkloadSpec {
+            node: Some(j as u64 + 1),
+            // Below the lanes of the pairs and the cuts measured alone.
+            first_lane: k as u32 * demo.lanes,
+            region: FABRIC_TARGET.0,
+            key: FABRIC_TARGET.1,
+            local_region: FABRIC_LOCAL,
+            lanes: demo.lanes,
+            seconds: demo.seconds,
+            seed: (i * n + j) as u64,
+            ..Default::default()
+        };
+        setup.client(i).workload_start(spec)?;
     }
-    outln!(
-        "workloads between all {} pairs for {:.1} s, {} lanes each",
-        n * (n - 1),
-        demo.seconds,
-        demo.lanes
-    );
+    match demo.incast {
+        Some(t) => outln!(
+            "incast: {} nodes writing to node {t} through relays for {:.1} s, {} lanes each",
+            pairs.len(),
+            demo.seconds,
+            demo.lanes
+        ),
+        None => outln!(
+            "workloads between all {} pairs for {:.1} s, {} lanes each",
+            pairs.len(),
+            demo.seconds,
+            demo.lanes
+        ),
+    }
     let started = Instant::now();
     let mut rerouted = None;
     if let Some((a, b)) = cut {
@@ -233,9 +253,9 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         // From the first verb across the cut: nothing completed before
         // the cut counts in it (the phase is begun by control requests,
         // which take their time; the reroute was timed without them).
-        phase(&setup, n, "cut")?;
+        phase(&setup, &pairs, "cut")?;
     }
-    if cut.is_none() {
+    if cut.is_none() && demo.incast.is_none() {
         outln!("no link can be cut without cutting a node off: no cut");
     }
     let remaining = Duration::from_secs_f64(demo.seconds).saturating_sub(started.elapsed());
@@ -246,11 +266,9 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         "every workload done",
         interrupted,
         |s| {
-            (0..n).all(|i| {
-                (0..n)
-                    .filter(|&j| j != i)
-                    .all(|j| s.report(i, j).is_ok_and(|r| !r.running))
-            })
+            pairs
+                .iter()
+                .all(|&(i, j)| s.report(i, j).is_ok_and(|r| !r.running))
         },
     )?;
     wait(
@@ -265,16 +283,22 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             })
         },
     )?;
-    let mut report = gather(&setup, demo, cut, rerouted)?;
+    let mut report = gather(&setup, demo, &pairs, cut, rerouted)?;
+    if let Some(target) = demo.incast {
+        report.incast = Some(incast_report(&setup, target, &report.pairs)?);
+    }
     report.pair_latency = pair_latency;
+    report.cuts_alone = cuts_alone;
     print_table(&report);
     if let Some(path) = &demo.report {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, text)
             .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
     }
-    let pairs_exact = report.pair_latency.iter().all(|p| p.ledger_exact);
-    if report.exact && pairs_exact && report.views_agree {
+    let pairs_exact = report.pair_latency.iter().all(|p| p.ledger_exact)
+        && report.cuts_alone.iter().all(|c| c.ledger_exact);
+    let no_overrun = report.incast.as_ref().is_none_or(|i| i.overrun_drops == 0);
+    if report.exact && pairs_exact && report.views_agree && no_overrun {
         outln!("every ledger exact on both ends; namespaces, XDP programs and dataplanes removed");
         Ok(())
     } else {
@@ -322,11 +346,107 @@ fn pair_latencies(
                 verbs: r.completed,
                 p50_us: r.latency.p50 as f64 / 1e3,
                 p99_us: r.latency.p99 as f64 / 1e3,
+                longest_gap_us: r.longest_gap_us,
                 ledger_exact: ledger_exact(setup, i, j, &r)?,
             });
         }
     }
     Ok(measured)
+}
+
+/// Times the cut of a link alone is measured.
+const CUTS_ALONE: usize = 3;
+
+/// The cut alone, [`CUTS_ALONE`] times: one verb at a time from `a` to
+/// `b` for `demo.pair_latency` (at least a second) with nothing else
+/// running, the link cut a third of the way in, then healed and waited for
+/// until the route is direct again and the views agree.
+fn cuts_alone(
+    setup: &mut Setup,
+    demo: &FabricDemo,
+    (a, b): (usize, usize),
+    interrupted: &AtomicBool,
+) -> Result<Vec<CutAlone>, String> {
+    let n = demo.nodes;
+    let seconds = demo.pair_latency.as_secs_f64().max(1.0);
+    let mut measured = Vec::new();
+    for k in 0..CUTS_ALONE {
+        let spec = WorkloadSpec {
+            node: Some(b as u64 + 1),
+            // After the all-pairs workloads' lanes and the pairs alone.
+            first_lane: (n * n) as u32 * demo.lanes + (n * n + k) as u32,
+            region: FABRIC_TARGET.0,
+            key: FABRIC_TARGET.1,
+            local_region: FABRIC_LOCAL,
+            lanes: 1,
+            seconds,
+            seed: (2 * n * n + k) as u64,
+            ..Default::default()
+        };
+        setup.client(a).workload_start(spec)?;
+        std::thread::sleep(Duration::from_secs_f64(seconds / 3.0));
+        setup
+            .graph
+            .set_link(a, b, false)
+            .map_err(|e| e.to_string())?;
+        wait(
+            setup,
+            Duration::from_secs(60),
+            &format!("node {a}'s verbs to node {b} across the cut, alone"),
+            interrupted,
+            |s| s.report(a, b).is_ok_and(|r| !r.running),
+        )?;
+        let r = setup.report(a, b)?;
+        measured.push(CutAlone {
+            from: a,
+            to: b,
+            verbs: r.completed,
+            stall_us: r.longest_gap_us,
+            ledger_exact: ledger_exact(setup, a, b, &r)?,
+        });
+        setup
+            .graph
+            .set_link(a, b, true)
+            .map_err(|e| e.to_string())?;
+        wait(
+            setup,
+            Duration::from_secs(60),
+            &format!("the link {a}-{b} back, its route direct and the views agreed"),
+            interrupted,
+            |s| s.views_agree(n) && s.fabric(a).is_some_and(|v| hops_to(&v.routes, b) == 1),
+        )?;
+    }
+    Ok(measured)
+}
+
+fn print_cuts_alone(measured: &[CutAlone], pairs: &[PairLatency]) {
+    let Some(first) = measured.first() else {
+        return;
+    };
+    let stalls: Vec<String> = measured
+        .iter()
+        .map(|c| format!("{:.2}", c.stall_us / 1e3))
+        .collect();
+    outln!(
+        "the cut alone, one verb at a time from {} to {}, cut and healed {} times: the verbs \
+         stalled at most {} ms",
+        first.from,
+        first.to,
+        measured.len(),
+        stalls.join(", ")
+    );
+    if let Some(p) = pairs
+        .iter()
+        .find(|p| (p.from, p.to) == (first.from, first.to))
+    {
+        outln!(
+            "  (the same pair alone without a cut: at most {:.2} ms between completions)",
+            p.longest_gap_us / 1e3
+        );
+    }
+    if !measured.iter().all(|c| c.ledger_exact) {
+        outln!("  a ledger of the cut alone DIFFERS from its ends' memory");
+    }
 }
 
 /// The median of each pair's p50 by hops, and the relayed pairs' against
@@ -393,38 +513,126 @@ fn ledger_exact(setup: &Setup, i: usize, j: usize, r: &WorkloadReport) -> Result
 
 /// Starts phase `name` of every workload: verbs completing from now on
 /// count in its own figures too.
-fn phase(setup: &Setup, n: usize, name: &str) -> Result<(), String> {
-    for i in 0..n {
-        for j in (0..n).filter(|&j| j != i) {
-            setup
-                .client(i)
-                .workload_phase(0, 0, Some(j as u64 + 1), name)?;
-        }
+fn phase(setup: &Setup, pairs: &[(usize, usize)], name: &str) -> Result<(), String> {
+    for &(i, j) in pairs {
+        setup
+            .client(i)
+            .workload_phase(0, 0, Some(j as u64 + 1), name)?;
     }
     Ok(())
+}
+
+/// The ordered pairs that run a workload: every pair, or with `--incast T`
+/// every node not beside T aimed at T.
+fn workload_pairs(demo: &FabricDemo, adj: &[Vec<usize>]) -> Result<Vec<(usize, usize)>, String> {
+    let n = demo.nodes;
+    let Some(t) = demo.incast else {
+        return Ok((0..n)
+            .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+            .collect());
+    };
+    if t >= n {
+        return Err(format!(
+            "--incast {t}: the fabric's nodes are 0 to {}",
+            n - 1
+        ));
+    }
+    let pairs: Vec<_> = (0..n)
+        .filter(|&i| i != t && !adj[t].contains(&i))
+        .map(|i| (i, t))
+        .collect();
+    if pairs.is_empty() {
+        return Err(format!(
+            "--incast {t}: every other node is beside node {t}, so none writes to it through \
+             relays (try star:9 and a leaf, e.g. --incast 8)"
+        ));
+    }
+    Ok(pairs)
+}
+
+fn print_incast(incast: &IncastReport, pairs: &[PairReport]) {
+    let shares: Vec<String> = incast
+        .shares
+        .iter()
+        .map(|s| format!("{:.1}", s * 100.0))
+        .collect();
+    let p99 = |f: fn(f64, f64) -> f64, from| {
+        pairs
+            .iter()
+            .map(|p| p.workload.latency.p99 as f64 / 1e3)
+            .fold(from, f)
+    };
+    outln!(
+        "incast to node {}: each sender's share {} % (the largest {:.1} % above the smallest; \
+         the target: within 20 %), p99 {:.0} to {:.0} us, {} frames lost to a full queue (a relay's queue held at most {})",
+        incast.target,
+        shares.join(" / "),
+        incast.spread * 100.0,
+        p99(f64::min, f64::INFINITY),
+        p99(f64::max, 0.0),
+        incast.overrun_drops,
+        incast.relay_queue_peak
+    );
+}
+
+/// The senders' shares of an incast and every frame a full queue cost.
+fn incast_report(
+    setup: &Setup,
+    target: usize,
+    pairs: &[PairReport],
+) -> Result<IncastReport, String> {
+    let total: u64 = pairs.iter().map(|p| p.workload.completed).sum();
+    let shares: Vec<f64> = pairs
+        .iter()
+        .map(|p| p.workload.completed as f64 / total.max(1) as f64)
+        .collect();
+    let most = shares.iter().copied().fold(0.0, f64::max);
+    let least = shares.iter().copied().fold(f64::INFINITY, f64::min);
+    let (mut overrun_drops, mut relay_queue_peak) = (0, 0);
+    for i in 0..setup.running.sockets.len() {
+        let fabric = setup.fabric(i).ok_or(format!("node {i} has no fabric"))?;
+        let counter = |name: &str| fabric.counters.get(name).copied().unwrap_or(0);
+        overrun_drops += counter("dropped_queue_full");
+        relay_queue_peak = relay_queue_peak.max(counter("relay_queue_peak"));
+        let stats = setup
+            .client(i)
+            .stats()
+            .map_err(|e| format!("node {i}'s stats: {e}"))?;
+        for q in &stats.queues {
+            for name in ["kernel_rx_dropped", "kernel_rx_ring_full"] {
+                overrun_drops += q.driver.get(name).copied().unwrap_or(0);
+            }
+        }
+    }
+    Ok(IncastReport {
+        target,
+        spread: most / least.max(f64::MIN_POSITIVE) - 1.0,
+        shares,
+        overrun_drops,
+        relay_queue_peak,
+    })
 }
 
 /// Every workload's report, its ledger compared with both ends' memory.
 fn gather(
     setup: &Setup,
     demo: &FabricDemo,
+    ordered: &[(usize, usize)],
     cut: Option<(usize, usize)>,
     rerouted: Option<Duration>,
 ) -> Result<FabricDemoReport, String> {
     let n = demo.nodes;
     let mut pairs = Vec::new();
-    for i in 0..n {
+    for &(i, j) in ordered {
         let routes = setup.fabric(i).map(|v| v.routes).unwrap_or_default();
-        for j in (0..n).filter(|&j| j != i) {
-            let r = setup.report(i, j)?;
-            pairs.push(PairReport {
-                from: i,
-                to: j,
-                hops: hops_to(&routes, j),
-                ledger_exact: ledger_exact(setup, i, j, &r)?,
-                workload: r,
-            });
-        }
+        let r = setup.report(i, j)?;
+        pairs.push(PairReport {
+            from: i,
+            to: j,
+            hops: hops_to(&routes, j),
+            ledger_exact: ledger_exact(setup, i, j, &r)?,
+            workload: r,
+        });
     }
     // The cut's failover, from the dataplanes' own clocks: the longest the
     // verbs between its ends went without a completion (from the last
@@ -460,6 +668,8 @@ fn gather(
         views_agree: setup.views_agree(n),
         view: view.view,
         pair_latency: Vec::new(),
+        cuts_alone: Vec::new(),
+        incast: None,
         idle: format!("{:?}", demo.idle).to_lowercase(),
     })
 }
@@ -506,6 +716,9 @@ fn print_table(r: &FabricDemoReport) {
             r.reroute_path_rtts.unwrap_or(0.0),
             r.path_srtt_us.unwrap_or(0.0)
         );
+    }
+    if let Some(incast) = &r.incast {
+        print_incast(incast, &r.pairs);
     }
     outln!(
         "view {} {}",

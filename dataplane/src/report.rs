@@ -74,6 +74,7 @@ pub fn fabric_counters(s: &FabricStats) -> Counters {
         ("dropped_no_route", s.dropped_no_route),
         ("dropped_hops", s.dropped_hops),
         ("dropped_queue_full", s.dropped_queue_full),
+        ("relay_queue_peak", s.relay_queue_peak),
         ("dropped_link_lost", s.dropped_link_lost),
         ("paths_opened", s.paths_opened),
         ("verbs_rerouted", s.verbs_rerouted),

@@ -47,7 +47,8 @@ enum Cmd {
     Scale(RunArgs),
     /// Through a link cut: a ring of four dataplanes running the fabric
     /// (the cut link's traffic takes the other way round) against a pair
-    /// whose one link goes down, OAE and the RC model.
+    /// whose one link goes down, OAE and the RC model; and an incast, seven
+    /// leaves of a star writing to an eighth through the hub.
     Fabric(RunArgs),
     /// libfabric's fi_pingpong over the oae provider against libfabric's
     /// tcp and udp providers, on the same cores.

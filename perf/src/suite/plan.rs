@@ -7,7 +7,7 @@ use oae_swapring::wave::{Variant, Workload};
 
 use super::choice::{DriverChoice, Placement, PollChoice};
 use super::demo::DemoTrial;
-use super::fabric::FabricTrial;
+use super::fabric::{FabricKind, FabricTrial};
 use super::fi_pingpong::{PROVIDERS, SIZES};
 use super::ipu::{HOST_RING_WINDOWS, host_ring_subject};
 use super::redis::RedisTrial;
@@ -314,13 +314,29 @@ fn scale(opts: &Options, items: &mut Vec<PlanItem>) {
 
 /// Through a link cut: a ring of four running the fabric, its link 0-1 cut
 /// for good a third of the way in; a pair whose one link goes down once in
-/// the middle third for 1 s, over OAE and over the RC model.
+/// the middle third for 1 s, over OAE and over the RC model. And an incast:
+/// seven leaves of a star writing to an eighth through the hub.
 fn fabric(opts: &Options, items: &mut Vec<PlanItem>) {
     items.push(PlanItem::new(
         Experiment::Fabric,
         "oae",
         &[("topology", "ring:4".into())],
-        Trial::Fabric(FabricTrial { topology: "ring:4" }),
+        Trial::Fabric(FabricTrial {
+            topology: "ring:4",
+            kind: FabricKind::Cut,
+        }),
+    ));
+    items.push(PlanItem::new(
+        Experiment::Fabric,
+        "oae",
+        &[("topology", "star:9".into())],
+        Trial::Fabric(FabricTrial {
+            topology: "star:9",
+            kind: FabricKind::Incast {
+                target: 8,
+                lanes: INCAST_LANES,
+            },
+        }),
     ));
     for transport in ["oae", "rc-model"] {
         items.push(PlanItem::new(
@@ -331,6 +347,10 @@ fn fabric(opts: &Options, items: &mut Vec<PlanItem>) {
         ));
     }
 }
+
+/// Verbs each sender of the incast keeps in flight: enough that the
+/// seven together hold more than a relay queue of the old default (64).
+const INCAST_LANES: u32 = 16;
 
 /// Emulated non-posted read costs of the IPU experiment, ns.
 pub const IPU_READ_NS: [u64; 2] = [0, 750];
@@ -425,7 +445,7 @@ mod tests {
             HOST_RING_WINDOWS.len()
         );
         assert_eq!(count(Experiment::Scale, "oae"), 2 * SCALE_QUEUES.len());
-        assert_eq!(count(Experiment::Fabric, "oae"), 2);
+        assert_eq!(count(Experiment::Fabric, "oae"), 3);
         assert_eq!(count(Experiment::Fabric, "rc-model"), 1);
         let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
         assert_eq!(slugs.len(), items.len(), "log file names must not collide");

@@ -985,7 +985,8 @@ fn fabric_section(out: &mut String, ms: &[Measurement]) {
          fails when its retries run out (8 ACK timeouts of about 67 ms). All four \
          dataplanes of the ring share this machine's two CPUs, so a relayed round trip \
          includes scheduler delays: the figures show that traffic continues and at what \
-         cost here, not the cost on cores of their own.\n\n\
+         cost here, not the cost on cores of their own. The ring's cores sleep when idle \
+         (four dataplanes, two CPUs) and its links' minimum round is 200 us.\n\n\
          | subject | link | verbs/s across it before | while down | failed while down | \
          p50 us | p99.9 us | max us | longest stall across the cut (failover) |\n\
          |---|---|---|---|---|---|---|---|---|\n",
@@ -1022,6 +1023,60 @@ fn fabric_section(out: &mut String, ms: &[Measurement]) {
         );
     }
     out.push('\n');
+    fabric_alone_section(out, ms);
+    incast_section(out, ms);
+}
+
+/// The ring's pairs and its cut, each alone before the workloads of all
+/// pairs.
+fn fabric_alone_section(out: &mut String, ms: &[Measurement]) {
+    let Some(m) = find(ms, Experiment::Fabric, "oae", &[("topology", "ring:4")]) else {
+        return;
+    };
+    let f = |k: &str| m.metrics.get(k);
+    let _ = writeln!(
+        out,
+        "Before those workloads, each ordered pair of the ring alone (one verb in flight, 1 s, \
+         nothing else running): neighbours p50 {} us, two hops (relayed) p50 {} us, {}× the \
+         neighbours' (the target: at most 4×); the longest any pair went between two \
+         completions with no fault at all: {} ms. Then the cut alone, a verb at a time from 0 \
+         to 1, cut and healed three times: the verbs stalled {} ms at the median, {} ms at \
+         most.\n",
+        fmt_fig(f("alone_1hop_p50_us"), 1.0, 1),
+        fmt_fig(f("alone_2hop_p50_us"), 1.0, 1),
+        fmt_fig(f("alone_2hop_vs_1hop"), 1.0, 2),
+        fmt_fig(f("alone_longest_gap_ms"), 1.0, 2),
+        fmt_fig(f("cut_alone_stall_median_ms"), 1.0, 2),
+        fmt_fig(f("cut_alone_stall_max_ms"), 1.0, 2),
+    );
+}
+
+/// Seven leaves of a star writing to an eighth through the hub.
+fn incast_section(out: &mut String, ms: &[Measurement]) {
+    let Some(m) = find(ms, Experiment::Fabric, "oae", &[("topology", "star:9")]) else {
+        return;
+    };
+    let f = |k: &str| m.metrics.get(k);
+    out.push_str(
+        "## Incast\n\nA star of nine dataplanes (cores that sleep when idle): seven leaves \
+         write to an eighth, each keeping 16 verbs in flight, every frame relayed by the hub. \
+         Frames lost to overrun count the relays' full queues and the kernel's receive rings \
+         of every node.\n\n\
+         | senders | verbs/s (all) | largest share over smallest | p99 us (best sender) | \
+         p99 us (worst sender) | frames lost to overrun | relay queue peak |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let _ = writeln!(
+        out,
+        "| {} | {} | +{} % | {} | {} | {} | {} |\n",
+        fmt_fig(f("senders"), 1.0, 0),
+        fmt_fig(f("verbs_per_s"), 1.0, 0),
+        fmt_fig(f("share_spread_pct"), 1.0, 1),
+        fmt_fig(f("p99_min_us"), 1.0, 0),
+        fmt_fig(f("p99_max_us"), 1.0, 0),
+        fmt_fig(f("overrun_drops"), 1.0, 0),
+        fmt_fig(f("relay_queue_peak"), 1.0, 0),
+    );
 }
 
 /// Verbs/s with one and two queues (a link each) per dataplane.

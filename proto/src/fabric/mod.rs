@@ -35,6 +35,12 @@ use routes::{Heard, MAX_NODES, Member, Routes};
 /// Link ids from here up name paths; below it, links.
 pub const PATH_BASE: LinkId = 0x4000;
 
+/// The default bound of a link's relay queue: 64 paths of 16 slots
+/// through one link, each with every frame it may have in flight.
+pub const RELAY_QUEUE: usize = 64 * (2 * 16 + 2);
+/// Relay queue entries allocated when a link is added; more on demand.
+const RELAY_QUEUE_START: usize = 64;
+
 /// How a node's fabric behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FabricConfig {
@@ -46,7 +52,11 @@ pub struct FabricConfig {
     /// and at once when they change.
     pub advert_rounds: u64,
     /// FORWARD frames waiting per link; more are dropped and counted (the
-    /// paths they belong to find the loss and send again).
+    /// paths they belong to find the loss and send again). Room for what
+    /// the paths through one link keep in flight (a path holds at most its
+    /// slots' requests, their answers and a tick unanswered each way), so
+    /// that only a fabric far larger than its links, or a neighbour that
+    /// floods, meets the bound; the queue grows to it on demand.
     pub relay_queue: usize,
     /// Hops a FORWARD may take before it is dropped.
     pub max_hops: u8,
@@ -69,7 +79,7 @@ impl FabricConfig {
                 ..*link
             },
             advert_rounds: 4,
-            relay_queue: 64,
+            relay_queue: RELAY_QUEUE,
             // As far as a route can reach.
             max_hops: routes::NO_ROUTE - 1,
         }
@@ -124,6 +134,8 @@ pub struct FabricStats {
     pub dropped_no_route: u64,
     pub dropped_hops: u64,
     pub dropped_queue_full: u64,
+    /// The most FORWARD frames that waited for one link at once.
+    pub relay_queue_peak: u64,
     /// Relayed or path frames too large for the next link's frames.
     pub dropped_too_large: u64,
     /// A path was needed and the table of paths was full.
@@ -222,7 +234,7 @@ impl Fabric {
             usable: false,
             peer: 0,
             peer_epoch: 0,
-            relays: VecDeque::with_capacity(self.cfg.relay_queue),
+            relays: VecDeque::with_capacity(self.cfg.relay_queue.min(RELAY_QUEUE_START)),
             advert_due: false,
             advert_page: None,
             fabric_next: true,
@@ -434,6 +446,8 @@ impl Fabric {
         };
         envelope::encode_forward(&mut relay.payload, dst, src, hops_left, kind, body);
         port.relays.push_back(relay);
+        let waiting = port.relays.len() as u64;
+        self.stats.relay_queue_peak = self.stats.relay_queue_peak.max(waiting);
     }
 
     // ----- transmit ---------------------------------------------------------
