@@ -335,6 +335,20 @@ pub const FABRIC_TARGET: (u16, u32) = (1, 0x0ae1);
 /// The local region bilateral swaps trade with.
 pub const FABRIC_LOCAL: u16 = 2;
 
+/// How the polling cores of a fabric of `nodes` dataplanes on this machine
+/// idle: they sleep on their sockets when the nodes outnumber the CPUs. A
+/// spinning core then holds a CPU its neighbours need, and every frame
+/// waits for a time slice (about 8 ms a hop on two vCPUs, neighbours and
+/// relays alike), while a sleeping one wakes when its frame arrives.
+pub fn fabric_idle(nodes: usize) -> IdlePolicy {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if nodes > cpus {
+        IdlePolicy::Sleep
+    } else {
+        IdlePolicy::Spin
+    }
+}
+
 /// The configuration of node `i` of a fabric of veth pairs
 /// (`oae_pmd::netns::Graph`: interface `f<j>` towards neighbour `j`): one
 /// polling core whose links run over a port per neighbour, the fabric on,

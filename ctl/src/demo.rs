@@ -277,7 +277,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             cut,
             idle: args
                 .idle
-                .unwrap_or_else(|| fabric_demo::default_idle(nodes)),
+                .unwrap_or_else(|| oae_config::deployment::fabric_idle(nodes)),
             min_round_ns: args
                 .min_round_us
                 .map_or(fabric_demo::MIN_ROUND_NS, |us| us * 1000),

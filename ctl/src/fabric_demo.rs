@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use oae_client::control::{Client, WorkloadReport, WorkloadSpec};
+use oae_client::control::{Client, FaultChange, WorkloadReport, WorkloadSpec};
 use oae_client::demo::{CutAlone, FabricDemoReport, IncastReport, PairLatency, PairReport};
 use oae_client::status::{FabricStatus, RouteStatus};
 use oae_common::topology::Shape;
@@ -25,19 +25,6 @@ const STEP: Duration = Duration::from_secs(10);
 /// node share this machine's CPUs, and a neighbour descheduled for a few
 /// time slices must not look dead.
 pub const MIN_ROUND_NS: u64 = 10_000_000;
-
-/// Cores sleep on their sockets when the nodes outnumber the CPUs: a
-/// spinning core then holds a CPU its neighbours need, and every frame
-/// waits for a time slice (about 8 ms a hop on two vCPUs, neighbours and
-/// relays alike), while a sleeping one wakes when its frame arrives.
-pub fn default_idle(nodes: usize) -> IdlePolicy {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if nodes > cpus {
-        IdlePolicy::Sleep
-    } else {
-        IdlePolicy::Spin
-    }
-}
 
 /// What the fabric demo was asked to do.
 pub struct FabricDemo {
@@ -359,8 +346,9 @@ const CUTS_ALONE: usize = 3;
 
 /// The cut alone, [`CUTS_ALONE`] times: one verb at a time from `a` to
 /// `b` for `demo.pair_latency` (at least a second) with nothing else
-/// running, the link cut a third of the way in, then healed and waited for
-/// until the route is direct again and the views agree.
+/// running, the link cut by its XDP programs a third of the way in, then
+/// healed and waited for until the route is direct again and the views
+/// agree.
 fn cuts_alone(
     setup: &mut Setup,
     demo: &FabricDemo,
@@ -385,10 +373,7 @@ fn cuts_alone(
         };
         setup.client(a).workload_start(spec)?;
         std::thread::sleep(Duration::from_secs_f64(seconds / 3.0));
-        setup
-            .graph
-            .set_link(a, b, false)
-            .map_err(|e| e.to_string())?;
+        xdp_cut(setup, (a, b), true)?;
         wait(
             setup,
             Duration::from_secs(60),
@@ -404,10 +389,7 @@ fn cuts_alone(
             stall_us: r.longest_gap_us,
             ledger_exact: ledger_exact(setup, a, b, &r)?,
         });
-        setup
-            .graph
-            .set_link(a, b, true)
-            .map_err(|e| e.to_string())?;
+        xdp_cut(setup, (a, b), false)?;
         wait(
             setup,
             Duration::from_secs(60),
@@ -419,6 +401,25 @@ fn cuts_alone(
     Ok(measured)
 }
 
+/// The link between `a` and `b` cut (or healed) by the XDP programs of its
+/// two interfaces, which drop every OAE frame they receive: the kernel's
+/// devices stay up, so the cut costs the dataplanes nothing but the frames
+/// (`ip link set down` closes a device under its XDP program and socket).
+fn xdp_cut(setup: &Setup, (a, b): (usize, usize), down: bool) -> Result<(), String> {
+    for (i, j) in [(a, b), (b, a)] {
+        let change = FaultChange {
+            link_down: Some(down),
+            iface: Some(Graph::ifname(j)),
+            ..FaultChange::default()
+        };
+        setup
+            .client(i)
+            .fault(change)
+            .map_err(|e| format!("node {i}'s fault injector on f{j}: {e}"))?;
+    }
+    Ok(())
+}
+
 fn print_cuts_alone(measured: &[CutAlone], pairs: &[PairLatency]) {
     let Some(first) = measured.first() else {
         return;
@@ -428,7 +429,7 @@ fn print_cuts_alone(measured: &[CutAlone], pairs: &[PairLatency]) {
         .map(|c| format!("{:.2}", c.stall_us / 1e3))
         .collect();
     outln!(
-        "the cut alone, one verb at a time from {} to {}, cut and healed {} times: the verbs \
+        "the cut alone, one verb at a time from {} to {}, cut (by XDP) and healed {} times: the verbs \
          stalled at most {} ms",
         first.from,
         first.to,

@@ -319,6 +319,10 @@ enum FaultCmd {
         /// are never touched. Kept until set again.
         #[arg(long)]
         scope: Option<FaultScope>,
+        /// Only this interface's XDP program (by default every interface
+        /// of the dataplane): one link of a node with several, e.g. f1.
+        #[arg(long)]
+        iface: Option<String>,
     },
     /// Clears every fault.
     Clear,
@@ -697,9 +701,15 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                         link_down: Some(false),
                         seed: None,
                         scope: None,
+                        iface: None,
                     }
                 }
-                FaultCmd::Set { settings, scope } => {
+                FaultCmd::Set {
+                    settings,
+                    scope,
+                    iface,
+                } => {
+                    change.iface.clone_from(iface);
                     for s in settings {
                         match *s {
                             FaultSetting::Drop(p) => change.drop_ppm = Some(p),

@@ -1080,10 +1080,22 @@ fn set_faults(shared: &Shared, change: &FaultChange) -> Result<Answer, ControlEr
                     AF_XDP queues",
         ));
     }
+    if let Some(iface) = &change.iface
+        && !steering.values().any(|s| s.iface() == iface)
+    {
+        let known: Vec<&str> = steering.values().map(|s| s.iface()).collect();
+        return Err(ControlError::bad_request(format!(
+            "no XDP program of this dataplane is on interface {iface}: its interfaces are {}",
+            known.join(", ")
+        )));
+    }
     // Every interface's new faults are checked before any is set: a change
     // one interface refuses changes none.
     let mut planned = Vec::new();
-    for s in steering.values() {
+    let chosen = steering
+        .values()
+        .filter(|s| change.iface.as_ref().is_none_or(|i| s.iface() == i));
+    for s in chosen {
         let f = change.applied_to(s.faults());
         s.check_faults(&f).map_err(|e| {
             ControlError::bad_request(format!("{}: {e}; no interface was changed", s.iface()))

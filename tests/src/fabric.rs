@@ -12,8 +12,7 @@ use std::time::Duration;
 use oae_client::control::Client;
 use oae_client::status::{FabricStatus, LinkStatus};
 use oae_common::mac::format_mac;
-use oae_config::IdlePolicy;
-use oae_config::deployment::fabric_node_toml;
+use oae_config::deployment::{fabric_idle, fabric_node_toml};
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment};
 use oae_sim::Shape;
@@ -50,7 +49,7 @@ impl Net {
         match self {
             Net::Segment(s) => node_config(i, s.ns.len()),
             Net::Graph(_, adj) => {
-                fabric_node_toml(i, &adj[i], SHARED_CPU_MIN_ROUND_NS, IdlePolicy::Spin)
+                fabric_node_toml(i, &adj[i], SHARED_CPU_MIN_ROUND_NS, fabric_idle(adj.len()))
             }
         }
     }
@@ -95,7 +94,8 @@ impl Fabric {
     }
 
     /// `shape` of `n` dataplanes, a veth pair per link, each running the
-    /// fabric; waited for until every node holds the same view of all `n`.
+    /// fabric (their cores sleep when idle if the nodes outnumber the
+    /// CPUs); waited for until every node holds the same view of all `n`.
     pub fn start_graph(tag: &str, shape: Shape, n: usize) -> Fabric {
         let turn = ONE_SET_AT_A_TIME
             .lock()

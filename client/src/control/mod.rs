@@ -359,6 +359,10 @@ pub struct FaultChange {
     /// with source or destination port N).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "scope_text")]
     pub scope: Option<FaultScope>,
+    /// Only the XDP program of this interface (every interface of the
+    /// dataplane when absent): one link of a node with several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iface: Option<String>,
 }
 
 impl FaultChange {

@@ -326,18 +326,17 @@ fn fabric(opts: &Options, items: &mut Vec<PlanItem>) {
             kind: FabricKind::Cut,
         }),
     ));
-    items.push(PlanItem::new(
-        Experiment::Fabric,
-        "oae",
-        &[("topology", "star:9".into())],
-        Trial::Fabric(FabricTrial {
-            topology: "star:9",
-            kind: FabricKind::Incast {
-                target: 8,
-                lanes: INCAST_LANES,
-            },
-        }),
-    ));
+    for lanes in INCAST_LANES {
+        items.push(PlanItem::new(
+            Experiment::Fabric,
+            "oae",
+            &[("topology", "star:9".into()), ("lanes", lanes.to_string())],
+            Trial::Fabric(FabricTrial {
+                topology: "star:9",
+                kind: FabricKind::Incast { target: 8, lanes },
+            }),
+        ));
+    }
     for transport in ["oae", "rc-model"] {
         items.push(PlanItem::new(
             Experiment::Fabric,
@@ -348,9 +347,10 @@ fn fabric(opts: &Options, items: &mut Vec<PlanItem>) {
     }
 }
 
-/// Verbs each sender of the incast keeps in flight: enough that the
-/// seven together hold more than a relay queue of the old default (64).
-const INCAST_LANES: u32 = 16;
+/// Verbs each sender of the incast keeps in flight: the demo's default,
+/// and enough that the seven together hold more than a relay queue of the
+/// old default (64).
+pub const INCAST_LANES: [u32; 2] = [4, 16];
 
 /// Emulated non-posted read costs of the IPU experiment, ns.
 pub const IPU_READ_NS: [u64; 2] = [0, 750];
@@ -445,7 +445,7 @@ mod tests {
             HOST_RING_WINDOWS.len()
         );
         assert_eq!(count(Experiment::Scale, "oae"), 2 * SCALE_QUEUES.len());
-        assert_eq!(count(Experiment::Fabric, "oae"), 3);
+        assert_eq!(count(Experiment::Fabric, "oae"), 2 + INCAST_LANES.len());
         assert_eq!(count(Experiment::Fabric, "rc-model"), 1);
         let slugs: std::collections::HashSet<String> = items.iter().map(PlanItem::slug).collect();
         assert_eq!(slugs.len(), items.len(), "log file names must not collide");
