@@ -125,6 +125,11 @@ pub struct CutAlone {
     /// The longest time between two completions, by the dataplane's clock
     /// (from the last over the link to the first over another path).
     pub stall_us: f64,
+    /// From the last answer the issuer received over the link to the
+    /// first over another path, read from a capture of the issuer's
+    /// frames (none if the capture missed either).
+    #[serde(default)]
+    pub failover_us: Option<f64>,
     pub ledger_exact: bool,
 }
 

@@ -270,6 +270,15 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
             })
         },
     )?;
+    // A link of dataplanes sharing the CPUs may flap as the workloads end;
+    // the views must agree again once it is back.
+    let _ = wait(
+        &mut setup,
+        Duration::from_secs(30),
+        "views to agree",
+        interrupted,
+        |s| s.views_agree(n),
+    );
     let mut report = gather(&setup, demo, &pairs, cut, rerouted)?;
     if let Some(target) = demo.incast {
         report.incast = Some(incast_report(&setup, target, &report.pairs)?);
@@ -343,6 +352,12 @@ fn pair_latencies(
 
 /// Times the cut of a link alone is measured.
 const CUTS_ALONE: usize = 3;
+/// Frames of the cut's capture: at about three frames a verb, some 100 ms
+/// of one verb at a time, the cut and what follows it.
+const CUT_CAPTURE_FRAMES: u32 = 10_000;
+const CUT_CAPTURE_SECONDS: f64 = 2.0;
+/// How long the capture runs before the cut.
+const CAPTURE_LEAD: Duration = Duration::from_millis(5);
 
 /// The cut alone, [`CUTS_ALONE`] times: one verb at a time from `a` to
 /// `b` for `demo.pair_latency` (at least a second) with nothing else
@@ -373,7 +388,18 @@ fn cuts_alone(
         };
         setup.client(a).workload_start(spec)?;
         std::thread::sleep(Duration::from_secs_f64(seconds / 3.0));
+        // Node a's frames around the cut, recorded by its own core.
+        let socket = setup.running.sockets[a].clone();
+        let capture = std::thread::spawn(move || {
+            Client::new(&socket, STEP).capture(0, CUT_CAPTURE_FRAMES, CUT_CAPTURE_SECONDS)
+        });
+        std::thread::sleep(CAPTURE_LEAD);
         xdp_cut(setup, (a, b), true)?;
+        let failover_us = capture
+            .join()
+            .map_err(|_| "the capture thread panicked".to_string())?
+            .ok()
+            .and_then(|c| crate::failover::failover_us(&c, &Graph::ifname(b), b as u64 + 1));
         wait(
             setup,
             Duration::from_secs(60),
@@ -387,6 +413,7 @@ fn cuts_alone(
             to: b,
             verbs: r.completed,
             stall_us: r.longest_gap_us,
+            failover_us,
             ledger_exact: ledger_exact(setup, a, b, &r)?,
         });
         xdp_cut(setup, (a, b), false)?;
@@ -424,16 +451,18 @@ fn print_cuts_alone(measured: &[CutAlone], pairs: &[PairLatency]) {
     let Some(first) = measured.first() else {
         return;
     };
-    let stalls: Vec<String> = measured
-        .iter()
-        .map(|c| format!("{:.2}", c.stall_us / 1e3))
-        .collect();
+    let ms = |us: Option<f64>| us.map_or("-".to_string(), |us| format!("{:.2}", us / 1e3));
+    let failovers: Vec<String> = measured.iter().map(|c| ms(c.failover_us)).collect();
+    let stalls: Vec<String> = measured.iter().map(|c| ms(Some(c.stall_us))).collect();
     outln!(
-        "the cut alone, one verb at a time from {} to {}, cut (by XDP) and healed {} times: the verbs \
-         stalled at most {} ms",
+        "the cut alone, one verb at a time from {} to {}, cut (by XDP) and healed {} times: \
+         from the last answer over the link to the first over another path (node {}'s \
+         capture) {} ms; the workload's longest stall {} ms",
         first.from,
         first.to,
         measured.len(),
+        first.from,
+        failovers.join(", "),
         stalls.join(", ")
     );
     if let Some(p) = pairs

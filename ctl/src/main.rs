@@ -7,6 +7,7 @@ mod out;
 mod capture;
 mod demo;
 mod fabric_demo;
+mod failover;
 mod fi_demo;
 mod host_demo;
 mod host_verbs;

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use oae_common::FaultConfig;
 use oae_os::lock::{HeldLock, LockError, hold_exclusive};
 use oae_pmd::xdp::{Steering, XdpCounters};
@@ -489,6 +491,10 @@ impl Drop for BindDir {
     }
 }
 
+/// The longest the accepting thread waits for a connection (ms) before it
+/// looks at the stop flag and the polling threads again.
+const ACCEPT_WAIT_MS: u8 = 20;
+
 /// Serves control connections until the stop flag is set, or until a
 /// polling thread ends unasked: then `Some(its queue)`. `threads[i]` is
 /// queue `i`'s.
@@ -503,7 +509,10 @@ fn serve(
         match listener.accept() {
             Ok((stream, _)) => admit(stream, shared, &open, limits),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+                // Woken by the next connection at once, and at least every
+                // ACCEPT_WAIT_MS to look at the stop flag and the threads.
+                let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(ACCEPT_WAIT_MS));
             }
             Err(e) => {
                 eprintln!("oaed: control socket: {e}");

@@ -57,6 +57,10 @@ pub struct Faults {
     /// cut link's ends address every verb to each other: failover timed
     /// under load.
     pub busy_cuts: bool,
+    /// A cut takes one direction first and the other up to 50 link round
+    /// trips later, as a real one does when each end's interface goes at
+    /// its own moment: meanwhile one end hears a peer that is deaf to it.
+    pub one_way_cuts: bool,
 }
 
 impl Faults {
@@ -73,6 +77,7 @@ impl Faults {
         scrambles: 0,
         scramble_all: false,
         busy_cuts: false,
+        one_way_cuts: false,
     };
 }
 
@@ -173,7 +178,7 @@ pub const SCENARIOS: [Scenario; 9] = [
 /// The fabric's fault classes: verbs between every pair of nodes, relayed
 /// over several hops, through cut links, partitions, restarts and
 /// scrambled routing state.
-pub const FABRIC_SCENARIOS: [Scenario; 9] = [
+pub const FABRIC_SCENARIOS: [Scenario; 10] = [
     Scenario {
         name: "ring-clean",
         faults: Faults::NONE,
@@ -193,6 +198,16 @@ pub const FABRIC_SCENARIOS: [Scenario; 9] = [
         faults: Faults {
             cuts: 1,
             busy_cuts: true,
+            ..Faults::NONE
+        },
+        fabric: Some((Shape::Ring, 5)),
+    },
+    Scenario {
+        name: "ring-one-way",
+        faults: Faults {
+            cuts: 1,
+            busy_cuts: true,
+            one_way_cuts: true,
             ..Faults::NONE
         },
         fabric: Some((Shape::Ring, 5)),
@@ -256,6 +271,7 @@ pub const FABRIC_SCENARIOS: [Scenario; 9] = [
             scrambles: 2,
             scramble_all: false,
             busy_cuts: false,
+            one_way_cuts: false,
         },
         fabric: Some((Shape::Ring, 5)),
     },
@@ -565,6 +581,9 @@ enum Disruption {
     LinkUp(usize, usize),
     /// Down for good.
     Cut(usize, usize),
+    /// Frames from the first node to the second lost for good (the other
+    /// way follows with a `Cut`).
+    CutOneWay(usize, usize),
     /// Every link between the nodes of a side (`Sim::sides`) and the rest
     /// goes down …
     Partition(usize),
@@ -747,7 +766,18 @@ impl Sim {
                     } else {
                         rng.below(span)
                     };
-                    disruptions.push((at, Disruption::Cut(a.min(b), a.max(b))));
+                    if faults.one_way_cuts {
+                        let (from, to) = if rng.chance_ppm(500_000) {
+                            (a, b)
+                        } else {
+                            (b, a)
+                        };
+                        let lag = rng.below(50) * 2 * cfg.delay;
+                        disruptions.push((at, Disruption::CutOneWay(from, to)));
+                        disruptions.push((at + lag, Disruption::Cut(a.min(b), a.max(b))));
+                    } else {
+                        disruptions.push((at, Disruption::Cut(a.min(b), a.max(b))));
+                    }
                     break;
                 }
             }
@@ -963,16 +993,23 @@ impl Sim {
                     self.down[b][a] = down;
                     self.report.flaps += u64::from(down);
                 }
-                Disruption::Cut(a, b) => {
+                Disruption::Cut(a, b) | Disruption::CutOneWay(a, b) => {
+                    // A cut begun one way was counted, and its failover
+                    // timed, from then.
+                    let begun = self.cut[a][b] || self.cut[b][a];
                     self.cut[a][b] = true;
-                    self.cut[b][a] = true;
-                    self.report.cuts += 1;
-                    self.cuts_pending.push(PendingCut {
-                        at: self.now,
-                        ends: (a, b),
-                        any: false,
-                        fresh: false,
-                    });
+                    if matches!(d, Disruption::Cut(..)) {
+                        self.cut[b][a] = true;
+                    }
+                    if !begun {
+                        self.report.cuts += 1;
+                        self.cuts_pending.push(PendingCut {
+                            at: self.now,
+                            ends: (a.min(b), a.max(b)),
+                            any: false,
+                            fresh: false,
+                        });
+                    }
                 }
                 Disruption::Partition(side) | Disruption::Heal(side) => {
                     let down = matches!(d, Disruption::Partition(_));
@@ -1282,7 +1319,7 @@ impl Sim {
         if !self.faults.busy_cuts {
             return None;
         }
-        (0..self.nodes.len()).find(|&j| self.cut[i][j])
+        (0..self.nodes.len()).find(|&j| self.cut[i][j] || self.cut[j][i])
     }
 
     /// A verb between two nodes completed over a path: the first after a

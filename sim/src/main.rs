@@ -40,8 +40,8 @@ scale: cold starts of large fabrics (rounds to agree against the diameter, memor
   Faults at that size, with verbs and every invariant: oae-sim soak --scenario scale
 
 scenarios: clean loss duplication corruption reordering link-flap restart mixed heavy
-fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-failover ring-partition
-  mesh-flap line-restart ring-scramble scramble-start fabric-mixed
+fabric scenarios (--scenario fabric for all): ring-clean ring-cut ring-failover ring-one-way
+  ring-partition mesh-flap line-restart ring-scramble scramble-start fabric-mixed
 scale scenarios (--scenario scale for all): ring-64 torus-64 torus-256 random-256";
 
 struct Args {

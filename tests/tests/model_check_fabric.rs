@@ -428,15 +428,18 @@ fn explore(max_rounds: [u8; 3], examples: &[&str], complete: bool) {
     }
 }
 
-/// Two rounds at A and at B (each suspects the cut link once two probes
-/// go unanswered, the moment a minimum round has passed in quiet), none at
-/// C: every interleaving of the six lanes, the cut at any point after the
-/// submission. Measured: about 1.25 M unique states, 60 s. Settling the
-/// transfer over C is reachable; the verb's retry over the path needs more
-/// rounds (below).
+/// Two rounds at A (it suspects the cut link once two probes go
+/// unanswered, the moment a minimum round has passed in quiet), none at B
+/// or C: B never suspects the link itself, and learns that it is broken
+/// from A's RESOLVE, carried by C (PROTOCOL.md F2), so its answer goes the
+/// way round. Every interleaving of the six lanes, the cut at any point
+/// after the submission. Measured: about 750 k unique states, 40 s. With
+/// two rounds at B as well the search no longer completes within 20 M
+/// states generated (5.3 M unique, no invariant broken); the verb's retry
+/// over the path needs more rounds still (below).
 #[test]
 fn a_transfer_in_doubt_on_a_cut_link_is_resolved_through_the_third_node() {
-    explore([2, 2, 0], &[RESOLVED], true);
+    explore([2, 0, 0], &[RESOLVED], true);
 }
 
 /// Four rounds at A and three at B: the retried verb completes `Ok` over

@@ -152,6 +152,25 @@ fn alone_figures(o: &mut Outcome, r: &FabricDemoReport) {
         "cut_alone_stall_max_ms",
         stalls.last().copied().unwrap_or(f64::NAN),
     );
+    let mut failovers: Vec<f64> = r
+        .cuts_alone
+        .iter()
+        .filter_map(|c| c.failover_us)
+        .map(|us| us / 1e3)
+        .collect();
+    failovers.sort_by(f64::total_cmp);
+    o.set("cut_alone_failovers_measured", failovers.len() as f64);
+    o.set(
+        "cut_alone_failover_median_ms",
+        failovers
+            .get(failovers.len() / 2)
+            .copied()
+            .unwrap_or(f64::NAN),
+    );
+    o.set(
+        "cut_alone_failover_max_ms",
+        failovers.last().copied().unwrap_or(f64::NAN),
+    );
 }
 
 /// Figures of a fabric run: the whole fabric's rate, and the cut link's

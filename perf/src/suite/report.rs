@@ -1040,12 +1040,18 @@ fn fabric_alone_section(out: &mut String, ms: &[Measurement]) {
          nothing else running): neighbours p50 {} us, two hops (relayed) p50 {} us, {}× the \
          neighbours' (the target: at most 4×); the longest any pair went between two \
          completions with no fault at all: {} ms. Then the cut alone, a verb at a time from 0 \
-         to 1, cut by the XDP programs of its two interfaces and healed three times: the verbs stalled {} ms at the median, {} ms at \
-         most.\n",
+         to 1, cut by the XDP programs of its two interfaces and healed three times: from the \
+         last answer over the link to the first over another path, by node 0's own capture \
+         of its frames, {} ms at the median and {} ms at most ({} of 3 cuts caught by the \
+         capture); the workload's longest stall, which also holds whatever else the shared \
+         CPUs did in the run, {} ms at the median, {} ms at most.\n",
         fmt_fig(f("alone_1hop_p50_us"), 1.0, 1),
         fmt_fig(f("alone_2hop_p50_us"), 1.0, 1),
         fmt_fig(f("alone_2hop_vs_1hop"), 1.0, 2),
         fmt_fig(f("alone_longest_gap_ms"), 1.0, 2),
+        fmt_fig(f("cut_alone_failover_median_ms"), 1.0, 2),
+        fmt_fig(f("cut_alone_failover_max_ms"), 1.0, 2),
+        fmt_fig(f("cut_alone_failovers_measured"), 1.0, 0),
         fmt_fig(f("cut_alone_stall_median_ms"), 1.0, 2),
         fmt_fig(f("cut_alone_stall_max_ms"), 1.0, 2),
     );

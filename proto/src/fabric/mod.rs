@@ -379,12 +379,25 @@ impl Fabric {
                 let outcome = if res.target_epoch != sh.epoch {
                     Outcome::TargetRestarted
                 } else {
-                    let mut to_src = links.iter_mut().filter(|l| l.peer_id() == fwd.src);
-                    let settled = match (to_src.next(), to_src.next()) {
+                    let mut to_src = links
+                        .iter_mut()
+                        .enumerate()
+                        .filter(|(_, l)| l.peer_id() == fwd.src);
+                    let (settled, link) = match (to_src.next(), to_src.next()) {
                         // One link to the source: the decision is for it.
-                        (Some(l), None) => l.resolve(&res, sh),
-                        _ => false,
+                        (Some((i, l)), None) => {
+                            // F2: the source settles the link's transfers by
+                            // another path because it cannot use the link:
+                            // neither can this end, and its answer, routed
+                            // now, must not go into it.
+                            l.peer_lost_us_elsewhere();
+                            (l.resolve(&res, sh), Some(i))
+                        }
+                        _ => (false, None),
                     };
+                    if let Some(i) = link {
+                        self.follow_state(i as LinkId, &links[i]);
+                    }
                     if !settled {
                         self.stats.resolves_ignored += 1;
                         return;

@@ -31,6 +31,16 @@ impl Link {
         len
     }
 
+    /// The peer settles this link's transfers by another path (F2): it
+    /// cannot use the link, so the way to it is broken, as when it says
+    /// hello as if it had not heard this end. Cleared by the peer's next
+    /// frame over the link.
+    pub fn peer_lost_us_elsewhere(&mut self) {
+        if self.is_up() {
+            self.peer_lost_us = true;
+        }
+    }
+
     /// Another path brought word (a HELLO of its own, from the peer) that
     /// the peer runs as incarnation `epoch`, newer than the one this link
     /// knows: the old one is dead, and what it left here is settled by the

@@ -395,6 +395,14 @@ pub(crate) struct Link {
     unheard_fabric_at: Nanos,
     /// Probes sent since the peer was last heard (for suspicion).
     unanswered_probes: u32,
+    /// The oldest probe the peer has not shown it heard (its `seen` has
+    /// stayed below it), with when it went out: a peer that talks but does
+    /// not hear this end is suspected a minimum round after it (O3).
+    deaf_since: Option<(u32, Nanos)>,
+    /// The next frame to go out is a probe (for `deaf_since`).
+    sending_probe: bool,
+    /// `deaf_since` is a minimum round old.
+    deaf_for_a_round: bool,
     /// Probes sent since a TICK of this end's was last answered: each
     /// waits twice as long as the one before (O3).
     probe_backoff: u32,
@@ -486,6 +494,9 @@ impl Link {
             last_owed_at: 0,
             unheard_fabric_at: 0,
             unanswered_probes: 0,
+            deaf_since: None,
+            sending_probe: false,
+            deaf_for_a_round: false,
             probe_backoff: 0,
             recent_ticks: Default::default(),
             probe_due: false,

@@ -139,6 +139,8 @@ impl Link {
         self.last_owed_at = 0;
         self.unheard_fabric_at = 0;
         self.unanswered_probes = 0;
+        self.deaf_since = None;
+        self.deaf_for_a_round = false;
         self.probe_backoff = 0;
         self.probe_due = false;
         self.tick_outstanding = None;

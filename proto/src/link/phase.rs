@@ -110,6 +110,7 @@ impl Link {
             && !self.peer_lost_us
             && self.silent_rounds < SUSPECT_AFTER_ROUNDS
             && !probes_unanswered
+            && !self.deaf_for_a_round
     }
 
     /// Something else says the peer is reachable (a path's route): a link

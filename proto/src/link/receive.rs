@@ -71,6 +71,14 @@ impl Link {
         // R40: what the peer has seen and not answered is lost
         if self.cfg.ordered {
             self.find_losses(frame.seen);
+            // O3: the peer has heard the oldest probe it had not.
+            if self
+                .deaf_since
+                .is_some_and(|(probe, _)| !order_after(probe, frame.seen))
+            {
+                self.deaf_since = None;
+                self.deaf_for_a_round = false;
+            }
         }
         received
     }

@@ -17,11 +17,20 @@ impl Link {
     }
 
     /// When the probes left unanswered make the link suspected: the moment
-    /// it has been quiet for a minimum round, so the fabric moves its
-    /// traffic then, not at the end of the round.
+    /// it has been quiet for a minimum round, or the peer, talking, has not
+    /// shown for a minimum round that it heard a probe, so the fabric
+    /// moves its traffic then, not at the end of the round.
     fn suspect_at(&self) -> Option<Nanos> {
-        (self.unanswered_probes >= SUSPECT_AFTER_PROBES && !self.quiet_for_a_round)
-            .then(|| self.last_heard_at.saturating_add(self.cfg.min_round))
+        let quiet = (self.unanswered_probes >= SUSPECT_AFTER_PROBES && !self.quiet_for_a_round)
+            .then(|| self.last_heard_at.saturating_add(self.cfg.min_round));
+        let deaf = self
+            .deaf_since
+            .filter(|_| !self.deaf_for_a_round)
+            .map(|(_, at)| at.saturating_add(self.cfg.min_round));
+        match (quiet, deaf) {
+            (Some(q), Some(d)) => Some(q.min(d)),
+            (q, d) => q.or(d),
+        }
     }
 
     /// When to send a tick that makes the peer answer with its `seen`, if a
@@ -54,6 +63,9 @@ impl Link {
 
     pub fn handle_timeout<O: Observer, M: Store>(&mut self, now: Nanos, sh: &mut Shared<'_, O, M>) {
         self.quiet_for_a_round = now.saturating_sub(self.last_heard_at) >= self.cfg.min_round;
+        self.deaf_for_a_round = self
+            .deaf_since
+            .is_some_and(|(_, at)| now.saturating_sub(at) >= self.cfg.min_round);
         if !self.is_up() && now >= self.next_hello {
             self.hello_due = true;
             self.unanswered_hellos += 1;

@@ -27,6 +27,9 @@ impl Link {
             };
             wire::stamp_order(frame, self.tx_order, self.seen());
             self.gap_notice_due = false;
+            if core::mem::take(&mut self.sending_probe) && self.deaf_since.is_none() {
+                self.deaf_since = Some((self.tx_order, now));
+            }
             if let Sent::Owed(exchange) = kind {
                 self.sent_owed(self.tx_order, exchange, now);
             }
@@ -160,6 +163,7 @@ impl Link {
         if probe {
             self.stats.probes_sent += 1;
             self.probe_backoff += 1;
+            self.sending_probe = true;
         }
         self.tick_due = false;
         self.probe_due = false;
