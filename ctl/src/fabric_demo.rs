@@ -356,8 +356,9 @@ const CUTS_ALONE: usize = 3;
 /// of one verb at a time, the cut and what follows it.
 const CUT_CAPTURE_FRAMES: u32 = 10_000;
 const CUT_CAPTURE_SECONDS: f64 = 2.0;
-/// How long the capture runs before the cut.
-const CAPTURE_LEAD: Duration = Duration::from_millis(5);
+/// How long the capture is given to start (its request reaches the
+/// polling core through the control socket) before the cut.
+const CAPTURE_LEAD: Duration = Duration::from_millis(25);
 
 /// The cut alone, [`CUTS_ALONE`] times: one verb at a time from `a` to
 /// `b` for `demo.pair_latency` (at least a second) with nothing else
