@@ -302,6 +302,19 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     }
 }
 
+/// Waits until node `i`'s workload aimed at `j` has run out; its report.
+fn run_out(
+    setup: &mut Setup,
+    (i, j): (usize, usize),
+    what: &str,
+    interrupted: &AtomicBool,
+) -> Result<WorkloadReport, String> {
+    wait(setup, Duration::from_secs(60), what, interrupted, |s| {
+        s.report(i, j).is_ok_and(|r| !r.running)
+    })?;
+    setup.report(i, j)
+}
+
 /// Each ordered pair alone, one verb in flight for `demo.pair_latency`,
 /// on lanes of their own (after the all-pairs workloads' lanes), each
 /// ledger compared with both ends' memory.
@@ -327,14 +340,8 @@ fn pair_latencies(
                 ..Default::default()
             };
             setup.client(i).workload_start(spec)?;
-            wait(
-                setup,
-                Duration::from_secs(60),
-                &format!("node {i}'s verbs to node {j}, alone"),
-                interrupted,
-                |s| s.report(i, j).is_ok_and(|r| !r.running),
-            )?;
-            let r = setup.report(i, j)?;
+            let what = format!("node {i}'s verbs to node {j}, alone");
+            let r = run_out(setup, (i, j), &what, interrupted)?;
             measured.push(PairLatency {
                 from: i,
                 to: j,
@@ -401,14 +408,8 @@ fn cuts_alone(
             .map_err(|_| "the capture thread panicked".to_string())?
             .ok()
             .and_then(|c| crate::failover::failover_us(&c, &Graph::ifname(b), b as u64 + 1));
-        wait(
-            setup,
-            Duration::from_secs(60),
-            &format!("node {a}'s verbs to node {b} across the cut, alone"),
-            interrupted,
-            |s| s.report(a, b).is_ok_and(|r| !r.running),
-        )?;
-        let r = setup.report(a, b)?;
+        let what = format!("node {a}'s verbs to node {b} across the cut, alone");
+        let r = run_out(setup, (a, b), &what, interrupted)?;
         measured.push(CutAlone {
             from: a,
             to: b,
