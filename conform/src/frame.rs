@@ -10,6 +10,7 @@ pub const HEADER: usize = 24;
 pub const HELLO: (u8, u8) = (1, 1);
 pub const TICK: (u8, u8) = (1, 2);
 pub const TOCK: (u8, u8) = (1, 3);
+pub const HANDSHAKE: (u8, u8) = (1, 4);
 pub const REQUEST: (u8, u8) = (2, 1);
 pub const ECHO: (u8, u8) = (2, 2);
 pub const COMMIT: (u8, u8) = (2, 3);
@@ -23,6 +24,7 @@ pub fn name(t: (u8, u8)) -> &'static str {
         HELLO => "HELLO",
         TICK => "TICK",
         TOCK => "TOCK",
+        HANDSHAKE => "HANDSHAKE",
         REQUEST => "REQUEST",
         ECHO => "ECHO",
         COMMIT => "COMMIT",

@@ -151,6 +151,7 @@ impl Oae {
             LinkChange::Up => "up",
             LinkChange::Unreachable => "unreachable",
             LinkChange::PeerRestarted => "peer restarted",
+            LinkChange::Keyed => "keyed by a handshake",
         };
         if change == LinkChange::Up
             && let Some(told) = self.told.get_mut(usize::from(link))
@@ -302,6 +303,13 @@ impl Transport for Oae {
                 Some(&Event::Link { link, change }) => Some((link, change)),
                 Some(&Event::Received { link, id, len, imm }) => {
                     on(TransportEvent::Received { link, id, len, imm });
+                    None
+                }
+                Some(Event::Untrusted { link, identity }) => {
+                    on(TransportEvent::Notice(format!(
+                        "link {link} refused: its peer proved identity {identity}, which is \
+                         not in the trust list"
+                    )));
                     None
                 }
             };

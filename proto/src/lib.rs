@@ -15,6 +15,8 @@ pub mod config;
 pub mod crc;
 mod down_reason;
 pub mod fabric;
+pub mod handshake;
+pub mod identity;
 mod link;
 pub mod memory;
 mod sealing;
@@ -39,6 +41,7 @@ pub use verb::{
 
 use auth::Authenticator;
 use fabric::Fabric;
+use handshake::KeyAgreement;
 use link::{Link, Received, Shared};
 use unhashed::Unhashed;
 
@@ -63,6 +66,12 @@ pub enum Event {
         link: LinkId,
         change: LinkChange,
     },
+    /// The peer on `link` proved an identity the node does not trust: the
+    /// link was refused a key.
+    Untrusted {
+        link: LinkId,
+        identity: identity::PublicIdentity,
+    },
     /// A message filled the receive the application posted as `id`: its
     /// first `len` bytes, with the SEND's immediate data. Receives of a
     /// link are reported in the order they were posted.
@@ -86,6 +95,9 @@ pub enum LinkChange {
     Unreachable,
     /// The peer came back as a new incarnation.
     PeerRestarted,
+    /// The peer proved a trusted identity and the link has a new key
+    /// ([`Node::key_agreement`] names the peer).
+    Keyed,
 }
 
 /// Hooks for watching transfers on both sides, for tracing and for the
@@ -153,6 +165,9 @@ pub struct Node<O: Observer = NoObserver, M: Store = Memory> {
     /// ([`Node::authenticate_link`]). Boxed, as few links have one; out of
     /// the node's identity, as the model checker runs links without keys.
     auth: Unhashed<Vec<Option<Box<Authenticator>>>>,
+    /// Each link's key agreement, for links that agree their keys by
+    /// identity ([`Node::agree_keys`]).
+    agreements: Unhashed<Vec<Option<Box<KeyAgreement>>>>,
 }
 
 impl Node<NoObserver> {
@@ -184,6 +199,7 @@ impl<O: Observer, M: Store> Node<O, M> {
             events: VecDeque::with_capacity(1024),
             observer,
             auth: Unhashed(Vec::new()),
+            agreements: Unhashed(Vec::new()),
         }
     }
 
@@ -225,6 +241,7 @@ impl<O: Observer, M: Store> Node<O, M> {
         }
         self.links.push(Link::new(id, cfg));
         self.auth.push(None);
+        self.agreements.push(None);
         if let Some(f) = &mut self.fabric {
             f.add_port();
         }
@@ -463,7 +480,7 @@ impl<O: Observer, M: Store> Node<O, M> {
         // An authenticated link checks the tag and the replay window
         // before anything reads the frame; what fails is counted, dropped,
         // and told as a reason the link is not coming up.
-        let Some(frame) = self.open(link, frame) else {
+        let Some(frame) = self.open(link, frame, now) else {
             return;
         };
         let (links, fabric, mut sh) = self.parts();
@@ -556,10 +573,17 @@ impl<O: Observer, M: Store> Node<O, M> {
 
     /// When `handle_timeout` next has work to do.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.all_links().map(|l| l.poll_timeout()).min()
+        let agreements = self.agreements.iter().flatten();
+        self.all_links()
+            .map(|l| l.poll_timeout())
+            .chain(agreements.filter_map(|a| a.poll_timeout()))
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
+        for a in self.agreements.iter_mut().flatten() {
+            a.handle_timeout(now);
+        }
         let (links, mut fabric, mut sh) = self.parts();
         for i in 0..links.len() {
             links[i].handle_timeout(now, &mut sh);

@@ -75,6 +75,9 @@ pub enum Transition {
     Tick,
     /// Reflection of a tick.
     Tock,
+    /// Key agreement before bring-up (`handshake`); the field carries the
+    /// message number.
+    Handshake,
     /// Initiator → target: a verb, applied tentatively on arrival.
     Request,
     /// Target → initiator: reflected context and the verb's result.
@@ -112,6 +115,7 @@ impl Transition {
             Transition::Hello => (Machine::Link, 1),
             Transition::Tick => (Machine::Link, 2),
             Transition::Tock => (Machine::Link, 3),
+            Transition::Handshake => (Machine::Link, 4),
             Transition::Request => (Machine::Slot, 1),
             Transition::Echo => (Machine::Slot, 2),
             Transition::Commit => (Machine::Slot, 3),
@@ -129,6 +133,7 @@ impl Transition {
             (Machine::Link, 1) => Transition::Hello,
             (Machine::Link, 2) => Transition::Tick,
             (Machine::Link, 3) => Transition::Tock,
+            (Machine::Link, 4) => Transition::Handshake,
             (Machine::Slot, 1) => Transition::Request,
             (Machine::Slot, 2) => Transition::Echo,
             (Machine::Slot, 3) => Transition::Commit,
@@ -419,8 +424,12 @@ impl<'a> Frame<'a> {
         let receiver_epoch = u32::from_be_bytes(body[12..16].try_into().expect("four bytes"));
         let order = u32::from_be_bytes(body[ORDER_AT..ORDER_AT + 4].try_into().expect("four"));
         let seen = u32::from_be_bytes(body[ORDER_AT + 4..HEADER_LEN].try_into().expect("four"));
-        // HELLO precedes any order; every other frame has a place in it.
-        let hello = context.transition == Transition::Hello;
+        // HELLO and HANDSHAKE precede any order; every other frame has a
+        // place in it.
+        let hello = matches!(
+            context.transition,
+            Transition::Hello | Transition::Handshake
+        );
         if sender_epoch == 0 || hello != (order == 0) || (hello && seen != 0) {
             return Err(Malformed::Inconsistent);
         }
@@ -534,8 +543,8 @@ mod tests {
     fn context_round_trips_for_every_transition() {
         use Transition::*;
         for t in [
-            Hello, Tick, Tock, Request, Echo, Commit, CommitAck, Refuse, Reverse, ReverseAck,
-            Advert, Forward,
+            Hello, Tick, Tock, Handshake, Request, Echo, Commit, CommitAck, Refuse, Reverse,
+            ReverseAck, Advert, Forward,
         ] {
             let c = sample(t, 2);
             assert_eq!(Context::decode(&c.encode()), Ok(c));

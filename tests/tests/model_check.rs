@@ -200,7 +200,7 @@ impl State {
                 Event::Received { id, len, imm, .. } => {
                     self.nodes[i].observer_mut().received.push((id, len, imm))
                 }
-                Event::Link { .. } => {}
+                Event::Link { .. } | Event::Untrusted { .. } => {}
             }
         }
         let st = self.nodes[i].link_stats(LINK).expect("one link");

@@ -18,7 +18,7 @@ local oae = Proto("oae", "Open Atomic Ethernet")
 
 local STATES = { [1] = "link", [2] = "slot", [3] = "fabric" }
 local TRANSITIONS = {
-    [1] = { [1] = "HELLO", [2] = "TICK", [3] = "TOCK" },
+    [1] = { [1] = "HELLO", [2] = "TICK", [3] = "TOCK", [4] = "HANDSHAKE" },
     [2] = {
         [1] = "REQUEST", [2] = "ECHO", [3] = "COMMIT", [4] = "COMMIT_ACK",
         [5] = "REFUSE", [6] = "REVERSE", [7] = "REVERSE_ACK",
@@ -43,6 +43,7 @@ local FORWARD_KINDS = { [1] = "path frame", [2] = "RESOLVE", [3] = "RESOLVED" }
 local OUTCOMES = { [1] = "settled", [2] = "target restarted" }
 
 local f = oae.fields
+local add_handshake
 f.version = ProtoField.uint8("oae.version", "Version", base.DEC, nil, 0xF0)
 f.class = ProtoField.uint8("oae.class", "Class", base.DEC, nil, 0x0F)
 f.frame_len = ProtoField.uint16("oae.frame_len", "Frame length (64 << class)")
@@ -68,6 +69,12 @@ f.hello_node = ProtoField.uint64("oae.hello.node_id", "Node id", base.HEX)
 f.hello_slots = ProtoField.uint16("oae.hello.slots", "Slots")
 f.hello_credits = ProtoField.uint16("oae.hello.credits", "Receive credits")
 f.hello_max_class = ProtoField.uint8("oae.hello.max_class", "Largest class")
+f.handshake_message = ProtoField.uint32("oae.handshake.message", "Handshake message (Noise XX)")
+f.handshake_len = ProtoField.uint16("oae.handshake.len", "Noise message length")
+f.handshake_ephemeral = ProtoField.bytes("oae.handshake.ephemeral", "Ephemeral public key (e)")
+f.handshake_sealed = ProtoField.bytes("oae.handshake.sealed", "Sealed (static key and payload)")
+f.handshake_epoch = ProtoField.uint32("oae.handshake.epoch", "Initiator epoch (in clear)")
+f.handshake_node = ProtoField.uint64("oae.handshake.node", "Initiator node id (in clear)", base.HEX)
 f.round_ns = ProtoField.uint64("oae.tick.round_ns", "Sender's round (ns)")
 f.opcode = ProtoField.uint8("oae.verb.opcode", "Verb", base.DEC, OPCODES)
 f.words = ProtoField.uint8("oae.verb.count", "Words")
@@ -360,6 +367,8 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
         tree:add(f.seq, tvb(6, 2))
     elseif name == "TICK" or name == "TOCK" then
         tree:add(f.tick, tvb(4, 4))
+    elseif name == "HANDSHAKE" then
+        tree:add(f.handshake_message, tvb(4, 4))
     else
         tree:add(f.field, tvb(4, 4))
     end
@@ -415,6 +424,8 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
             .. tvb(8, 4):uint() .. "/" .. tvb(12, 4):uint()
     elseif name == "TICK" then
         tree:add(f.round_ns, tvb(p, 8))
+    elseif name == "HANDSHAKE" then
+        summary = summary .. " " .. add_handshake(tvb, p, tree)
     elseif name == "REQUEST" then
         local op, what = add_verb(tvb, p, tree)
         if src ~= nil then
@@ -446,6 +457,34 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
     end
     tree:append_text(": " .. summary)
     return summary
+end
+
+-- A HANDSHAKE's Noise message (PROTOCOL.md, "Key agreement"): message 1
+-- is e and the initiator's payload in clear; 2 and 3 are sealed.
+add_handshake = function(tvb, p, tree)
+    local message = tvb(4, 4):uint()
+    local len = tvb(p, 2):uint()
+    tree:add(f.handshake_len, tvb(p, 2))
+    if message < 1 or message > 3 then
+        error("message number " .. message .. " is not 1, 2 or 3")
+    end
+    if len > 108 or p + 2 + len > tvb:len() - 4 then
+        error("Noise message of " .. len .. " bytes is longer than 108")
+    end
+    local m = p + 2
+    if message == 1 then
+        tree:add(f.handshake_ephemeral, tvb(m, 32))
+        if len >= 44 then
+            tree:add(f.handshake_epoch, tvb(m + 32, 4))
+            tree:add(f.handshake_node, tvb(m + 36, 8))
+        end
+    elseif message == 2 then
+        tree:add(f.handshake_ephemeral, tvb(m, 32))
+        tree:add(f.handshake_sealed, tvb(m + 32, len - 32))
+    else
+        tree:add(f.handshake_sealed, tvb(m, len))
+    end
+    return "message " .. message .. " (" .. len .. " bytes)"
 end
 
 function oae.dissector(tvb, pinfo, tree)

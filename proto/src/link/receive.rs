@@ -26,6 +26,12 @@ impl Link {
                 return Received::Own;
             }
         };
+        // R44: key agreement is the node's, for links that agree keys; a
+        // handshake reaching a link is one this end never asked for
+        if frame.context.transition == Transition::Handshake {
+            self.count_malformed(Malformed::Inconsistent);
+            return Received::Own;
+        }
         if frame.context.transition == Transition::Hello {
             self.handle_hello(&frame, sh);
             return Received::Own;

@@ -5,7 +5,7 @@
 use oae_proto::fabric::envelope;
 use oae_proto::fabric::routes::Heard;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Refusal, Verb};
-use oae_proto::wire::{self, Knowledge, Malformed, SLICE, Transition};
+use oae_proto::wire::{self, Context, Knowledge, Malformed, Role, SLICE, Transition};
 use oae_proto::{Member, RegionRef, View};
 
 use super::iut::Setup;
@@ -47,6 +47,7 @@ pub fn all() -> Vec<(String, String)> {
         malformed_checking_order,
         resync_hellos,
         advert_pages,
+        handshake_on_a_keyless_link,
     ]
     .into_iter()
     .map(|make| make().finish())
@@ -1392,5 +1393,35 @@ fn resync_hellos() -> Script {
         [1, 2, 3, 4, 5, 6, 7, 8, 10, 14].map(|ms| ms * 1_000_000),
         "HELLO times after the first"
     );
+    s
+}
+
+fn handshake_on_a_keyless_link() -> Script {
+    let mut s = Script::new(
+        "35-handshake-on-a-keyless-link",
+        "a HANDSHAKE reaching a link that does not agree its keys by identity is dropped as \
+         inconsistent, and the link carries on",
+        "R44",
+        Setup::DEFAULT,
+        7,
+    );
+    s.up();
+    s.note("message 1 of a key agreement (class 2, order 0): this link agrees no keys");
+    let ctx = Context {
+        class: 2,
+        knowledge: Knowledge::Nothing,
+        role: Role::Alice,
+        transition: Transition::Handshake,
+        previous_committed: false,
+        field: 1,
+    };
+    let mut buf = [0u8; wire::MAX_FRAME];
+    let len = wire::build(&mut buf, &ctx, (s.peer_epoch, 0), (0, 0), |p| {
+        p[..2].copy_from_slice(&44u16.to_be_bytes());
+        p[2..46].fill(0x5a);
+    });
+    s.recv(&buf[..len]);
+    assert_eq!(s.count("malformed.inconsistent"), 1);
+    s.drain();
     s
 }

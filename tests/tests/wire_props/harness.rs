@@ -363,6 +363,10 @@ pub fn expect(node: &Node, bytes: &[u8]) -> Expect {
     };
     let ctx = f.context;
     let p = f.payload;
+    // A handshake reaches only links that agree keys by identity.
+    if ctx.transition == Transition::Handshake {
+        return Expect::Malformed(Malformed::Inconsistent);
+    }
     if ctx.transition == Transition::Hello {
         if ctx.class != 0 {
             return Expect::Malformed(Malformed::Inconsistent);
@@ -411,7 +415,7 @@ pub fn expect(node: &Node, bytes: &[u8]) -> Expect {
         return Expect::Disagrees;
     }
     match ctx.transition {
-        Transition::Hello => unreachable!("handled above"),
+        Transition::Hello | Transition::Handshake => unreachable!("handled above"),
         Transition::Tick if p[8..].iter().any(|&b| b != 0) => {
             Expect::Malformed(Malformed::BadPayload)
         }
