@@ -195,6 +195,29 @@ pub struct Authenticator {
     next_pn: u64,
     window: ReplayWindow,
     stats: AuthStats,
+    /// Keys that renew themselves, for keys agreed by a handshake.
+    ratchet: Option<Ratchet>,
+}
+
+/// A key agreed by a handshake renews itself every `after` frames this end
+/// sends under it: the next key is derived from it (HKDF-SHA256, info
+/// `oae rekey v1`) and rolled to as an operator's roll is, both ends
+/// deriving the same key whichever rolls first.
+#[derive(Clone)]
+struct Ratchet {
+    latest: LinkKey,
+    after: u64,
+    sent: u64,
+}
+
+impl Ratchet {
+    fn next(&self) -> LinkKey {
+        let mut okm = [0u8; 32];
+        Hkdf::<Sha256>::new(None, &self.latest.0)
+            .expand(b"oae rekey v1", &mut okm)
+            .expect("32 bytes is a valid HKDF-SHA256 output length");
+        LinkKey(okm)
+    }
 }
 
 impl core::fmt::Debug for Authenticator {
@@ -235,6 +258,7 @@ impl Authenticator {
             next_pn: 1,
             window: ReplayWindow::default(),
             stats: AuthStats::default(),
+            ratchet: None,
         };
         a.add_key(a.sending, key);
         a
@@ -319,6 +343,35 @@ impl Authenticator {
         next
     }
 
+    /// Renews `key` (the key frames are sent under) every `frames` frames
+    /// sent, and follows the peer's renewals. Only for a key both ends
+    /// forget when either restarts (an agreed key): a key read from a file
+    /// again after a restart would be behind the peer's.
+    pub fn ratchet_every(&mut self, frames: u64, key: &LinkKey) {
+        self.ratchet = Some(Ratchet {
+            latest: key.clone(),
+            after: frames.max(1),
+            sent: 0,
+        });
+    }
+
+    /// The next key of the ratchet, rolled to: when this end has sent its
+    /// share under the current one, or when the peer already rolled (it
+    /// accepts the next key number, which this end does not hold).
+    fn ratchet_step(&mut self) {
+        let Some(r) = &mut self.ratchet else {
+            return;
+        };
+        let next = r.next();
+        r.latest = next.clone();
+        r.sent = 0;
+        self.roll(&next);
+    }
+
+    fn rolling(&self) -> bool {
+        self.rolling_to.is_some() || self.rolled_from.is_some()
+    }
+
     fn follow_roll(&mut self) {
         if let Some(next) = self.rolling_to
             && self.peer_accepts & (1 << next) != 0
@@ -355,6 +408,12 @@ impl Authenticator {
         let tag = tag(&keys.send, &nonce, frame)?;
         trailer[8..AUTH_TRAILER_LEN].copy_from_slice(&tag);
         self.stats.sealed += 1;
+        if let Some(r) = &mut self.ratchet {
+            r.sent += 1;
+            if r.sent >= r.after && !self.rolling() {
+                self.ratchet_step();
+            }
+        }
         Some(len + AUTH_TRAILER_LEN)
     }
 
@@ -392,6 +451,13 @@ impl Authenticator {
             .map_err(|_| AuthError::BadTag)?;
         self.window.accept(epoch, pn);
         self.peer_accepts = trailer[1];
+        let next = (self.sending + 1) % KEY_NUMBERS as u8;
+        if self.ratchet.is_some()
+            && !self.rolling()
+            && self.peer_accepts & !self.accepts() & (1 << next) != 0
+        {
+            self.ratchet_step();
+        }
         self.follow_roll();
         // Both ends send under the key the roll reached: the key it rolled
         // from is retired (a frame under it now is late, or forged).

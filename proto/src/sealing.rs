@@ -133,9 +133,9 @@ impl<O: Observer, M: Store> Node<O, M> {
         match agreement.handle(&frame, now) {
             Outcome::Nothing => {}
             Outcome::Keyed(key) => {
-                let identity = agreement.link();
-                self.auth[usize::from(link)] =
-                    Some(Box::new(Authenticator::new(identity, 0, &key)));
+                let mut auth = Authenticator::new(agreement.link(), 0, &key);
+                auth.ratchet_every(agreement.rekey_after(), &key);
+                self.auth[usize::from(link)] = Some(Box::new(auth));
                 self.events.push_back(Event::Link {
                     link,
                     change: LinkChange::Keyed,

@@ -8,6 +8,7 @@
 //! scrambles their routing state, all drawn from one seed. After every step the oracle ([`ledger`]) checks the invariants of
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
+mod keys;
 pub mod ledger;
 pub mod scale;
 pub use oae_common::rng;
@@ -27,6 +28,10 @@ use oae_proto::{
     VerbId,
 };
 use rng::Rng;
+
+/// Chance that a frame sent is followed by a recorded handshake message
+/// replayed onto a link, with keys agreed by handshake.
+const REPLAY_PPM: u32 = 5_000;
 
 /// What the network does to frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,6 +309,11 @@ pub struct SimConfig {
     /// Authenticated links: every frame sealed by its sender and opened by
     /// its receiver (`oae_proto::auth`), as `[queue.auth]` does.
     pub auth: bool,
+    /// Links keyed by identity (`oae_proto::handshake`), as `[queue.auth]
+    /// identity = true` does: a handshake before bring-up and after every
+    /// restart, keys renewed every few hundred frames, and recorded
+    /// handshake messages replayed onto any link.
+    pub agree_keys: bool,
     /// Share of verbs drawn as SENDs, in parts per million; every node
     /// then keeps receives posted on its links and paths (a few at a
     /// time, and now and then none, so some SENDs find no receive). Zero
@@ -336,6 +346,7 @@ impl Default for SimConfig {
             region_len: 128,
             settle_time: 2_000_000_000,
             auth: false,
+            agree_keys: false,
             messages_ppm: 0,
             withdraw_ppm: 0,
         }
@@ -410,6 +421,10 @@ pub struct Report {
     /// refused because a message held the receive.
     pub withdrawn: u64,
     pub withdraw_refused: u64,
+    /// With keys agreed by handshake: handshakes completed, and recorded
+    /// handshake messages replayed onto links.
+    pub handshakes: u64,
+    pub replayed: u64,
 }
 
 impl Report {
@@ -461,6 +476,8 @@ impl Report {
         self.no_receive += o.no_receive;
         self.withdrawn += o.withdrawn;
         self.withdraw_refused += o.withdraw_refused;
+        self.handshakes += o.handshakes;
+        self.replayed += o.replayed;
     }
 }
 
@@ -494,7 +511,7 @@ enum Seen {
 }
 
 #[derive(Default)]
-struct Tap(Vec<Seen>);
+pub(crate) struct Tap(Vec<Seen>);
 
 impl Observer for Tap {
     fn sent(&mut self, link: u16, epoch: u32, slot: u16, seq: u16, id: VerbId) {
@@ -626,6 +643,10 @@ struct Sim {
     issued: usize,
     outstanding: Vec<usize>,
     report: Report,
+    /// With `agree_keys`: every node's identity, and the adversary
+    /// replaying handshake messages.
+    identities: Option<keys::Identities>,
+    replayer: Option<keys::Replayer>,
 }
 
 /// A cut link whose ends have not yet both been seen to reach each other
@@ -665,7 +686,7 @@ fn partition_side(rng: &mut Rng, adj: &[Vec<usize>]) -> Vec<bool> {
 }
 
 /// The node id the simulator gives node `i`.
-fn node_id(i: usize) -> u64 {
+pub(crate) fn node_id(i: usize) -> u64 {
     0x0200_0000_0000 + i as u64
 }
 
@@ -702,7 +723,13 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
         f.link_flaps,
         f.restarts,
         if cfg.link.ordered { "" } else { " --unordered" },
-        if cfg.auth { " --auth" } else { "" },
+        if cfg.agree_keys {
+            " --agree-keys"
+        } else if cfg.auth {
+            " --auth"
+        } else {
+            ""
+        },
         if cfg.messages_ppm > 0 {
             format!(
                 " --messages-ppm {} --withdraw-ppm {}",
@@ -727,8 +754,9 @@ impl Sim {
             None => (Shape::Mesh, false),
         };
         let adj = shape.neighbours(cfg.nodes);
+        let identities = cfg.agree_keys.then(|| keys::Identities::new(cfg.nodes));
         let nodes = (0..cfg.nodes)
-            .map(|i| new_node(&cfg, &adj, i, 1, fabric))
+            .map(|i| new_node(&cfg, &adj, i, 1, fabric, identities.as_ref()))
             .collect();
         // Disruptions are spread over the time the workload is expected to
         // take; the run heals after the last one.
@@ -827,6 +855,8 @@ impl Sim {
             disruptions,
             issued: 0,
             report: Report::default(),
+            replayer: cfg.agree_keys.then(|| keys::Replayer::new(seed)),
+            identities,
         }
     }
 
@@ -938,13 +968,14 @@ impl Sim {
                 return violation(
                     "liveness",
                     format!(
-                        "not settled {} ns after the last submission: {} verbs incomplete",
+                        "not settled {} ns after the last submission: {} verbs incomplete{}",
                         self.cfg.settle_time,
                         self.ledger
                             .records
                             .values()
                             .filter(|r| r.completion.is_none() && !r.orphaned)
-                            .count()
+                            .count(),
+                        keys::describe_down(&self.nodes)
                     ),
                 );
             }
@@ -1047,7 +1078,14 @@ impl Sim {
         let epoch = self.nodes[n].epoch() + 1;
         // A new process: with authentication, packet numbers from 1 and
         // no replay window yet.
-        self.nodes[n] = new_node(&self.cfg, &self.adj, n, epoch, self.fabric);
+        self.nodes[n] = new_node(
+            &self.cfg,
+            &self.adj,
+            n,
+            epoch,
+            self.fabric,
+            self.identities.as_ref(),
+        );
         self.ledger.node_restarted(n);
         self.mailboxes.free[n] = (0..RECEIVE_CELLS).rev().collect();
         self.mailboxes.cells.retain(|_, (node, ..)| *node != n);
@@ -1075,6 +1113,7 @@ impl Sim {
             self.report.probes += s.probes_sent;
             self.report.malformed_counted += s.malformed.iter().sum::<u64>();
         }
+        self.report.handshakes += keys::handshakes(&self.nodes[n]);
         let (dropped, unsealed) = auth_counts(&self.nodes[n]);
         for (a, b) in self.report.auth_dropped.iter_mut().zip(dropped) {
             *a += b;
@@ -1165,15 +1204,39 @@ impl Sim {
                 while let Some(len) = self.nodes[i].poll_transmit(l, self.now, &mut buf) {
                     self.observe(i)?;
                     self.send(i, l, &buf[..len]);
+                    self.replay();
                 }
             }
         }
         Ok(())
     }
 
+    /// Now and then, a recorded handshake message delivered to any link.
+    fn replay(&mut self) {
+        let Some(r) = &mut self.replayer else {
+            return;
+        };
+        let Some((to, link, bytes)) = r.replay(REPLAY_PPM, &self.adj) else {
+            return;
+        };
+        self.report.replayed += 1;
+        self.order += 1;
+        self.net.push(Reverse(Flight {
+            at: self.now + self.cfg.delay,
+            order: self.order,
+            to,
+            link,
+            from: self.adj[to][usize::from(link)],
+            bytes,
+        }));
+    }
+
     /// Puts a frame on the wire, through the fault model.
     fn send(&mut self, from: usize, link: u16, frame: &[u8]) {
         self.report.frames += 1;
+        if let Some(r) = &mut self.replayer {
+            r.record(frame);
+        }
         if frame
             .get(2..4)
             .is_some_and(|t| t[0] == 3 && t[1] & 0x1f == 1)
@@ -1249,6 +1312,9 @@ impl Sim {
                 }
                 Seen::LocalLanded(id) => self.ledger.local_landed(id)?,
             }
+        }
+        if let Some(ids) = &self.identities {
+            keys::check_agreed(ids, &self.nodes, i, &self.adj)?;
         }
         Ok(())
     }
@@ -1559,7 +1625,11 @@ impl Sim {
             );
         }
         let [unauthenticated, unknown_key, bad_tag, _, _] = dropped;
-        if unauthenticated != 0 || bad_tag + unknown_key > self.report.corrupted {
+        // Keys agreed by handshake change at restarts: frames sealed under
+        // a key the other end does not hold yet, or no longer, are dropped
+        // as they cross.
+        let changing = self.cfg.agree_keys;
+        if unauthenticated != 0 || (!changing && bad_tag + unknown_key > self.report.corrupted) {
             return violation(
                 "auth_drops_only_broken_frames",
                 format!(
@@ -1619,7 +1689,14 @@ fn channel_key(target: usize, path: bool) -> u32 {
     (target as u32) << 1 | u32::from(path)
 }
 
-fn new_node(cfg: &SimConfig, adj: &[Vec<usize>], i: usize, epoch: u32, fabric: bool) -> Node<Tap> {
+fn new_node(
+    cfg: &SimConfig,
+    adj: &[Vec<usize>],
+    i: usize,
+    epoch: u32,
+    fabric: bool,
+    identities: Option<&keys::Identities>,
+) -> Node<Tap> {
     let mut n = Node::with_observer(node_id(i), epoch, Tap::default());
     n.register(RegionSpec {
         id: REGION,
@@ -1646,7 +1723,9 @@ fn new_node(cfg: &SimConfig, adj: &[Vec<usize>], i: usize, epoch: u32, fabric: b
     for _ in &adj[i] {
         n.add_link(cfg.link).expect("valid link config");
     }
-    if cfg.auth {
+    if let Some(ids) = identities {
+        keys::agree(ids, &mut n, cfg, &adj[i], i, epoch);
+    } else if cfg.auth {
         authenticate(&mut n, adj, i);
     }
     if fabric {

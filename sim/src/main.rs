@@ -26,13 +26,16 @@ const USAGE: &str = "\
 usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
                    [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
-                   [--flaps N] [--restarts N] [--unordered] [--auth] [--messages-ppm N] [--withdraw-ppm N]
-       oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth]
+                   [--flaps N] [--restarts N] [--unordered] [--auth|--agree-keys] [--messages-ppm N] [--withdraw-ppm N]
+       oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth|--agree-keys]
                     [--messages-ppm N] [--withdraw-ppm N]
        oae-sim scale [--topology SHAPE:N]... [--seeds N]
 
 --unordered: links that may reorder (losses found by patience, not by order)
 --auth: authenticated links (every frame tagged, replays refused)
+--agree-keys: links keyed by identity: a Noise handshake before bring-up and after
+    every restart, keys renewed every 300 frames, recorded handshake messages
+    replayed onto any link
 --messages-ppm N: draw this share of verbs (parts per million) as SENDs, with receives posted
 --withdraw-ppm N: chance per node and step (ppm) that its application takes back a receive
 scale: cold starts of large fabrics (rounds to agree against the diameter, memory and advert
@@ -105,6 +108,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--exponential-delay" => a.faults.push((arg, 1)),
             "--unordered" => a.cfg.link.ordered = false,
             "--auth" => a.cfg.auth = true,
+            "--agree-keys" => a.cfg.agree_keys = true,
             "--messages-ppm" => a.cfg.messages_ppm = value("--messages-ppm")? as u32,
             "--withdraw-ppm" => a.cfg.withdraw_ppm = value("--withdraw-ppm")? as u32,
             "-h" | "--help" => return Err(String::new()),
@@ -222,6 +226,22 @@ fn row(name: &str, seeds: u64, r: &Report) {
             r.fresh_reroutes,
             r.fresh_reroute_rtts_sum as f64 / r.fresh_reroutes.max(1) as f64,
             r.fresh_reroute_rtts_max,
+        );
+    }
+    if r.handshakes > 0 {
+        let [unauthenticated, unknown_key, bad_tag, replayed, old_epoch] = r.auth_dropped;
+        println!(
+            "{:<12} keys agreed: {} handshakes completed, {} recorded handshake messages replayed \
+             onto links; frames dropped: {} without trailer, {} unknown key, {} bad tag, {} \
+             replayed, {} old epoch",
+            "",
+            r.handshakes,
+            r.replayed,
+            unauthenticated,
+            unknown_key,
+            bad_tag,
+            replayed,
+            old_epoch
         );
     }
     if r.sends > 0 {

@@ -28,6 +28,10 @@ pub use noise::{MAX_MESSAGE, PATTERN};
 /// Times message 3 goes unanswered before the initiator starts over.
 const CONFIRM_TRIES: u32 = 4;
 
+/// Retry intervals a handshake being answered waits for message 3 before
+/// it is given up (a message 1 replayed by a stranger is never finished).
+const RESPOND_PATIENCE: u64 = 4;
+
 /// Class of every handshake frame (256 bytes: message 2 and its length).
 pub const HANDSHAKE_CLASS: u8 = 2;
 
@@ -43,6 +47,15 @@ pub struct KeyAgreementConfig {
     /// doubling up to `retry_limit`.
     pub retry_interval: Nanos,
     pub retry_limit: Nanos,
+    /// The agreed key is renewed after this many frames sent under it
+    /// (`auth::Authenticator::ratchet_every`).
+    pub rekey_after: u64,
+}
+
+impl KeyAgreementConfig {
+    /// Frames sent under one key before it is renewed, by default: well
+    /// inside AES-GCM's limits for one key.
+    pub const DEFAULT_REKEY_AFTER: u64 = 1 << 32;
 }
 
 /// Who the peer proved to be, and what it said of itself.
@@ -73,6 +86,8 @@ pub struct HandshakeStats {
     pub before_keys: u64,
     /// Message 1s both ends sent at once, settled by the MAC rule.
     pub crossed: u64,
+    /// Handshakes answered whose message 3 never came (given up).
+    pub abandoned: u64,
 }
 
 /// What a handshake frame did.
@@ -187,6 +202,10 @@ impl KeyAgreement {
         self.cfg.identity.public()
     }
 
+    pub fn rekey_after(&self) -> u64 {
+        self.cfg.rekey_after
+    }
+
     /// The link this agreement keys.
     pub fn link(&self) -> LinkIdentity {
         self.link
@@ -235,9 +254,12 @@ impl KeyAgreement {
 
     fn next_seed(&mut self) -> [u8; 32] {
         self.handshakes += 1;
+        // The link's identity too: a node's links share its seed, and no
+        // two of them may draw the same ephemeral key.
         Sha256::new()
             .chain_update(b"oae handshake seed")
             .chain_update(self.cfg.seed)
+            .chain_update(self.prologue(true))
             .chain_update(self.handshakes.to_be_bytes())
             .finalize()
             .into()
@@ -267,13 +289,31 @@ impl KeyAgreement {
         if self.due.is_some() {
             return None;
         }
+        if let Some(r) = &self.responding {
+            return Some(self.give_up_at(r));
+        }
         if self.initiating.is_some() {
             return Some(self.retry_at);
         }
-        (self.peer.is_none() && self.responding.is_none()).then_some(self.not_before)
+        self.peer.is_none().then_some(self.not_before)
+    }
+
+    fn give_up_at(&self, r: &Responding) -> Nanos {
+        r.since
+            .saturating_add(self.cfg.retry_interval.saturating_mul(RESPOND_PATIENCE))
     }
 
     pub fn handle_timeout(&mut self, now: Nanos) {
+        if let Some(r) = &self.responding
+            && now >= self.give_up_at(r)
+        {
+            // K3: message 3 never came; an end with no key starts its own.
+            self.responding = None;
+            self.stats.abandoned += 1;
+            if self.due == Some(2) {
+                self.due = None;
+            }
+        }
         if self.due.is_some() || self.initiating.is_none() || now < self.retry_at {
             return;
         }

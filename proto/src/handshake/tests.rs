@@ -11,6 +11,7 @@ fn cfg(secret: u8, trusted: &[u8]) -> KeyAgreementConfig {
         seed: [secret.wrapping_mul(7); 32],
         retry_interval: 1_000,
         retry_limit: 8_000,
+        rekey_after: KeyAgreementConfig::DEFAULT_REKEY_AFTER,
     }
 }
 
@@ -206,4 +207,28 @@ fn a_message_3_never_answered_starts_the_handshake_again() {
     }
     assert_eq!(a.stats().initiated, 2);
     assert!(a.keyed(), "the old key stays until a new one is agreed");
+}
+
+#[test]
+fn a_replayed_message_1_answered_is_given_up_and_the_keyless_end_starts_its_own() {
+    let (mut a, mut b) = pair(&[2], &[1]);
+    // An old message 1 of a's, recorded and replayed to b after b (the
+    // higher MAC) sent its own: b answers it and drops its own (K2).
+    let mut old = [0u8; 256];
+    let len = KeyAgreement::new(cfg(1, &[2]), A_TO_B, (9, 1))
+        .poll_transmit(0, &mut old)
+        .unwrap();
+    let mut buf = [0u8; 256];
+    b.poll_transmit(0, &mut buf).unwrap();
+    b.handle(&Frame::parse(&old[..len]).unwrap(), 0);
+    assert_eq!(b.stats().crossed, 1);
+    b.poll_transmit(0, &mut buf).unwrap(); // message 2, to nobody
+    // Message 3 never comes: b gives up and starts its own handshake.
+    let give_up = b.poll_timeout().unwrap();
+    assert_eq!(give_up, RESPOND_PATIENCE * 1_000);
+    b.handle_timeout(give_up);
+    assert_eq!(b.stats().abandoned, 1);
+    assert_eq!(deliver(&mut b, &mut a, give_up), Some(Outcome::Nothing));
+    let k = keyed(deliver(&mut a, &mut b, give_up));
+    assert_eq!(keyed(deliver(&mut b, &mut a, give_up)), k);
 }
