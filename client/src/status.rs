@@ -166,6 +166,10 @@ pub struct OaeLinkStatus {
     /// is silent).
     #[serde(default)]
     pub down_reason: Option<DownReasonStatus>,
+    /// The identity the peer proved, on a link whose keys are agreed by
+    /// identity (64 hex digits), once a handshake finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_identity: Option<String>,
 }
 
 impl OaeLinkStatus {
@@ -279,6 +283,7 @@ mod tests {
                 posted_receives: 1,
                 in_doubt: 12,
                 down_reason: Some((DownReason::SameIdentity, 4).into()),
+                peer_identity: Some("ab".repeat(32)),
             }),
         };
         let v = serde_json::to_value(&oae).unwrap();

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use oae_common::mac::parse_mac;
 use oae_proto::auth::LinkKey;
 use oae_proto::config::LinkConfig;
+use oae_proto::identity::{PublicIdentity, Trust};
 use oae_proto::memory::{MAX_REGIONS, Permissions, RegionSpec};
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +93,11 @@ pub struct Config {
     /// restarted dataplane is recognised as a new incarnation.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// The identity's secret key (made on first start, mode 0600), for
+    /// links whose keys are agreed by identity; by default
+    /// `<state_dir>/identity.key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<PathBuf>,
     /// One polling core per queue.
     #[serde(rename = "queue")]
     pub queues: Vec<QueueConfig>,
@@ -585,16 +591,126 @@ pub enum BindModeSetting {
 }
 
 /// `[queue.auth]`: every frame of the queue's links carries an AES-128-GMAC
-/// tag under this key (docs/PROTOCOL.md, "Authenticated links"); frames
-/// without a good tag, replays and frames of older epochs are dropped.
+/// tag (docs/PROTOCOL.md, "Authenticated links"); frames without a good
+/// tag, replays and frames of older epochs are dropped. The key is either
+/// shared (`key`, the same at both ends: a closed rack) or agreed by
+/// identity (`identity = true`: a handshake proves both ends' identities
+/// and agrees a fresh key per link incarnation, "Key agreement").
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// 64 hex digits, the same at both ends of the link.
-    pub key: SecretKey,
-    /// The key number it goes by (0-3), for later rolls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<SecretKey>,
+    /// The key number `key` goes by (0-3), for later rolls.
     #[serde(default)]
     pub key_number: u8,
+    /// Agree the key by identity: the dataplane's identity file (made on
+    /// first start, mode 0600) against the peer's, which must be trusted.
+    #[serde(default)]
+    pub identity: bool,
+    /// Identities trusted to bring a link up (64 hex digits each: what
+    /// `oaed --show-identity` prints on the peer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted: Vec<String>,
+    /// A file of trusted identities, one per line (`#` starts a comment),
+    /// read at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_file: Option<PathBuf>,
+    /// Frames sent under one agreed key before it is renewed (default
+    /// 2^32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rekey_after: Option<u64>,
+}
+
+impl AuthSettings {
+    fn validate(&self) -> Result<(), String> {
+        match (&self.key, self.identity) {
+            (Some(_), true) => {
+                return Err(
+                    "[queue.auth] has both key and identity = true: a link's key is \
+                            either shared (key) or agreed by identity; remove one"
+                        .into(),
+                );
+            }
+            (None, false) => {
+                return Err(
+                    "[queue.auth] needs key = \"<64 hex digits>\" (a shared key) or \
+                            identity = true with trusted identities"
+                        .into(),
+                );
+            }
+            _ => {}
+        }
+        if usize::from(self.key_number) >= oae_proto::auth::KEY_NUMBERS {
+            return Err(format!(
+                "auth.key_number = {}: key numbers are 0 to {}",
+                self.key_number,
+                oae_proto::auth::KEY_NUMBERS - 1
+            ));
+        }
+        if !self.identity {
+            if !self.trusted.is_empty() || self.trusted_file.is_some() || self.rekey_after.is_some()
+            {
+                return Err(
+                    "auth.trusted, trusted_file and rekey_after are for keys agreed \
+                            by identity: set identity = true instead of key"
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
+        if self.key_number != 0 {
+            return Err("auth.key_number is for a shared key: an agreed key starts at 0".into());
+        }
+        if self.trusted.is_empty() && self.trusted_file.is_none() {
+            return Err(
+                "identity = true trusts no one: list the peers' identities in \
+                        auth.trusted (oaed --show-identity prints a dataplane's) or name a \
+                        trusted_file"
+                    .into(),
+            );
+        }
+        if self.rekey_after == Some(0) {
+            return Err("auth.rekey_after = 0: give the frames per key, at least 1".into());
+        }
+        parse_identities(self.trusted.iter().map(String::as_str), "auth.trusted")?;
+        Ok(())
+    }
+
+    /// The identities trusted: `trusted` and the lines of `trusted_file`.
+    pub fn trust(&self) -> Result<Trust, String> {
+        let mut all = parse_identities(self.trusted.iter().map(String::as_str), "auth.trusted")?;
+        if let Some(path) = &self.trusted_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read auth.trusted_file {}: {e}", path.display()))?;
+            let lines = text
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim())
+                .filter(|l| !l.is_empty());
+            all.extend(parse_identities(lines, &path.display().to_string())?);
+        }
+        Ok(Trust::of(all))
+    }
+
+    pub fn rekey_after(&self) -> u64 {
+        self.rekey_after
+            .unwrap_or(oae_proto::handshake::KeyAgreementConfig::DEFAULT_REKEY_AFTER)
+    }
+}
+
+fn parse_identities<'a>(
+    texts: impl Iterator<Item = &'a str>,
+    whence: &str,
+) -> Result<Vec<PublicIdentity>, String> {
+    texts
+        .map(|t| {
+            PublicIdentity::from_hex(t).map_err(|e| {
+                let shown: String = t.chars().take(70).collect();
+                format!("{whence}: '{shown}': {e}")
+            })
+        })
+        .collect()
 }
 
 /// A key from a configuration file. `Debug` never shows it; serializing
@@ -1034,13 +1150,7 @@ impl Config {
                         .into(),
                 );
             }
-            if usize::from(a.key_number) >= oae_proto::auth::KEY_NUMBERS {
-                return Err(format!(
-                    "auth.key_number = {}: key numbers are 0 to {}",
-                    a.key_number,
-                    oae_proto::auth::KEY_NUMBERS - 1
-                ));
-            }
+            a.validate()?;
         }
         if macs.len() > 1 && q.transport == TransportKind::RcModel {
             return Err(format!(
@@ -1104,6 +1214,20 @@ impl Config {
         self.control_socket
             .clone()
             .unwrap_or_else(|| default_control_socket(&self.name))
+    }
+
+    /// The identity file, with the state directory `state_dir` in force.
+    pub fn identity_file(&self, state_dir: &Path) -> PathBuf {
+        self.identity_file
+            .clone()
+            .unwrap_or_else(|| state_dir.join("identity.key"))
+    }
+
+    /// Whether any queue agrees its links' keys by identity.
+    pub fn agrees_keys(&self) -> bool {
+        self.queues
+            .iter()
+            .any(|q| q.auth.as_ref().is_some_and(|a| a.identity))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -1223,6 +1347,50 @@ mod tests {
         ))
         .unwrap_err();
         assert!(rc.contains("needs transport = \"oae\""), "{rc}");
+    }
+
+    #[test]
+    fn keys_agreed_by_identity_are_checked_with_the_fix() {
+        let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let with =
+            |auth: &str| parse_one(&ONE.replace("[queue.link]", &format!("{auth}\n[queue.link]")));
+        let cfg = with(&format!(
+            "[queue.auth]\nidentity = true\ntrusted = [\"{key}\"]\nrekey_after = 100"
+        ))
+        .unwrap();
+        let auth = cfg.queues[0].auth.as_ref().unwrap();
+        assert_eq!(auth.trust().unwrap().len(), 1);
+        assert_eq!(auth.rekey_after(), 100);
+        assert!(cfg.agrees_keys());
+        let both = with(&format!("[queue.auth]\nidentity = true\nkey = \"{key}\"")).unwrap_err();
+        assert!(both.contains("remove one"), "{both}");
+        let neither = with("[queue.auth]\nkey_number = 1").unwrap_err();
+        assert!(neither.contains("identity = true"), "{neither}");
+        let alone = with("[queue.auth]\nidentity = true").unwrap_err();
+        assert!(alone.contains("oaed --show-identity"), "{alone}");
+        let junk = with("[queue.auth]\nidentity = true\ntrusted = [\"caf\u{e9}\"]").unwrap_err();
+        assert!(junk.contains("64 hex digits"), "{junk}");
+        let shared = with(&format!(
+            "[queue.auth]\nkey = \"{key}\"\ntrusted = [\"{key}\"]"
+        ))
+        .unwrap_err();
+        assert!(shared.contains("set identity = true"), "{shared}");
+        // A trusted file: one identity a line, comments and blank lines.
+        let file = std::env::temp_dir().join(format!("oae-trusted-{}", std::process::id()));
+        std::fs::write(&file, format!("# rack 7\n{key}  # a\n\n")).unwrap();
+        let cfg = with(&format!(
+            "[queue.auth]\nidentity = true\ntrusted_file = \"{}\"",
+            file.display()
+        ))
+        .unwrap();
+        assert_eq!(
+            cfg.queues[0].auth.as_ref().unwrap().trust().unwrap().len(),
+            1
+        );
+        std::fs::write(&file, "nope\n").unwrap();
+        let bad = cfg.queues[0].auth.as_ref().unwrap().trust().unwrap_err();
+        assert!(bad.contains("'nope'"), "{bad}");
+        std::fs::remove_file(&file).unwrap();
     }
 
     #[test]

@@ -1018,6 +1018,9 @@ fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
                 o.srtt_ns as f64 / 1e3,
                 q.in_flight,
             );
+            if let Some(peer) = &o.peer_identity {
+                outln!("    peer identity {peer}");
+            }
             if let Some(why) = o.down_line() {
                 outln!("    {why}");
             }

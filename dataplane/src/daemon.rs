@@ -104,6 +104,14 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         .unwrap_or_else(|| config.state_dir());
     let control = bind_control(&socket)?;
     let epoch = crate::epoch::next(&state_dir)?;
+    let identity = config
+        .agrees_keys()
+        .then(|| crate::identity::load_or_create(&config.identity_file(&state_dir)))
+        .transpose()?
+        .map(Arc::new);
+    if let Some(id) = &identity {
+        eprintln!("oaed: {} identity {}", config.name, id.public());
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -130,6 +138,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
                 &memory,
                 &mut steering,
                 &mut authenticated,
+                identity.as_ref(),
             )?);
         }
         for (index, (q, built)) in config.queues.iter().zip(built).enumerate() {

@@ -226,7 +226,20 @@ fn build_claiming_links(
 ) -> Result<(BuiltQueue, ClaimedLinks), String> {
     let mut running = running_links();
     let mut with_ours = running.clone();
-    let built = build_queue(config, index, epoch, memory, steering, &mut with_ours)?;
+    let identity = config
+        .agrees_keys()
+        .then(|| crate::identity::load_or_create(&config.identity_file(&config.state_dir())))
+        .transpose()?
+        .map(std::sync::Arc::new);
+    let built = build_queue(
+        config,
+        index,
+        epoch,
+        memory,
+        steering,
+        &mut with_ours,
+        identity.as_ref(),
+    )?;
     let ours = with_ours.claimed_since(&running);
     *running = with_ours;
     // Made once the lock is let go: its drop takes the lock.

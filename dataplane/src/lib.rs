@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod embed;
 pub mod epoch;
 pub mod host;
+pub mod identity;
 pub mod metrics;
 pub mod pipeline;
 pub mod queue;

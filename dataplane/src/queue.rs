@@ -15,13 +15,18 @@ use oae_pmd::dpdk::{Dpdk, DpdkConfig, init_eal};
 use oae_pmd::xdp::{Steering, XdpMode};
 use oae_proto::LinkId;
 use oae_proto::auth::LinkIdentity;
-use oae_proto::{FabricConfig, NoObserver, Node, RegisterError, SharedMemory, Store};
+use oae_proto::handshake::KeyAgreementConfig;
+use oae_proto::identity::IdentitySecret;
+use oae_proto::{
+    FabricConfig, HELLO_BACKOFF_LIMIT, LinkConfig, NoObserver, Node, RegisterError, SharedMemory,
+    Store,
+};
 use oae_rc_model::RcEndpoint;
 use oae_swapring::words::SharedWords;
 
 use crate::host::HostPort;
 use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
-use crate::transport::{Oae, RcModel, Transport};
+use crate::transport::{LinkKeys, Oae, RcModel, Transport};
 use oae_config::{
     BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, SteerBy, TransportKind,
     XdpModeSetting,
@@ -138,6 +143,7 @@ pub fn build_queue(
     memory: &SharedMemory,
     steering: &mut BTreeMap<String, Steering>,
     authenticated: &mut AuthenticatedLinks,
+    identity: Option<&Arc<IdentitySecret>>,
 ) -> Result<BuiltQueue, String> {
     let q = &config.queues[index];
     let link_cfg = q.link.to_link_config();
@@ -149,7 +155,7 @@ pub fn build_queue(
         }
     } + 64;
     let peer_macs = q.peer_macs();
-    let transport = transport(config, index, epoch, memory)?;
+    let transport = transport(config, index, epoch, memory, identity)?;
     let mut plan = Vec::new();
     for (iface, links) in q.ports() {
         let links = links
@@ -265,6 +271,7 @@ fn transport(
     index: usize,
     epoch: u32,
     memory: &SharedMemory,
+    identity: Option<&Arc<IdentitySecret>>,
 ) -> Result<AnyTransport, String> {
     let q = &config.queues[index];
     let link_cfg = q.link.to_link_config();
@@ -280,15 +287,38 @@ fn transport(
                 node.enable_fabric(FabricConfig::for_links(&link_cfg), &link_cfg)
                     .map_err(|e| format!("fabric: {}: {}", e.field, e.problem))?;
             }
-            AnyTransport::Oae(Oae::new(
-                node,
-                q.auth.as_ref().map(|a| (a.key_number, a.key.link_key())),
-            ))
+            AnyTransport::Oae(Oae::new(node, link_keys(q, &link_cfg, identity)?))
         }
         TransportKind::RcModel => AnyTransport::Rc(RcModel {
             endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
         }),
     })
+}
+
+/// How queue `q`'s links are keyed: a shared key, or keys agreed by the
+/// node's `identity` against the trusted identities.
+fn link_keys(
+    q: &QueueConfig,
+    link: &LinkConfig,
+    identity: Option<&Arc<IdentitySecret>>,
+) -> Result<LinkKeys, String> {
+    let Some(auth) = &q.auth else {
+        return Ok(LinkKeys::None);
+    };
+    if let Some(key) = &auth.key {
+        return Ok(LinkKeys::Shared(auth.key_number, key.link_key()));
+    }
+    let identity = identity.ok_or(
+        "auth.identity = true, but no identity was loaded for this dataplane (identity_file)",
+    )?;
+    Ok(LinkKeys::Agreed(KeyAgreementConfig {
+        identity: Arc::clone(identity),
+        trust: Arc::new(auth.trust()?),
+        seed: crate::identity::handshake_seed()?,
+        retry_interval: link.hello_interval,
+        retry_limit: HELLO_BACKOFF_LIMIT,
+        rekey_after: auth.rekey_after(),
+    }))
 }
 
 /// What start-up does with `config` short of the operating system (no
@@ -298,8 +328,11 @@ fn transport(
 /// fuzz target and a property test hold it to that).
 pub fn rehearse(config: &Config) -> Result<(), String> {
     let memory = build_memory(config)?;
+    // Rehearsed with a stand-in: the identity file is read or made at start.
+    let identity = Arc::new(IdentitySecret::from_bytes([1; 32]));
     for index in 0..config.queues.len() {
-        transport(config, index, 1, &memory).map_err(|e| format!("queue {index}: {e}"))?;
+        transport(config, index, 1, &memory, Some(&identity))
+            .map_err(|e| format!("queue {index}: {e}"))?;
     }
     if let Some(h) = &config.host {
         h.to_host_ring()?;

@@ -31,6 +31,10 @@ pub fn link_state<O: Observer, M: Store>(node: &Node<O, M>, link: LinkId) -> Opt
             posted_receives: s.posted_receives,
             in_doubt: node.in_doubt(),
             down_reason: s.down_reason.map(|r| (r, s.down_reason_frames).into()),
+            peer_identity: node
+                .key_agreement(link)
+                .and_then(|a| a.peer())
+                .map(|p| p.identity.to_string()),
         }),
     })
 }
@@ -58,6 +62,19 @@ pub fn stats_report<O: Observer, M: Store>(
             ("auth_dropped_total", a.dropped.iter().sum()),
             ("auth_key_switches", a.key_switches),
             ("auth_unsealed", a.unsealed),
+        ]));
+    }
+    if let Some(h) = node.key_agreement(link).map(|a| a.stats()) {
+        counters.counters.extend(named_counters([
+            ("handshakes_initiated", h.initiated),
+            ("handshakes_answered", h.answered),
+            ("handshakes_completed", h.completed),
+            ("handshake_retransmits", h.retransmitted),
+            ("handshake_messages_rejected", h.rejected),
+            ("handshake_peers_untrusted", h.untrusted),
+            ("handshakes_crossed", h.crossed),
+            ("handshakes_abandoned", h.abandoned),
+            ("frames_before_keys", h.before_keys),
         ]));
     }
     counters

@@ -22,6 +22,7 @@ use oae_client::status::{
     FabricStatus, LinkState, PathStatus, ProtocolStatus, RcStatus, RouteStatus,
 };
 use oae_proto::auth::{Authenticator, LinkIdentity, LinkKey};
+use oae_proto::handshake::KeyAgreementConfig;
 
 /// What a transport tells the pipeline.
 pub enum TransportEvent<'a> {
@@ -126,13 +127,23 @@ pub trait Transport: Send + 'static {
     }
 }
 
+/// How a queue's links are keyed (`[queue.auth]`).
+#[derive(Clone, Debug)]
+pub enum LinkKeys {
+    None,
+    /// A key shared by both ends, under this key number.
+    Shared(u8, LinkKey),
+    /// Keys agreed by identity, per link incarnation.
+    Agreed(KeyAgreementConfig),
+}
+
 /// OAE: one node per polling core, a link per peer, over its core's handle
 /// on the shared memory.
 pub struct Oae {
     pub node: Node<NoObserver, SharedMemory>,
-    /// The configured key, until `link_identity` gives each link its
-    /// authenticator (inside the node).
-    key: Option<(u8, LinkKey)>,
+    /// How the links are keyed, until `link_identity` gives each link its
+    /// authenticator or key agreement (inside the node).
+    keys: LinkKeys,
     /// Each link's reasons for not coming up already told in a notice
     /// since it was last up (bit n: the reason of code n): a reason is
     /// logged when it first appears, and again only after the link was up.
@@ -170,12 +181,12 @@ impl Oae {
         }
     }
 
-    pub fn new(node: Node<NoObserver, SharedMemory>, key: Option<(u8, LinkKey)>) -> Oae {
+    pub fn new(node: Node<NoObserver, SharedMemory>, keys: LinkKeys) -> Oae {
         Oae {
             told: vec![0; node.links()],
             down_notices: VecDeque::with_capacity(DownReason::ALL.len()),
             node,
-            key,
+            keys,
         }
     }
 
@@ -339,12 +350,14 @@ impl Transport for Oae {
     }
 
     fn link_identity(&mut self, link: LinkId, identity: LinkIdentity) {
-        if let Some((number, key)) = &self.key {
-            // A link the node has: the queue names its own links.
-            let _ = self
+        // A link the node has: the queue names its own links.
+        let _ = match &self.keys {
+            LinkKeys::None => Ok(()),
+            LinkKeys::Shared(number, key) => self
                 .node
-                .authenticate_link(link, Authenticator::new(identity, *number, key));
-        }
+                .authenticate_link(link, Authenticator::new(identity, *number, key)),
+            LinkKeys::Agreed(cfg) => self.node.agree_keys(link, cfg.clone(), identity),
+        };
     }
 
     fn post_receive(&mut self, link: LinkId, receive: PostedReceive) -> Result<(), ControlError> {
@@ -512,7 +525,10 @@ mod tests {
     fn end(i: usize, id: u64, key: Option<(u8, u8)>) -> Oae {
         let mut node = Node::with_memory(id, 1, NoObserver, SharedMemory::new());
         node.add_link(LinkConfig::default()).unwrap();
-        let mut t = Oae::new(node, key.map(|(n, b)| (n, LinkKey([b; 32]))));
+        let keys = key.map_or(LinkKeys::None, |(n, b)| {
+            LinkKeys::Shared(n, LinkKey([b; 32]))
+        });
+        let mut t = Oae::new(node, keys);
         t.link_identity(
             0,
             LinkIdentity {

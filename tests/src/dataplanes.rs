@@ -67,6 +67,15 @@ pub struct Options {
     pub fabric: bool,
     /// `ordered = false` on every link: losses found by patience.
     pub unordered: bool,
+    /// Keys agreed by identity (`[queue.auth] identity = true`): each
+    /// dataplane's identity file is made in its state directory before the
+    /// configuration is written, and each trusts the other's identity.
+    pub identities: bool,
+    /// With `identities`: dataplane `i` (0: a, 1: b) is not in its peer's
+    /// trust list (start with [`Dataplanes::start_alone`]).
+    pub distrust: Option<usize>,
+    /// With `identities`: `rekey_after` of every link.
+    pub rekey_after: Option<u64>,
 }
 
 /// How the two dataplanes reach each other.
@@ -105,6 +114,9 @@ impl Default for Options {
             fabric: false,
             unordered: false,
             auth_only_on: None,
+            identities: false,
+            distrust: None,
+            rekey_after: None,
         }
     }
 }
@@ -184,7 +196,7 @@ impl Dataplanes {
             .arg("--socket")
             .arg(&self.sockets[i])
             .arg("--state-dir")
-            .arg(self.dir.join(format!("{}.state", self.names[i])))
+            .arg(state_dir(&self.dir, self.names[i]))
             .stdout(Stdio::null())
             .stderr(log);
         self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &self.log_path(i)));
@@ -353,6 +365,37 @@ fn test_dir(pair: &VethPair) -> PathBuf {
     std::env::temp_dir().join(format!("oae-test-{}", pair.ns[0]))
 }
 
+/// Dataplane `name`'s state directory in `dir`: its epoch and identity.
+fn state_dir(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.state"))
+}
+
+/// Dataplane `name`'s identity file, as `oaed` finds it by default.
+pub fn identity_file(dir: &Path, name: &str) -> PathBuf {
+    state_dir(dir, name).join("identity.key")
+}
+
+/// `[queue.auth]` of dataplane `i` with keys agreed by identity: the
+/// peer's identity trusted (made now if it has none), unless distrusted.
+fn identity_auth(pair: &VethPair, o: &Options, i: usize, name: &str) -> String {
+    let peer = ["a", "b"][1 - i];
+    let dir = test_dir(pair);
+    let public =
+        |n: &str| oae_dataplane::identity::public(&identity_file(&dir, n)).expect("identity file");
+    // Its own too: made before the configuration is written.
+    public(name);
+    let trusted = if o.distrust == Some(1 - i) {
+        // A stranger's identity, so the list is not empty.
+        "0".repeat(64)
+    } else {
+        public(peer).to_string()
+    };
+    let rekey = o
+        .rekey_after
+        .map_or_else(String::new, |n| format!("rekey_after = {n}\n"));
+    format!("[dataplane.{name}.queue.auth]\nidentity = true\ntrusted = [\"{trusted}\"]\n{rekey}")
+}
+
 fn deployment(pair: &VethPair, o: &Options) -> String {
     let dpdk = |i: usize, name: &str| {
         let vdev = match o.driver {
@@ -399,12 +442,15 @@ slots = {slots}
 credits = {credits}
 unreachable_after_rounds = {unreach}
 {ordered}{min_round}{poll}{auth}"#,
-                    auth = o
-                        .auth_key
-                        .filter(|_| o.auth_only_on.is_none_or(|only| only == i))
-                        .map_or_else(String::new, |k| {
-                            format!("[dataplane.{name}.queue.auth]\nkey = \"{k}\"\n")
-                        }),
+                    auth = if o.identities {
+                        identity_auth(pair, o, i, name)
+                    } else {
+                        o.auth_key
+                            .filter(|_| o.auth_only_on.is_none_or(|only| only == i))
+                            .map_or_else(String::new, |k| {
+                                format!("[dataplane.{name}.queue.auth]\nkey = \"{k}\"\n")
+                            })
+                    },
                     poll = o.poll.map_or_else(String::new, |p| {
                         format!("[dataplane.{name}.queue.poll]\n{p}\n")
                     }),

@@ -28,7 +28,7 @@ usage: cargo xtask <command>
           dpdk-testpmd, sockperf, the RC model and Redis over kernel TCP)
           into results/<time>/;
           arguments go to `oae-perf suite`, e.g. --reps 9 --secs 5
-  fuzz    run the fuzz targets frame, auth, node, config, host_ring and control
+  fuzz    run the fuzz targets frame, auth, handshake, node, config, host_ring and control
           (installs cargo-fuzz), 10^7 executions each by default:
           cargo xtask fuzz [--runs N] [TARGET...]
   cross   build the dataplane for the IPU's ARM cores (aarch64), run the core's
@@ -994,11 +994,19 @@ fn cross_smoke() -> Result<(), String> {
 /// The fuzz targets (fuzz/fuzz_targets), each run for a number of
 /// executions from its corpus under fuzz/corpus/<target>, which is kept
 /// (minimised) in the repository.
-const FUZZ_TARGETS: [&str; 6] = ["frame", "auth", "node", "config", "host_ring", "control"];
+const FUZZ_TARGETS: [&str; 7] = [
+    "frame",
+    "auth",
+    "handshake",
+    "node",
+    "config",
+    "host_ring",
+    "control",
+];
 
 fn fuzz(extra: &[String]) -> Result<(), String> {
     let usage = "usage: cargo xtask fuzz [--runs N] [TARGET...] (default: 10000000 runs of \
-                 each of frame, auth, node, config, host_ring, control)";
+                 each of frame, auth, handshake, node, config, host_ring, control)";
     let mut runs = 10_000_000u64;
     let mut targets = Vec::new();
     let mut args = extra.iter();

@@ -28,6 +28,11 @@ struct Args {
     /// Check the configuration and exit.
     #[arg(long)]
     check: bool,
+    /// Print the dataplane's identity (made first if it has none: the
+    /// identity file, in the state directory by default) and exit: what
+    /// its peers list in `auth.trusted`.
+    #[arg(long)]
+    show_identity: bool,
     /// Print oaed's completion script for a shell and exit.
     #[arg(long, value_name = "SHELL", exclusive = true)]
     completions: Option<Shell>,
@@ -69,6 +74,19 @@ fn main() -> ExitCode {
     if args.check {
         println!("{}: configuration is valid", path.display());
         return ExitCode::SUCCESS;
+    }
+    if args.show_identity {
+        let state_dir = args.state_dir.unwrap_or_else(|| config.state_dir());
+        return match oae_dataplane::identity::public(&config.identity_file(&state_dir)) {
+            Ok(public) => {
+                println!("{public}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("oaed: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let overrides = Overrides {
         control_socket: args.socket,

@@ -12,7 +12,7 @@ use oae_proto::verb::{Output, RegionRef, Verb};
 use oae_proto::{LinkConfig, NoObserver, Node, Permissions, RegionSpec, SharedMemory};
 
 use super::*;
-use crate::transport::Oae;
+use crate::transport::{LinkKeys, Oae};
 use oae_client::control::{Answer, ControlError, ErrorCode, OutputView};
 use oae_client::outcome::Outcome;
 use oae_config::{IdlePolicy, KickPolicy};
@@ -70,8 +70,11 @@ fn core_with_ports<D: Driver>(
         permissions: Permissions::ALL,
     })
     .expect("a region");
-    let key = setup.auth.then_some((0, LinkKey([0x42; 32])));
-    let mut transport = Oae::new(node, key);
+    let keys = match setup.auth {
+        true => LinkKeys::Shared(0, LinkKey([0x42; 32])),
+        false => LinkKeys::None,
+    };
+    let mut transport = Oae::new(node, keys);
     let peers: Vec<usize> = ports.iter().map(|&(_, peer)| peer).collect();
     for (link, &peer) in peers.iter().enumerate() {
         transport.link_identity(
