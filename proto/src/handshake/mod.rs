@@ -59,7 +59,7 @@ impl KeyAgreementConfig {
 }
 
 /// Who the peer proved to be, and what it said of itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AgreedPeer {
     pub identity: PublicIdentity,
     pub epoch: u32,
@@ -155,6 +155,56 @@ pub struct KeyAgreement {
     stats: HandshakeStats,
 }
 
+/// The handshake's state as the protocol sees it: what is under way,
+/// its messages, the key's peer and what is due. Timers, counters and
+/// the live Noise state (rebuilt from the messages) are left out.
+type Logical<'a> = (
+    LinkIdentity,
+    (u32, u64),
+    u64,
+    Option<(u8, &'a [u8], &'a [u8])>,
+    Option<(&'a [u8], &'a [u8])>,
+    Option<AgreedPeer>,
+    Option<u8>,
+    u32,
+);
+
+impl KeyAgreement {
+    fn logical(&self) -> Logical<'_> {
+        let initiating = self.initiating.as_ref().map(|i| match i {
+            Initiating::AwaitingReply { msg1, .. } => (1, &msg1[..], &[][..]),
+            Initiating::Confirming { msg2, msg3 } => (2, &msg2[..], &msg3[..]),
+        });
+        let responding = self.responding.as_ref().map(|r| (&r.msg1[..], &r.msg2[..]));
+        (
+            self.link,
+            self.me,
+            self.handshakes,
+            initiating,
+            responding,
+            self.peer,
+            self.due,
+            self.tries.min(CONFIRM_TRIES + 1),
+        )
+    }
+}
+
+/// Equal when the protocol state is ([`Logical`]): the model checker's
+/// view of a key agreement.
+impl PartialEq for KeyAgreement {
+    fn eq(&self, other: &KeyAgreement) -> bool {
+        self.logical() == other.logical()
+    }
+}
+
+impl Eq for KeyAgreement {}
+
+impl core::hash::Hash for KeyAgreement {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.logical().hash(h);
+    }
+}
+
 impl core::fmt::Debug for KeyAgreement {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("KeyAgreement")
@@ -196,6 +246,13 @@ impl KeyAgreement {
     /// Whether the link has a key (confirmed or not).
     pub fn keyed(&self) -> bool {
         self.peer.is_some()
+    }
+
+    /// Whether the link's key is known to be the peer's too: taken from
+    /// the peer's message 3, or, for the initiator, a frame verified
+    /// under it (K6).
+    pub fn confirmed(&self) -> bool {
+        self.peer.is_some() && !matches!(self.initiating, Some(Initiating::Confirming { .. }))
     }
 
     pub fn identity(&self) -> PublicIdentity {
