@@ -46,6 +46,9 @@ const FIELDS: &[&str] = &[
     "oae.advert.last",
     "oae.advert.node_id",
     "oae.advert.route_hops",
+    "oae.handshake.message",
+    "oae.handshake.len",
+    "oae.handshake.ephemeral",
 ];
 
 fn workspace() -> PathBuf {
@@ -321,6 +324,79 @@ fn tshark_decodes_what_oaectl_captures_on_a_live_pair() {
         }
     }
     assert!(answered > 0, "no CAS and its ECHO in the capture: {show}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A pair keyed by identity, b started again and again until a's capture
+/// is full: each start is a handshake (PROTOCOL.md, "Key agreement"),
+/// whose three messages tshark names, with their Noise lengths, beside the
+/// sealed frames after them.
+#[test]
+fn tshark_decodes_a_live_handshake() {
+    if !oae_tests::require_root("tshark_decodes_a_live_handshake") {
+        return;
+    }
+    let options = Options {
+        identities: true,
+        ..Options::default()
+    };
+    let mut d = Dataplanes::start("wshake", &options);
+    let dir = scratch("handshake");
+    let capture = dir.join("a.pcapng");
+    let mut cmd = Command::new(binary("oaectl"));
+    cmd.arg("--socket")
+        .arg(&d.sockets[0])
+        .args(["capture", "--count", "200", "--seconds", "20", "-w"])
+        .arg(&capture)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut oaectl = Supervised::spawn(&mut cmd, "oaectl capture", Duration::from_secs(5)).unwrap();
+    // The capture starts on a's polling core at a moment this test cannot
+    // see: b restarts (a handshake each time) until the capture is full.
+    let mut restarts = 0;
+    let status = loop {
+        if let Some(status) = oaectl.exited() {
+            break status;
+        }
+        assert!(restarts < 20, "the capture never finished");
+        d.stop(1);
+        d.launch(1);
+        d.wait_up(Duration::from_secs(20));
+        restarts += 1;
+    };
+    assert!(status.success(), "oaectl capture: {status}");
+    let frames = dissect(&capture);
+    let show = format!(
+        "{} frames after {restarts} restarts: {frames:#?}",
+        frames.len()
+    );
+    let handshakes: Vec<_> = frames
+        .iter()
+        .filter(|f| f["oae.transition"] == "HANDSHAKE")
+        .collect();
+    // Message n's Noise length: e and a 12-byte payload; e, s and two
+    // tags more; s and two tags.
+    for (message, len) in [("1", "44"), ("2", "108"), ("3", "76")] {
+        assert!(
+            handshakes
+                .iter()
+                .any(|f| f["oae.handshake.message"] == message && f["oae.handshake.len"] == len),
+            "message {message}: {show}"
+        );
+    }
+    assert!(
+        handshakes.iter().all(|f| f["oae.malformed"].is_empty()
+            && f["oae.crc.good"] == "1"
+            && f["oae.auth.key_number"].is_empty()),
+        "{show}"
+    );
+    // The frames after a handshake are sealed under the agreed key.
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["oae.transition"] == "HELLO" && !f["oae.auth.key_number"].is_empty()),
+        "{show}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
