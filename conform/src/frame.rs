@@ -197,7 +197,9 @@ pub fn parse(bytes: &[u8]) -> Result<Received, String> {
     if header.sender_epoch == 0 {
         return Err("sender epoch 0".into());
     }
-    if (transition == HELLO) != (header.order == 0) || (transition == HELLO && header.seen != 0) {
+    // HELLO and HANDSHAKE come before any order.
+    let unordered = matches!(transition, HELLO | HANDSHAKE);
+    if unordered != (header.order == 0) || (unordered && header.seen != 0) {
         return Err("order slice inconsistent with the transition".into());
     }
     Ok(Received {

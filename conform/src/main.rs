@@ -9,6 +9,7 @@ mod clauses;
 mod ctx;
 mod fabric;
 mod frame;
+mod handshake;
 mod initiator;
 mod peer;
 mod probes;
@@ -67,6 +68,12 @@ struct Args {
     /// of the link's.
     #[arg(long, value_parser = parse_key)]
     auth_key: Option<[u8; 32]>,
+    /// A file holding the tester's identity secret (64 hex digits, as
+    /// `oaed` keeps one): the link's key is agreed with the IUT by a
+    /// handshake (PROTOCOL.md, "Key agreement"), the IUT trusting this
+    /// identity; then the authentication clauses run under that key.
+    #[arg(long, conflicts_with = "auth_key")]
+    identity_file: Option<std::path::PathBuf>,
     /// The link's channel for the key derivation: the queue number where
     /// queues steer links, else 0.
     #[arg(long, default_value = "0", value_parser = number::<u32>)]
@@ -141,6 +148,37 @@ fn main() -> ExitCode {
             args.auth_channel,
         ));
     }
+    if let Some(path) = &args.identity_file {
+        let secret = match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| parse_key(t.trim()))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("oae-conform: identity file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        };
+        let limit = Duration::from_secs(args.wait_secs);
+        match handshake::agree(&mut peer, &secret, args.auth_channel, limit) {
+            Ok(agreed) => {
+                println!(
+                    "oae-conform: link keyed by a handshake with the IUT's identity {}",
+                    frame::hex(&agreed.iut_identity)
+                );
+                peer.auth = Some(auth::Sealer::new(
+                    agreed.key,
+                    peer.mac(),
+                    args.iut_mac,
+                    args.auth_channel,
+                ));
+            }
+            Err(e) => {
+                println!("FAIL  K1-K7            key agreement with the IUT: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let Some(hello) = peer.learn(Duration::from_secs(args.wait_secs)) else {
         eprintln!(
             "oae-conform: no HELLO from {} on {} in {} s",
@@ -191,7 +229,7 @@ fn main() -> ExitCode {
     ];
     let clauses = if args.fabric {
         clauses::fabric()
-    } else if args.auth_key.is_some() {
+    } else if args.auth_key.is_some() || args.identity_file.is_some() {
         clauses::authenticated()
     } else if args.unordered {
         clauses::unordered()

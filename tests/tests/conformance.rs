@@ -157,6 +157,44 @@ fn oaed_with_a_key_authenticates_every_frame() {
     }
 }
 
+/// A link keyed by identity: the tester, with b's identity (which a
+/// trusts), takes part in a's handshake written from PROTOCOL.md alone,
+/// derives the link key, and runs the authentication clauses under it.
+#[test]
+fn oaed_agrees_a_key_with_a_tester_written_from_the_text() {
+    if !require_root("oaed_agrees_a_key_with_a_tester_written_from_the_text") {
+        return;
+    }
+    let d = Dataplanes::start_alone(
+        "confid",
+        &Options {
+            slots: 32,
+            min_round_ns: Some(50_000_000),
+            identities: true,
+            ..Options::default()
+        },
+    );
+    let identity = oae_tests::dataplanes::identity_file(&d.dir, "b");
+    let out = tester(
+        &d,
+        &[
+            "--base",
+            "4096",
+            "--identity-file",
+            identity.to_str().expect("utf-8 path"),
+        ],
+    );
+    println!("{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("link keyed by a handshake with the IUT's identity"),
+        "{out}"
+    );
+    passed(&out, &["AUTH", "V1 V2 R20 R23", "F1"]);
+    let link = d.stats(0).queues[0].links[0].clone();
+    assert_eq!(link.get("handshakes_completed"), 1, "{link:?}");
+}
+
 /// A link with `ordered = false`: the tester checks that a `seen` past an
 /// unanswered REQUEST does not reverse it, patience does.
 #[test]
