@@ -37,10 +37,13 @@ pub enum DownReason {
     EpochWentBack = 7,
     /// The peer's frames carry another wire-format version.
     WireVersion = 8,
+    /// The peer proved, in a handshake, an identity this end does not
+    /// trust (keys agreed by identity).
+    PeerUntrusted = 9,
 }
 
 impl DownReason {
-    pub const ALL: [DownReason; 8] = [
+    pub const ALL: [DownReason; 9] = [
         DownReason::PeerUnauthenticated,
         DownReason::PeerAuthenticated,
         DownReason::KeyMismatch,
@@ -49,9 +52,10 @@ impl DownReason {
         DownReason::PeerEpochWentBack,
         DownReason::EpochWentBack,
         DownReason::WireVersion,
+        DownReason::PeerUntrusted,
     ];
 
-    /// The stable code (1-8).
+    /// The stable code (1-9).
     pub fn code(self) -> u8 {
         self as u8
     }
@@ -67,6 +71,7 @@ impl DownReason {
             DownReason::PeerEpochWentBack => "peer_epoch_went_back",
             DownReason::EpochWentBack => "epoch_went_back",
             DownReason::WireVersion => "wire_version",
+            DownReason::PeerUntrusted => "peer_untrusted",
         }
     }
 
@@ -113,6 +118,11 @@ impl DownReason {
             DownReason::WireVersion => {
                 "the peer's frames carry another wire-format version: run the same oae release \
                  at both ends"
+            }
+            DownReason::PeerUntrusted => {
+                "the peer proved an identity this end does not trust (the log names it): if it \
+                 is the node meant, add its identity (oaed --show-identity on the peer prints \
+                 it) to [queue.auth] trusted or trusted_file, and restart this end"
             }
         }
     }

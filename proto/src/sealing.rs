@@ -142,6 +142,7 @@ impl<O: Observer, M: Store> Node<O, M> {
                 });
             }
             Outcome::Untrusted(identity) => {
+                self.links[usize::from(link)].diagnose(DownReason::PeerUntrusted);
                 self.events.push_back(Event::Untrusted { link, identity });
             }
         }

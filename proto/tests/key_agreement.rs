@@ -205,6 +205,7 @@ fn a_stranger_is_refused_and_its_frames_never_reach_the_link() {
     }));
     let a = n[0].key_agreement(0).unwrap();
     assert!(a.stats().untrusted >= 1 && a.peer().is_none());
+    assert_eq!(n[0].link_down_reason(0), Some(DownReason::PeerUntrusted));
     assert_eq!(n[0].link_stats(0).unwrap().rx_frames, 0);
     // b may hold a key of its own handshake's (a refused its message 3
     // and tells no one why): it never verified a frame under it.

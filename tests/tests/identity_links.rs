@@ -123,6 +123,14 @@ fn an_untrusted_peer_is_refused_counted_and_named_in_the_log() {
     );
     assert!(!d.link(0).state.up && !d.link(1).state.up);
     assert_eq!(peer_identity(&d, 0), None);
+    let why = match &d.link(0).state.protocol {
+        ProtocolStatus::Oae(o) => o.down_reason.clone(),
+        ProtocolStatus::RcModel(_) => panic!("an OAE link"),
+    };
+    assert_eq!(
+        why.map(|w| w.reason),
+        Some(oae_proto::DownReason::PeerUntrusted)
+    );
     assert_eq!(link(&d, 0).get("rx_frames"), 0, "{:?}", link(&d, 0));
 }
 

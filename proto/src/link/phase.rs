@@ -38,6 +38,14 @@ impl Link {
     /// A frame dropped for `reason`: recorded while the link is not up (a
     /// stray frame while it is up says nothing of why it would not come
     /// up later).
+    /// A reason told by an event that is no accident of the wire (a peer
+    /// that proved an untrusted identity): reported at once.
+    pub fn diagnose(&mut self, reason: DownReason) {
+        if !self.is_up() {
+            *self.down_reason = Some((reason, crate::DOWN_REASON_FRAMES));
+        }
+    }
+
     pub fn note_down_reason(&mut self, reason: DownReason) {
         if self.is_up() {
             return;
