@@ -18,9 +18,9 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use oae_proto::auth::{LinkIdentity, LinkKey};
-use oae_proto::handshake::{HANDSHAKE_CLASS, KeyAgreement, KeyAgreementConfig, Outcome};
+use oae_proto::handshake::{self, KeyAgreement, KeyAgreementConfig, Outcome};
 use oae_proto::identity::{IdentitySecret, Trust};
-use oae_proto::wire::{self, Context, Frame, Knowledge, Role, Transition};
+use oae_proto::wire::{self, Frame, Transition};
 
 const A_TO_B: LinkIdentity = LinkIdentity {
     local_mac: [2, 0, 0, 0, 0, 1],
@@ -82,20 +82,8 @@ fn setup() -> &'static Setup {
 
 /// A handshake frame carrying `body` as message `number`.
 fn wrap(number: u8, body: &[u8]) -> Vec<u8> {
-    let ctx = Context {
-        class: HANDSHAKE_CLASS,
-        knowledge: Knowledge::Nothing,
-        role: Role::Alice,
-        transition: Transition::Handshake,
-        previous_committed: false,
-        field: u32::from(number),
-    };
-    let body = &body[..body.len().min(200)];
     let mut buf = [0u8; 256];
-    let len = wire::build(&mut buf, &ctx, (7, 0), (0, 0), |p| {
-        p[..2].copy_from_slice(&(body.len() as u16).to_be_bytes());
-        p[2..2 + body.len()].copy_from_slice(body);
-    });
+    let len = handshake::write_frame(&mut buf, number, (7, 0), &body[..body.len().min(200)]);
     buf[..len].to_vec()
 }
 

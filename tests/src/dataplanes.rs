@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oae_client::control::{Client, ControlError, VerbAnswer, VerbSpec};
+use oae_client::control::{Client, ControlError, VerbAnswer, VerbSpec, WorkloadReport, from_hex};
 use oae_client::stats::{DataplaneStats, HostPortCounters, LinkCounters};
 use oae_client::status::{DataplaneStatus, LinkStatus, OaeLinkStatus};
 use oae_common::mac::format_mac;
@@ -308,6 +308,37 @@ impl Dataplanes {
 
     /// Runs `verb` from dataplane `i` on its queue 0's first link, through
     /// the control socket.
+    /// Dataplane a's workload (queue 0, link 0) once it has finished.
+    pub fn finished_workload(&self, limit: Duration) -> WorkloadReport {
+        let status = |d: &Dataplanes| -> WorkloadReport {
+            d.client(0)
+                .workload_status(0, 0, None)
+                .expect("workload status")
+        };
+        self.wait_for(limit, "the workload to finish", |d| !status(d).running);
+        status(self)
+    }
+
+    /// Dataplane a's finished workload failed no verb, and both memories
+    /// hold what its ledger says (b's target region, a's local one).
+    pub fn assert_workload_exact(&self, r: &WorkloadReport) {
+        assert!(
+            r.completed > 100 && r.failed == 0 && r.mismatches == 0,
+            "{r:?}"
+        );
+        let at = r.first_byte;
+        let remote = from_hex(&r.expected_remote).expect("hex");
+        let local = from_hex(&r.expected_local).expect("hex");
+        assert_eq!(
+            &self.region(1, TARGET_REGION)[at..at + remote.len()],
+            &remote[..]
+        );
+        assert_eq!(
+            &self.region(0, LOCAL_REGION)[at..at + local.len()],
+            &local[..]
+        );
+    }
+
     pub fn verb(&self, i: usize, verb: VerbSpec) -> Result<VerbAnswer, ControlError> {
         self.client(i).verb(0, 0, None, verb)
     }

@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use oae_client::control::{WorkloadReport, WorkloadSpec, from_hex};
+use oae_client::control::WorkloadSpec;
 use oae_client::stats::LinkCounters;
 use oae_client::status::ProtocolStatus;
 use oae_tests::dataplanes::{
@@ -71,25 +71,8 @@ fn keys_agreed_by_identity_carry_a_workload_and_renew_with_no_verb_failed() {
             ..Default::default()
         })
         .expect("workload");
-    let status = |d: &Dataplanes| -> WorkloadReport {
-        d.client(0)
-            .workload_status(0, 0, None)
-            .expect("workload status")
-    };
-    d.wait_for(Duration::from_secs(30), "the workload to finish", |d| {
-        !status(d).running
-    });
-    let r = status(&d);
-    assert!(
-        r.completed > 100 && r.failed == 0 && r.mismatches == 0,
-        "{r:?}"
-    );
-    let at = r.first_byte;
-    let remote = from_hex(&r.expected_remote).unwrap();
-    assert_eq!(
-        &d.region(1, TARGET_REGION)[at..at + remote.len()],
-        &remote[..]
-    );
+    let r = d.finished_workload(Duration::from_secs(30));
+    d.assert_workload_exact(&r);
     // Keys renewed under the workload: every 2 000 frames, at both ends.
     for i in 0..2 {
         let c = link(&d, i);

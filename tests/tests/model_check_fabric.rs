@@ -23,15 +23,18 @@
 //! transfer resolved over C after the cut, and the verb completed `Ok`
 //! over the path after the cut.
 
+mod checking;
+
 use std::sync::Arc;
-use std::time::Instant;
+
+use checking::Search;
 
 use oae_proto::wire::MAX_FRAME;
 use oae_proto::{
     Event, FabricConfig, LinkConfig, Node, Observer, Output, PATH_BASE, Permissions, RegionRef,
     RegionSpec, Verb, VerbError, VerbId,
 };
-use stateright::{Checker, Expectation, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 const REGION: RegionRef = RegionRef { id: 1, key: 42 };
 const EPOCH: u32 = 1;
@@ -381,51 +384,13 @@ fn explore(max_rounds: [u8; 3], examples: &[&str], complete: bool) {
         max_losses: 0,
         examples: examples.iter().map(|e| e.to_string()).collect(),
     };
-    let started = Instant::now();
-    let checker = model
-        .checker()
-        .finish_when(HasDiscoveries::AnyFailures)
-        .target_state_count(MAX_STATES)
-        .spawn_dfs()
-        .join();
-    println!(
-        "model_check_fabric rounds {max_rounds:?}: {} unique states, {} generated, max depth \
-         {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    let model = checker.model();
-    let mut failed = Vec::new();
-    for p in model.properties() {
-        match (p.expectation, checker.discovery(p.name)) {
-            (Expectation::Always, Some(path)) => {
-                let last = path.last_state().clone();
-                println!("COUNTEREXAMPLE to {}: {:?}", p.name, agreement(&last));
-                for (k, a) in path.into_actions().iter().enumerate() {
-                    println!("  {:3}. {a:?}", k + 1);
-                }
-                failed.push(p.name);
-            }
-            (Expectation::Sometimes, None) => failed.push(p.name),
-            (Expectation::Sometimes, Some(path)) => {
-                println!(
-                    "  example of {}: {} steps",
-                    p.name,
-                    path.into_actions().len()
-                );
-            }
-            _ => {}
-        }
-    }
-    assert!(failed.is_empty(), "broken or never reached: {failed:?}");
-    if complete {
-        assert!(
-            checker.state_count() < MAX_STATES,
-            "gave up after {MAX_STATES} states"
-        );
-    }
+    let search = Search {
+        max: MAX_STATES,
+        depth_first: true,
+        complete,
+    };
+    let label = format!("model_check_fabric rounds {max_rounds:?}");
+    checking::explore(&label, model, search, |s| format!("{:?}", agreement(s)));
 }
 
 /// Two rounds at A (it suspects the cut link once two probes go

@@ -20,15 +20,18 @@
 //! the key that incarnation holds). Examples that must be reachable: both
 //! ends up; both up again after b restarted.
 
+mod checking;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+
+use checking::Search;
 
 use oae_proto::auth::LinkIdentity;
 use oae_proto::handshake::{KeyAgreement, KeyAgreementConfig, Outcome};
 use oae_proto::identity::{IdentitySecret, Trust};
 use oae_proto::wire::Frame;
-use stateright::{Checker, Expectation, HasDiscoveries, Model, Property};
+use stateright::{Model, Property};
 
 const A_TO_B: LinkIdentity = LinkIdentity {
     local_mac: [2, 0, 0, 0, 0, 0xA],
@@ -276,49 +279,17 @@ impl Model for HandshakeModel {
 
 fn explore(model: HandshakeModel) {
     let label = format!(
-        "losses {} replays {} waits {}",
+        "model_check_handshake losses {} replays {} waits {}",
         model.max_losses, model.max_replays, model.max_waits
     );
-    let started = Instant::now();
-    let checker = model
-        .checker()
-        .finish_when(HasDiscoveries::AnyFailures)
-        .target_state_count(MAX_STATES)
-        .spawn_bfs()
-        .join();
-    println!(
-        "model_check_handshake {label}: {} unique states, {} generated, max depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    let mut failed = Vec::new();
-    for p in checker.model().properties() {
-        match (p.expectation, checker.discovery(p.name)) {
-            (Expectation::Always, Some(path)) => {
-                println!("COUNTEREXAMPLE to {}:", p.name);
-                for (k, a) in path.into_actions().iter().enumerate() {
-                    println!("  {:3}. {a:?}", k + 1);
-                }
-                failed.push(p.name);
-            }
-            (Expectation::Sometimes, None) => failed.push(p.name),
-            (Expectation::Sometimes, Some(path)) => {
-                println!(
-                    "  example of {}: {} steps",
-                    p.name,
-                    path.into_actions().len()
-                );
-            }
-            _ => {}
-        }
-    }
-    assert!(failed.is_empty(), "broken or never reached: {failed:?}");
-    assert!(
-        checker.state_count() < MAX_STATES,
-        "gave up after {MAX_STATES} states"
-    );
+    let search = Search {
+        max: MAX_STATES,
+        depth_first: false,
+        complete: true,
+    };
+    checking::explore(&label, model, search, |s| {
+        format!("keys {:?}, up {:?}, epochs {:?}", s.keys, s.up, s.epochs)
+    });
 }
 
 /// Every interleaving with one loss, one replay of any handshake frame

@@ -606,8 +606,9 @@ impl KeyAgreement {
 }
 
 /// Writes a handshake frame: the context names the message (1-3) in its
-/// field; the payload is the message's length (u16) and the message.
-fn write_frame(buf: &mut [u8], number: u8, epochs: (u32, u32), message: &[u8]) -> usize {
+/// field; the payload is the message's length (u16) and the message (at
+/// most the payload's room less two bytes).
+pub fn write_frame(buf: &mut [u8], number: u8, epochs: (u32, u32), message: &[u8]) -> usize {
     let ctx = Context {
         class: HANDSHAKE_CLASS,
         knowledge: Knowledge::Nothing,

@@ -5,7 +5,7 @@
 use oae_proto::fabric::envelope;
 use oae_proto::fabric::routes::Heard;
 use oae_proto::verb::{Block, MAX_MCAS_WORDS, McasWord, Refusal, Verb};
-use oae_proto::wire::{self, Context, Knowledge, Malformed, Role, SLICE, Transition};
+use oae_proto::wire::{self, Knowledge, Malformed, SLICE, Transition};
 use oae_proto::{Member, RegionRef, View};
 
 use super::iut::Setup;
@@ -1407,19 +1407,8 @@ fn handshake_on_a_keyless_link() -> Script {
     );
     s.up();
     s.note("message 1 of a key agreement (class 2, order 0): this link agrees no keys");
-    let ctx = Context {
-        class: 2,
-        knowledge: Knowledge::Nothing,
-        role: Role::Alice,
-        transition: Transition::Handshake,
-        previous_committed: false,
-        field: 1,
-    };
     let mut buf = [0u8; wire::MAX_FRAME];
-    let len = wire::build(&mut buf, &ctx, (s.peer_epoch, 0), (0, 0), |p| {
-        p[..2].copy_from_slice(&44u16.to_be_bytes());
-        p[2..46].fill(0x5a);
-    });
+    let len = oae_proto::handshake::write_frame(&mut buf, 1, (s.peer_epoch, 0), &[0x5a; 44]);
     s.recv(&buf[..len]);
     assert_eq!(s.count("malformed.inconsistent"), 1);
     s.drain();
