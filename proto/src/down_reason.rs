@@ -8,7 +8,7 @@
 //! nothing to tell.
 
 use crate::auth::{AUTH_TRAILER_LEN, AuthError};
-use crate::wire::{Frame, Malformed};
+use crate::wire::{Frame, Malformed, Transition};
 
 /// Frames in a row that must give one reason before it is reported: a
 /// frame corrupted on the wire, or one left over from the peer's last
@@ -40,10 +40,13 @@ pub enum DownReason {
     /// The peer proved, in a handshake, an identity this end does not
     /// trust (keys agreed by identity).
     PeerUntrusted = 9,
+    /// The peer agrees its keys by identity (it sends HANDSHAKEs) and this
+    /// end does not: it has a shared key, or no authentication.
+    PeerAgreesKeys = 10,
 }
 
 impl DownReason {
-    pub const ALL: [DownReason; 9] = [
+    pub const ALL: [DownReason; 10] = [
         DownReason::PeerUnauthenticated,
         DownReason::PeerAuthenticated,
         DownReason::KeyMismatch,
@@ -53,9 +56,10 @@ impl DownReason {
         DownReason::EpochWentBack,
         DownReason::WireVersion,
         DownReason::PeerUntrusted,
+        DownReason::PeerAgreesKeys,
     ];
 
-    /// The stable code (1-9).
+    /// The stable code (1-10).
     pub fn code(self) -> u8 {
         self as u8
     }
@@ -72,6 +76,7 @@ impl DownReason {
             DownReason::EpochWentBack => "epoch_went_back",
             DownReason::WireVersion => "wire_version",
             DownReason::PeerUntrusted => "peer_untrusted",
+            DownReason::PeerAgreesKeys => "peer_agrees_keys",
         }
     }
 
@@ -84,11 +89,11 @@ impl DownReason {
         match self {
             DownReason::PeerUnauthenticated => {
                 "the peer's frames carry no authentication trailer: give both ends the same \
-                 [queue.auth] key, or neither"
+                 [queue.auth] (one key, or identity = true), or neither"
             }
             DownReason::PeerAuthenticated => {
                 "the peer's frames carry an authentication trailer and this end's queue has no \
-                 [queue.auth] key: give both ends the same key, or neither"
+                 [queue.auth]: give both ends the same (one key, or identity = true), or neither"
             }
             DownReason::KeyMismatch => {
                 "the peer's frames do not verify under this end's key: give both ends the same \
@@ -124,6 +129,11 @@ impl DownReason {
                  is the node meant, add its identity (oaed --show-identity on the peer prints \
                  it) to [queue.auth] trusted or trusted_file, and restart this end"
             }
+            DownReason::PeerAgreesKeys => {
+                "the peer sends key agreement handshakes ([queue.auth] identity = true) and this \
+                 end has a shared key or none: set identity = true at both ends, trusting each \
+                 other's identity, or give both the same key"
+            }
         }
     }
 
@@ -133,9 +143,14 @@ impl DownReason {
     /// unknown key number, and is told apart by parsing (only on this,
     /// the drop path).
     pub fn of_auth(error: AuthError, bytes: &[u8]) -> Option<DownReason> {
+        let plain = Frame::parse(bytes);
+        let handshake = plain
+            .as_ref()
+            .is_ok_and(|f| f.context.transition == Transition::Handshake);
         Some(match error {
             AuthError::Unauthenticated => DownReason::PeerUnauthenticated,
-            AuthError::BadTag | AuthError::UnknownKey if Frame::parse(bytes).is_ok() => {
+            AuthError::BadTag | AuthError::UnknownKey if handshake => DownReason::PeerAgreesKeys,
+            AuthError::BadTag | AuthError::UnknownKey if plain.is_ok() => {
                 DownReason::PeerUnauthenticated
             }
             AuthError::BadTag => DownReason::KeyMismatch,

@@ -277,3 +277,28 @@ fn keys_renew_themselves_under_a_running_workload_with_no_verb_failed() {
         assert_eq!(a.dropped, [0; 5], "{a:?}");
     }
 }
+
+#[test]
+fn a_peer_with_a_shared_key_or_none_is_told_this_end_agrees_keys() {
+    use oae_proto::auth::{Authenticator, LinkKey};
+    for shared in [true, false] {
+        let mut n = pair_with(LinkConfig::default());
+        agree(&mut n[0], 0, 0, &[1], 1);
+        if shared {
+            let link = LinkIdentity {
+                local_mac: MACS[1],
+                peer_mac: MACS[0],
+                channel: 0,
+            };
+            n[1].authenticate_link(0, Authenticator::new(link, 0, &LinkKey([9; 32])))
+                .unwrap();
+        }
+        run(&mut n, 0, 40 * MS, &mut |_, _| false);
+        assert!(!up(&n[0]) && !up(&n[1]));
+        assert_eq!(
+            n[1].link_down_reason(0),
+            Some(DownReason::PeerAgreesKeys),
+            "shared key {shared}"
+        );
+    }
+}

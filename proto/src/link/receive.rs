@@ -30,6 +30,7 @@ impl Link {
         // handshake reaching a link is one this end never asked for
         if frame.context.transition == Transition::Handshake {
             self.count_malformed(Malformed::Inconsistent);
+            self.note_down_reason(DownReason::PeerAgreesKeys);
             return Received::Own;
         }
         if frame.context.transition == Transition::Hello {
