@@ -68,7 +68,7 @@ fn create(path: &Path) -> Result<IdentitySecret, String> {
     }
     let mut secret = [0u8; IDENTITY_LEN];
     getrandom::fill(&mut secret).map_err(|e| format!("no randomness for a new identity: {e}"))?;
-    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = oae_common::hex::encode(&secret);
     // create_new: never over a file another process (or a link) put there.
     let mut file = OpenOptions::new()
         .write(true)

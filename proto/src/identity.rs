@@ -46,17 +46,14 @@ pub struct PublicIdentity(pub [u8; IDENTITY_LEN]);
 
 impl PublicIdentity {
     /// Parses 64 hex digits.
-    pub fn from_hex(text: &str) -> Result<PublicIdentity, &'static str> {
-        let text = text.trim();
-        if text.len() != 2 * IDENTITY_LEN {
-            return Err("an identity is 64 hex digits");
-        }
-        let mut out = [0u8; IDENTITY_LEN];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2).ok_or("not hex")?, 16)
-                .map_err(|_| "an identity is 64 hex digits (0-9, a-f)")?;
-        }
-        Ok(PublicIdentity(out))
+    pub fn from_hex(text: &str) -> Result<PublicIdentity, String> {
+        let bytes = oae_common::hex::decode(text.trim())
+            .map_err(|e| format!("an identity is 64 hex digits: {e}"))?;
+        let len = bytes.len();
+        bytes
+            .try_into()
+            .map(PublicIdentity)
+            .map_err(|_| format!("an identity is 64 hex digits (32 bytes), not {}", 2 * len))
     }
 
     /// The first eight bytes in hex: enough to tell identities apart in a
@@ -68,7 +65,7 @@ impl PublicIdentity {
 
 impl core::fmt::Display for PublicIdentity {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        f.write_str(&oae_common::hex::encode(&self.0))
     }
 }
 

@@ -30,7 +30,7 @@ const A_SEED: [u8; 32] = [0x5a; 32];
 const B_SEED: [u8; 32] = [0x5b; 32];
 
 fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    oae_common::hex::encode(b)
 }
 
 fn agreement(
