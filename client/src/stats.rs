@@ -216,8 +216,24 @@ pub struct PipelineCounters {
     pub rx_frames: u64,
     /// Frames of another EtherType (the XDP program passes those to the kernel).
     pub rx_not_oae: u64,
-    /// OAE frames from a MAC that is none of this queue's peers.
+    /// OAE frames from a MAC that is none of this queue's peers (on a
+    /// queue that finds its neighbours: sent to another node).
     pub rx_foreign: u64,
+    /// Announcements received (docs/PROTOCOL.md, "Discovery"): a
+    /// neighbour's, or a stranger's that made it one.
+    #[serde(default)]
+    pub rx_announcements: u64,
+    #[serde(default)]
+    pub tx_announcements: u64,
+    /// Neighbours found, each bound to a vacant link.
+    #[serde(default)]
+    pub neighbours_found: u64,
+    /// Neighbours let go because their link never came up.
+    #[serde(default)]
+    pub neighbours_forgotten: u64,
+    /// Frames of strangers dropped because every link was taken.
+    #[serde(default)]
+    pub no_vacant_link: u64,
     pub tx_frames: u64,
     /// Iterations whose transmit burst found the ring full.
     pub tx_ring_full: u64,

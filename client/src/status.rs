@@ -40,8 +40,10 @@ pub struct QueueInfo {
     pub core: Option<usize>,
     pub driver: String,
     pub mac: String,
-    /// Link `i` runs to `peer_macs[i]`.
-    pub peer_macs: Vec<String>,
+    /// The queue finds its neighbours (docs/PROTOCOL.md, "Discovery"): its
+    /// links are those found so far.
+    #[serde(default)]
+    pub discovers: bool,
 }
 
 /// One queue: its polling core and its links.
@@ -103,7 +105,8 @@ impl QueueStatus {
 /// One link of a queue.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinkStatus {
-    /// Its number on the queue: the queue's peers in configuration order.
+    /// Its number on the queue: the queue's peers in configuration order,
+    /// or the order its neighbours were found in.
     pub link: u16,
     pub peer_mac: String,
     /// The peer's node id, once the link has heard it.

@@ -374,6 +374,9 @@ pub struct QueueConfig {
     pub peer_mac: Option<String>,
     #[serde(default, rename = "peer")]
     pub peers: Vec<PeerConfig>,
+    /// How a queue with no peers listed finds its neighbours.
+    #[serde(default)]
+    pub discovery: Option<DiscoverySettings>,
     /// How frames of this queue's links reach this queue and no other: by
     /// the peer's MAC (an ntuple rule per MAC on a real NIC), or by the
     /// queue the peer sent on (a veth pair, whose receive queue is the
@@ -512,6 +515,105 @@ pub struct PeerConfig {
     pub iface: Option<String>,
 }
 
+/// `[queue.discovery]`: a queue that lists no peers finds its neighbours
+/// (docs/PROTOCOL.md, "Discovery"): it announces itself on each of its
+/// interfaces, and each neighbour heard takes one of the links made for
+/// them at start.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverySettings {
+    /// Interfaces to find neighbours on beside the queue's own `iface`
+    /// (a fabric node of veth pairs has one per neighbour).
+    #[serde(default)]
+    pub more_ifaces: Vec<String>,
+    /// Links made at start for neighbours to take, all interfaces
+    /// together; a neighbour heard when all are taken is dropped and
+    /// counted (`no_vacant_link`).
+    #[serde(default = "default_neighbours")]
+    pub neighbours: u16,
+    /// Each interface announces the dataplane this often.
+    #[serde(default = "default_announce_every_ms")]
+    pub announce_every_ms: u64,
+    /// A neighbour whose link has not come up this long after it was
+    /// found is let go and its link made vacant (one that came up stays).
+    #[serde(default = "default_forget_after_ms")]
+    pub forget_after_ms: u64,
+}
+
+impl Default for DiscoverySettings {
+    fn default() -> DiscoverySettings {
+        DiscoverySettings {
+            more_ifaces: Vec::new(),
+            neighbours: default_neighbours(),
+            announce_every_ms: default_announce_every_ms(),
+            forget_after_ms: default_forget_after_ms(),
+        }
+    }
+}
+
+fn default_neighbours() -> u16 {
+    8
+}
+
+fn default_announce_every_ms() -> u64 {
+    1000
+}
+
+fn default_forget_after_ms() -> u64 {
+    10_000
+}
+
+impl DiscoverySettings {
+    fn validate(&self, q: &QueueConfig) -> Result<(), String> {
+        if !(1..=64).contains(&self.neighbours) {
+            return Err(format!(
+                "discovery.neighbours = {}: give 1 to 64 links for neighbours to take",
+                self.neighbours
+            ));
+        }
+        if self.announce_every_ms == 0 || self.announce_every_ms > 60_000 {
+            return Err(format!(
+                "discovery.announce_every_ms = {}: give 1 to 60000",
+                self.announce_every_ms
+            ));
+        }
+        if self.forget_after_ms < self.announce_every_ms {
+            return Err(format!(
+                "discovery.forget_after_ms = {} is shorter than announce_every_ms = {}: a \
+                 neighbour would be let go before it is heard again",
+                self.forget_after_ms, self.announce_every_ms
+            ));
+        }
+        if !self.more_ifaces.is_empty() && q.driver != DriverKind::AfXdp {
+            return Err(
+                "discovery.more_ifaces is for AF_XDP queues; a DPDK queue finds its \
+                 neighbours on its own port"
+                    .into(),
+            );
+        }
+        for (k, i) in self.more_ifaces.iter().enumerate() {
+            if i.is_empty() || i.len() > 15 {
+                return Err(format!(
+                    "discovery.more_ifaces: '{i}' must be an interface name of 1 to 15 bytes"
+                ));
+            }
+            if *i == q.iface || self.more_ifaces[..k].contains(i) {
+                return Err(format!(
+                    "discovery.more_ifaces names {i} twice (with iface): one port per interface"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn to_discovery_config(&self) -> oae_proto::discovery::DiscoveryConfig {
+        oae_proto::discovery::DiscoveryConfig {
+            announce_every: self.announce_every_ms * 1_000_000,
+            forget_after: self.forget_after_ms * 1_000_000,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum SteerBy {
@@ -533,6 +635,24 @@ impl QueueConfig {
         }
     }
 
+    /// How the queue finds its neighbours, if it lists none: it discovers
+    /// them (with `[queue.discovery]`'s settings, or the defaults).
+    pub fn discovery(&self) -> Option<DiscoverySettings> {
+        if self.peer_mac.is_some() || !self.peers.is_empty() {
+            return None;
+        }
+        Some(self.discovery.clone().unwrap_or_default())
+    }
+
+    /// Links the queue's transport is made with: one per listed peer, or
+    /// the pool its discovered neighbours take.
+    pub fn link_count(&self) -> usize {
+        match self.discovery() {
+            Some(d) => usize::from(d.neighbours),
+            None => self.peer_macs().len(),
+        }
+    }
+
     /// The MACs of this queue's peers, link 0 first.
     pub fn peer_macs(&self) -> Vec<&str> {
         self.peer_mac
@@ -543,9 +663,13 @@ impl QueueConfig {
     }
 
     /// The interfaces the queue's links run over, the queue's own first,
-    /// each with its links (index and peer MAC) in link order.
+    /// each with its listed links (index and peer MAC) in link order; a
+    /// queue that discovers its neighbours has none listed.
     pub fn ports(&self) -> Vec<(&str, Vec<(u16, &str)>)> {
         let mut ports: Vec<(&str, Vec<(u16, &str)>)> = vec![(self.iface.as_str(), Vec::new())];
+        if let Some(d) = &self.discovery {
+            ports.extend(d.more_ifaces.iter().map(|i| (i.as_str(), Vec::new())));
+        }
         let own = self.peer_mac.iter().map(|m| (m.as_str(), None));
         let listed = self
             .peers
@@ -1130,12 +1254,38 @@ impl Config {
     /// are steered by queue (so the queues can be told apart).
     fn check_peers(&self, index: usize, q: &QueueConfig) -> Result<(), String> {
         let macs = q.peer_macs();
-        if macs.is_empty() {
+        if q.discovery.is_some() && !macs.is_empty() {
             return Err(
-                "give the peer: peer_mac = \"02:..\", or one [[queue.peer]] mac = \
-                        \"02:..\" per peer"
+                "[queue.discovery] is for a queue that lists no peers: remove it, or \
+                 remove the peers and let the queue find them"
                     .into(),
             );
+        }
+        if let Some(d) = q.discovery() {
+            d.validate(q)?;
+            if q.transport == TransportKind::RcModel {
+                return Err(
+                    "transport = \"rc-model\" runs one queue pair to a listed peer: \
+                     give peer_mac (a queue that lists no peers finds them, with OAE)"
+                        .into(),
+                );
+            }
+        }
+        for (j, other) in self.queues[..index].iter().enumerate() {
+            let finds = macs.is_empty();
+            let other_finds = other.peer_mac.is_none() && other.peers.is_empty();
+            if other.label() == q.label()
+                && other.driver == q.driver
+                && (finds || other_finds)
+                && (q.steer_by == SteerBy::PeerMac || other.steer_by == SteerBy::PeerMac)
+            {
+                return Err(format!(
+                    "queue {j} also runs on {}: a queue that finds its neighbours takes every \
+                     OAE frame of its interface unless frames are steered by queue. Set \
+                     steer_by = \"queue\" on both (a veth pair), or list the peers",
+                    q.label()
+                ));
+            }
         }
         if q.fabric && q.transport == TransportKind::RcModel {
             return Err(
@@ -1414,9 +1564,21 @@ mod tests {
         let half = two_queues(&format!("{a}\n{veth}"), a).unwrap_err();
         assert!(half.contains("cannot be told apart"), "{half}");
         two_queues(&format!("{a}\n{veth}"), &format!("{a}\n{veth}")).unwrap();
-        // No peer, a peer twice, a bad MAC, many peers on an RC queue.
+        // A queue that lists no peer finds them, alone on its interface
+        // or steered by queue; a peer twice, a bad MAC, many peers on an
+        // RC queue.
         let none = two_queues("", b).unwrap_err();
-        assert!(none.contains("[[queue.peer]]"), "{none}");
+        assert!(none.contains("finds its neighbours"), "{none}");
+        let cfg = two_queues(
+            veth,
+            &format!(
+                "{b}
+{veth}"
+            ),
+        )
+        .unwrap();
+        assert!(cfg.queues[0].discovery().is_some() && cfg.queues[1].discovery().is_none());
+        assert_eq!(cfg.queues[0].link_count(), 8);
         let twice = two_queues(
             &format!("{a}\n[[queue.peer]]\nmac = \"02:00:00:00:00:0A\""),
             b,
@@ -1427,6 +1589,42 @@ mod tests {
         assert!(bad.contains("not a MAC address"), "{bad}");
         let rc = two_queues(&format!("transport = \"rc-model\"\n{peers}"), b).unwrap_err();
         assert!(rc.contains("give each its own queue"), "{rc}");
+    }
+
+    #[test]
+    fn discovery_settings_are_read_and_bad_ones_refused_with_the_fix() {
+        let q = |body: &str| {
+            Config::from_toml(&format!(
+                "name = \"a\"\nnode_id = 1\n[[queue]]\niface = \"r0\"\n{body}"
+            ))
+        };
+        let cfg = q("[queue.discovery]\nmore_ifaces = [\"r1\"]\nneighbours = 2\n").unwrap();
+        let ports: Vec<_> = cfg.queues[0].ports().into_iter().map(|(i, _)| i).collect();
+        assert_eq!(ports, ["r0", "r1"]);
+        assert_eq!(cfg.queues[0].link_count(), 2);
+        for (body, fix) in [
+            ("[queue.discovery]\nneighbours = 0", "give 1 to 64"),
+            (
+                "[queue.discovery]\nmore_ifaces = [\"r0\"]",
+                "names r0 twice",
+            ),
+            (
+                "[queue.discovery]\nannounce_every_ms = 0",
+                "give 1 to 60000",
+            ),
+            (
+                "[queue.discovery]\nforget_after_ms = 10\nannounce_every_ms = 100",
+                "let go before it is heard again",
+            ),
+            (
+                "peer_mac = \"02:00:00:00:00:02\"\n[queue.discovery]\nneighbours = 2",
+                "lists no peers",
+            ),
+            ("transport = \"rc-model\"", "give peer_mac"),
+        ] {
+            let refused = q(body).unwrap_err().to_string();
+            assert!(refused.contains(fix), "{body}: {refused}");
+        }
     }
 
     #[cfg(feature = "dpdk")]

@@ -59,7 +59,7 @@ fn rows(heading: &str) -> Vec<Vec<String>> {
 #[test]
 fn every_table_documents_exactly_the_keys_of_the_code() {
     let with = |table: &str| format!("{table}\n{PROBE} = 1\n");
-    let cases: [(&str, BTreeSet<String>); 15] = [
+    let cases: [(&str, BTreeSet<String>); 16] = [
         ("The dataplane", keys_accepted::<Config>(&with(""))),
         ("`[[queue]]`", keys_accepted::<Config>(&with("[[queue]]"))),
         (
@@ -69,6 +69,10 @@ fn every_table_documents_exactly_the_keys_of_the_code() {
         (
             "`[queue.link]`",
             keys_accepted::<Config>(&with("[[queue]]\n[queue.link]")),
+        ),
+        (
+            "`[queue.discovery]`",
+            keys_accepted::<Config>(&with("[[queue]]\n[queue.discovery]")),
         ),
         (
             "`[queue.poll]`",

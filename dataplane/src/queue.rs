@@ -25,11 +25,11 @@ use oae_rc_model::RcEndpoint;
 use oae_swapring::words::SharedWords;
 
 use crate::host::HostPort;
-use crate::pipeline::{FinalReport, Pipeline, Port, QueueInfo, QueueShared};
+use crate::pipeline::{Discovery, FinalReport, Pipeline, Port, QueueInfo, QueueShared};
 use crate::transport::{LinkKeys, Oae, RcModel, Transport};
 use oae_config::{
-    BindModeSetting, Config, DriverKind, PollSettings, QueueConfig, SteerBy, TransportKind,
-    XdpModeSetting,
+    BindModeSetting, Config, DiscoverySettings, DriverKind, PollSettings, QueueConfig, SteerBy,
+    TransportKind, XdpModeSetting,
 };
 
 /// A queue ready to run: its polling loop, whatever its driver, and what
@@ -154,7 +154,6 @@ pub fn build_queue(
             rc.submit_queue + usize::from(rc.max_outstanding)
         }
     } + 64;
-    let peer_macs = q.peer_macs();
     let transport = transport(config, index, epoch, memory, identity)?;
     let mut plan = Vec::new();
     for (iface, links) in q.ports() {
@@ -176,12 +175,13 @@ pub fn build_queue(
             core: q.core,
             driver: String::new(),
             mac: String::new(),
-            peer_macs: peer_macs.iter().map(|m| m.to_string()).collect(),
+            discovers: q.discovery().is_some(),
         },
         host: match &config.host {
             Some(h) if usize::from(h.queue) == index => Some(HostPort::create(&h.to_host_ring()?)?),
             _ => None,
         },
+        discovery: q.discovery(),
     };
     let shared = Arc::clone(&parts.shared);
     let run = match q.driver {
@@ -279,7 +279,7 @@ fn transport(
     Ok(match q.transport {
         TransportKind::Oae => {
             let mut node = Node::with_memory(config.node_id, epoch, NoObserver, core_memory);
-            for _ in q.peer_macs() {
+            for _ in 0..q.link_count() {
                 node.add_link(link_cfg)
                     .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
             }
@@ -358,6 +358,8 @@ struct Parts {
     poll: PollSettings,
     info: QueueInfo,
     host: Option<HostPort>,
+    /// How the queue finds its neighbours, if it lists none.
+    discovery: Option<DiscoverySettings>,
 }
 
 /// The queue's loop over `driver` and `transport`, as a value a thread can
@@ -399,7 +401,8 @@ where
         mac: format_mac(ports[0].mac()),
         ..parts.info
     };
-    let pipeline = Pipeline::new(
+    let port_count = ports.len();
+    let mut pipeline = Pipeline::new(
         ports,
         transport,
         info,
@@ -408,6 +411,14 @@ where
         parts.inflight,
         parts.poll,
     );
+    if let Some(d) = parts.discovery {
+        pipeline = pipeline.discovering(Discovery::new(
+            d.to_discovery_config(),
+            d.neighbours,
+            port_count,
+            parts.channel,
+        ));
+    }
     Ok(Box::new(move |drain| pipeline.run(drain)))
 }
 

@@ -106,6 +106,20 @@ pub trait Transport: Send + 'static {
     /// Which link `link` is on the wire (authentication derives each
     /// direction's key from it).
     fn link_identity(&mut self, _link: LinkId, _identity: LinkIdentity) {}
+    /// Writes the node's announcement (docs/PROTOCOL.md, "Discovery") into
+    /// `buf`: `None` for a transport that does not discover neighbours.
+    fn write_announcement(&self, _buf: &mut [u8]) -> Option<usize> {
+        None
+    }
+    /// Whether `link` could be made new for another neighbour: it never
+    /// came up and holds nothing.
+    fn link_renewable(&self, _link: LinkId) -> bool {
+        false
+    }
+    /// Makes `link` new for another neighbour, if it is renewable.
+    fn renew_link(&mut self, _link: LinkId) -> bool {
+        false
+    }
     /// Lends `link` a receive for its next SEND.
     fn post_receive(&mut self, _link: LinkId, _receive: PostedReceive) -> Result<(), ControlError> {
         Err(ControlError::unsupported(format!(
@@ -347,6 +361,22 @@ impl Transport for Oae {
     fn stats(&self, link: LinkId) -> LinkCounters {
         let auth = self.node.link_auth(link).map(Authenticator::stats);
         stats_report(&self.node, link, auth)
+    }
+
+    fn write_announcement(&self, buf: &mut [u8]) -> Option<usize> {
+        self.node.write_announcement(buf)
+    }
+
+    fn link_renewable(&self, link: LinkId) -> bool {
+        self.node.link_renewable(link)
+    }
+
+    fn renew_link(&mut self, link: LinkId) -> bool {
+        let renewed = self.node.renew_link(link);
+        if renewed {
+            self.told[usize::from(link)] = 0;
+        }
+        renewed
     }
 
     fn link_identity(&mut self, link: LinkId, identity: LinkIdentity) {

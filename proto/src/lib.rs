@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod config;
 pub mod crc;
+pub mod discovery;
 mod down_reason;
 pub mod fabric;
 pub mod handshake;
@@ -350,6 +351,46 @@ impl<O: Observer, M: Store> Node<O, M> {
         if let Some(l) = self.links.get_mut(usize::from(link)) {
             l.note_down_reason(reason);
         }
+    }
+
+    /// Writes this node's announcement (PROTOCOL.md, "Discovery", D1) into
+    /// `buf`, offering what its first link offers; `None` without links.
+    pub fn write_announcement(&self, buf: &mut [u8]) -> Option<usize> {
+        let cfg = self.links.first()?.config();
+        Some(discovery::write_announcement(
+            buf,
+            self.node_id,
+            self.epoch,
+            cfg,
+        ))
+    }
+
+    /// Whether `link` could be made new for another neighbour: it never
+    /// came up since it was made or renewed, and holds nothing (no verb,
+    /// transfer or posted receive). A link that came up never is: its
+    /// peer could still answer what it sent, and a new link would take
+    /// the answers as new.
+    pub fn link_renewable(&self, link: LinkId) -> bool {
+        self.links.get(usize::from(link)).is_some_and(|l| {
+            !l.ever_up() && l.is_quiescent() && l.status(self.epoch).posted_receives == 0
+        })
+    }
+
+    /// Makes `link` new for another neighbour (discovery let the last one
+    /// go, D6): its state, keys and key agreement gone, its counters kept.
+    /// Returns whether it did: only a [`Node::link_renewable`] link is.
+    pub fn renew_link(&mut self, link: LinkId) -> bool {
+        if !self.link_renewable(link) {
+            return false;
+        }
+        let index = usize::from(link);
+        self.links[index].renew();
+        self.auth[index] = None;
+        self.agreements[index] = None;
+        if let Some(f) = &mut self.fabric {
+            f.renew_port(index);
+        }
+        true
     }
 
     pub fn link_stats(&self, link: LinkId) -> Option<&LinkStats> {

@@ -76,6 +76,11 @@ pub struct Options {
     pub distrust: Option<usize>,
     /// With `identities`: `rekey_after` of every link.
     pub rekey_after: Option<u64>,
+    /// Dataplane `i` (0: a, 1: b) lists no peer: it finds its neighbour.
+    pub discover_on: [bool; 2],
+    /// The body of `[queue.discovery]` where a dataplane finds its
+    /// neighbour (its defaults if none).
+    pub discovery: Option<&'static str>,
 }
 
 /// How the two dataplanes reach each other.
@@ -117,6 +122,8 @@ impl Default for Options {
             identities: false,
             distrust: None,
             rekey_after: None,
+            discover_on: [false; 2],
+            discovery: None,
         }
     }
 }
@@ -466,8 +473,7 @@ fn deployment(pair: &VethPair, o: &Options) -> String {
 [[dataplane.{name}.queue]]
 iface = "{iface}"
 queue_id = {q}
-peer_mac = "{peer}"
-{steer}{core}{queue_driver}{transport}{fabric}
+{peer}{steer}{core}{queue_driver}{transport}{fabric}{discovery}
 [dataplane.{name}.queue.link]
 slots = {slots}
 credits = {credits}
@@ -493,7 +499,15 @@ unreachable_after_rounds = {unreach}
                         ""
                     },
                     iface = pair.ifname[i],
-                    peer = format_mac(MACS[1 - i]),
+                    peer = if o.discover_on[i] {
+                        String::new()
+                    } else {
+                        format!("peer_mac = \"{}\"\n", format_mac(MACS[1 - i]))
+                    },
+                    discovery = match o.discovery.filter(|_| o.discover_on[i]) {
+                        Some(body) => format!("[dataplane.{name}.queue.discovery]\n{body}\n"),
+                        None => String::new(),
+                    },
                     slots = o.slots,
                     credits = o.credits.unwrap_or(o.slots),
                     unreach = o.unreachable_after_rounds,

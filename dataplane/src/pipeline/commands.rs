@@ -1,6 +1,7 @@
 //! The control interface of a polling core: what the rest of the process
 //! shares with it, the questions it answers between bursts, and its answers.
 
+use oae_common::mac::format_mac;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::time::Duration;
@@ -117,13 +118,19 @@ pub enum CommandKind {
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
-    fn status(&self) -> QueueStatus {
+    /// The peer MAC of `link`: listed, or found; `None` while it is vacant.
+    fn peer_of(&self, link: LinkId) -> Option<[u8; 6]> {
+        self.ports.iter().find_map(|p| p.peer_of(link))
+    }
+
+    pub(super) fn status(&self) -> QueueStatus {
+        // A queue that finds its neighbours shows the links bound to one.
         let links = (0..self.links)
             .filter_map(|l| {
                 let link = l as LinkId;
                 Some(LinkStatus {
                     link,
-                    peer_mac: self.info.peer_macs[l].clone(),
+                    peer_mac: format_mac(self.peer_of(link)?),
                     peer_node: self.transport.peer_node(link),
                     state: self.transport.status(link)?,
                 })
@@ -146,7 +153,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 let link = l as LinkId;
                 LinkCounters {
                     link,
-                    peer_mac: self.info.peer_macs[l].clone(),
+                    peer_mac: self.peer_of(link).map(format_mac).unwrap_or_default(),
                     peer_node: self.transport.peer_node(link),
                     ..self.transport.stats(link)
                 }

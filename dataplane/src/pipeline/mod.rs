@@ -8,6 +8,7 @@
 
 mod commands;
 mod complete;
+mod discovery;
 pub mod idle;
 mod outcomes;
 mod port;
@@ -21,6 +22,7 @@ mod transfers;
 pub use tap::{CaptureBuffer, FinishedCapture};
 
 pub use commands::{Command, CommandKind, QueueShared};
+pub use discovery::Discovery;
 pub use oae_client::stats::IdleCounters;
 pub use port::Port;
 pub use receives::RecvRequest;
@@ -161,6 +163,8 @@ pub struct Pipeline<D: Driver, T: Transport> {
     /// A capture in progress (`oaectl capture`).
     tap: Option<tap::Tap>,
     stages: StageClock,
+    /// How the queue finds its neighbours, if it lists none.
+    discovery: Option<Discovery>,
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
@@ -201,7 +205,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             idle: idle::Idle::new(&poll),
             tap: None,
             stages,
+            discovery: None,
         }
+    }
+
+    /// The pipeline of a queue that finds its neighbours: its links are
+    /// bound to them as they are heard.
+    pub fn discovering(mut self, discovery: Discovery) -> Pipeline<D, T> {
+        self.discovery = Some(discovery);
+        self
     }
 
     fn now(&self) -> Nanos {
@@ -310,10 +322,11 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let now = self.now();
         self.counters.bursts += 1;
         self.receive(now);
-        let mut next_timer = self.transport.poll_timeout();
+        let mut next_timer = self.next_timer();
         let timer_due = next_timer.is_some_and(|t| t <= now);
         if timer_due {
             self.transport.handle_timeout(now);
+            self.forget_neighbours(now);
         }
         self.stages.mark(Stage::Timers);
         self.drain_events(now);
@@ -340,7 +353,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         // An iteration that moved nothing and ran no timer changed no
         // deadline: the one read at its start still holds for the rest.
         if timer_due && !moved {
-            next_timer = self.transport.poll_timeout();
+            next_timer = self.next_timer();
         }
         self.stages.end(
             moved,
@@ -354,6 +367,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         }
     }
 
+    /// The transport's next deadline, or discovery's if sooner.
+    fn next_timer(&self) -> Option<Nanos> {
+        let transport = self.transport.poll_timeout();
+        match self.discovery.as_ref().and_then(Discovery::poll_timeout) {
+            Some(d) => Some(transport.map_or(d, |t| t.min(d))),
+            None => transport,
+        }
+    }
+
     fn receive(&mut self, now: Nanos) {
         for (i, port) in self.ports.iter_mut().enumerate() {
             let tap = self.tap.as_mut().map(|t| (t, i as u8));
@@ -361,14 +383,53 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 &mut self.transport,
                 &mut self.counters,
                 tap,
+                self.discovery.as_mut().map(|d| (d, i as u8)),
                 &mut self.stages,
                 now,
             );
+        }
+        self.tell_discoveries();
+    }
+
+    /// Neighbours whose links did not come up in time are let go.
+    fn forget_neighbours(&mut self, now: Nanos) {
+        let Some(d) = &mut self.discovery else {
+            return;
+        };
+        let ports = &mut self.ports;
+        d.forget(
+            now,
+            &mut self.transport,
+            &mut self.counters,
+            |port, link| ports[usize::from(port)].unbind(link),
+        );
+        self.tell_discoveries();
+    }
+
+    fn tell_discoveries(&mut self) {
+        if let Some(d) = &mut self.discovery
+            && d.has_notices()
+        {
+            for line in d.take_notices() {
+                complete::notice(&self.info, &line);
+            }
         }
     }
 
     fn transmit(&mut self, now: Nanos) {
         for (i, port) in self.ports.iter_mut().enumerate() {
+            if let Some(d) = &mut self.discovery
+                && d.announce_due(i, now)
+            {
+                let transport = &self.transport;
+                let tap = self.tap.as_mut().map(|t| (t, i as u8));
+                port.announce(
+                    |buf| transport.write_announcement(buf),
+                    &mut self.counters,
+                    tap,
+                    now,
+                );
+            }
             let tap = self.tap.as_mut().map(|t| (t, i as u8));
             port.transmit(
                 &mut self.transport,

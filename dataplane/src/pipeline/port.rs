@@ -9,6 +9,9 @@ use oae_proto::LinkId;
 use oae_proto::wire::{ETH_HEADER_LEN, eth};
 use oae_proto::{Nanos, TransmitBuffers};
 
+use oae_proto::discovery::{ANNOUNCE_MAC, is_announcement};
+
+use super::discovery::{Discovery, PortRef};
 use super::stages::StageClock;
 use super::tap::Tap;
 use crate::transport::Transport;
@@ -25,7 +28,8 @@ pub struct Port<D: Driver> {
     /// The interface (or DPDK port) it runs on, as captures name it.
     name: String,
     mac: [u8; 6],
-    /// The queue's links on this port, and each one's peer.
+    /// The queue's links on this port, and each one's peer: those listed,
+    /// or the neighbours found so far.
     links: Vec<(LinkId, [u8; 6])>,
     /// The link the next transmitted frame is asked of, round robin.
     tx_next: usize,
@@ -116,12 +120,26 @@ impl<D: Driver> Port<D> {
         &self.name
     }
 
-    /// One receive burst, each OAE frame handed to the link of its source.
+    /// The peer of `link`, if it is on this port.
+    pub fn peer_of(&self, link: LinkId) -> Option<[u8; 6]> {
+        self.links.iter().find(|(l, _)| *l == link).map(|(_, p)| *p)
+    }
+
+    /// Takes `link` off this port: discovery let its neighbour go.
+    pub(super) fn unbind(&mut self, link: LinkId) {
+        self.links.retain(|(l, _)| *l != link);
+        self.tx_next = 0;
+    }
+
+    /// One receive burst, each OAE frame handed to the link of its source;
+    /// on a queue that finds its neighbours, a stranger's frame binds it
+    /// to a vacant link (`discovery`, with this port's index).
     pub(super) fn receive<T: Transport>(
         &mut self,
         transport: &mut T,
         counters: &mut PipelineCounters,
         mut tap: Option<(&mut Tap, u8)>,
+        mut discovery: Option<(&mut Discovery, u8)>,
         clock: &mut StageClock,
         now: Nanos,
     ) {
@@ -140,11 +158,40 @@ impl<D: Driver> Port<D> {
                 counters.rx_not_oae += 1;
                 continue;
             };
-            let source = &frame[6..12];
+            let (destination, source) = (&frame[..6], &frame[6..12]);
+            let announcement = is_announcement(destination);
+            if announcement {
+                counters.rx_announcements += 1;
+            }
             // A handful of peers at most: a scan beats a map.
-            let Some(&(link, _)) = self.links.iter().find(|(_, p)| p == source) else {
-                counters.rx_foreign += 1;
-                continue;
+            let link = match self.links.iter().find(|(_, p)| p == source) {
+                // D4: an announcement is never a link's, not even its
+                // neighbour's (a HELLO naming no receiver would tell an up
+                // link its peer lost it).
+                Some(_) if announcement => continue,
+                Some(&(link, _)) => link,
+                None => {
+                    let mine = announcement || destination == self.mac;
+                    let Some((d, index)) = discovery.as_mut().filter(|_| mine) else {
+                        counters.rx_foreign += 1;
+                        continue;
+                    };
+                    let source: [u8; 6] = source.try_into().expect("six bytes");
+                    let port = PortRef {
+                        index: *index,
+                        mac: self.mac,
+                        name: &self.name,
+                    };
+                    let found = d.stranger(port, source, announcement, transport, counters, now);
+                    let Some((link, announcement)) = found else {
+                        continue;
+                    };
+                    self.links.push((link, source));
+                    if announcement {
+                        continue;
+                    }
+                    link
+                }
             };
             if let Some((tap, port)) = tap.as_mut() {
                 tap.record(*port, false, frame, now);
@@ -153,6 +200,41 @@ impl<D: Driver> Port<D> {
         }
         self.driver.release(&mut self.rx);
         clock.mark(Stage::Link);
+    }
+
+    /// Queues this node's announcement (docs/PROTOCOL.md, "Discovery", D1)
+    /// for the next transmit burst, as `write` writes it; none if no
+    /// buffer is free (the next is due in an `announce_every`).
+    pub(super) fn announce(
+        &mut self,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+        counters: &mut PipelineCounters,
+        tap: Option<(&mut Tap, u8)>,
+        now: Nanos,
+    ) {
+        if self.spare.is_empty() {
+            self.driver.alloc(&mut self.spare, MAX_BURST);
+        }
+        if self.tx.is_full() {
+            return;
+        }
+        let Some(mut buf) = self.spare.pop() else {
+            return;
+        };
+        let frame = self
+            .driver
+            .frame_mut(&mut buf, MAX_OAE_FRAME_ON_WIRE as usize);
+        let Some(len) = write(&mut frame[ETH_HEADER_LEN..]) else {
+            self.spare.push(buf);
+            return;
+        };
+        let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
+        eth::write_header(frame, ANNOUNCE_MAC, self.mac);
+        if let Some((tap, port)) = tap {
+            tap.record(port, true, frame, now);
+        }
+        counters.tx_announcements += 1;
+        self.tx.push(buf);
     }
 
     /// Transmit bursts until the port's links have nothing more to send or
@@ -179,7 +261,7 @@ impl<D: Driver> Port<D> {
         now: Nanos,
     ) {
         let links = self.links.len();
-        if links == 0 {
+        if links == 0 && self.tx.is_empty() {
             return;
         }
         loop {

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use oae_common::FaultConfig;
+use oae_common::mac::format_mac;
 use oae_pmd::fault::FaultInjector;
 use oae_pmd::mem::{MemConfig, MemDriver, mem_pair};
 use oae_proto::auth::{LinkIdentity, LinkKey};
@@ -59,17 +60,7 @@ fn core_with_ports<D: Driver>(
     ports: Vec<(D, usize)>,
     setup: Setup,
 ) -> (Core<D>, Arc<QueueShared>) {
-    let mut node = Node::with_memory(i as u64 + 1, 1, NoObserver, SharedMemory::new());
-    for _ in &ports {
-        node.add_link(setup.link).expect("a link");
-    }
-    node.register(RegionSpec {
-        id: REGION.id,
-        key: REGION.key,
-        len: 4096,
-        permissions: Permissions::ALL,
-    })
-    .expect("a region");
+    let node = node(i, ports.len(), setup.link);
     let keys = match setup.auth {
         true => LinkKeys::Shared(0, LinkKey([0x42; 32])),
         false => LinkKeys::None,
@@ -106,8 +97,7 @@ fn core_with_ports<D: Driver>(
         core: None,
         driver: "mem".into(),
         mac: String::new(),
-        // One a link, as the daemon fills it.
-        peer_macs: peers.iter().map(|&p| format!("{:02x?}", MACS[p])).collect(),
+        discovers: false,
     };
     let core = Pipeline::new(
         ports,
@@ -118,6 +108,57 @@ fn core_with_ports<D: Driver>(
         256,
         setup.poll,
     );
+    (core, shared)
+}
+
+/// Node `i` (id `i + 1`) with `links` links and [`REGION`].
+fn node(i: usize, links: usize, link: LinkConfig) -> Node<NoObserver, SharedMemory> {
+    let mut node = Node::with_memory(i as u64 + 1, 1, NoObserver, SharedMemory::new());
+    for _ in 0..links {
+        node.add_link(link).expect("a link");
+    }
+    node.register(RegionSpec {
+        id: REGION.id,
+        key: REGION.key,
+        len: 4096,
+        permissions: Permissions::ALL,
+    })
+    .expect("a region");
+    node
+}
+
+/// Node `i`'s core that lists no peer and finds them: `links` links for
+/// neighbours to take, announcing every millisecond and letting go after
+/// `forget_after` of a neighbour whose link never came up.
+fn discovering_core(
+    driver: MemDriver,
+    i: usize,
+    links: u16,
+    forget_after: Nanos,
+) -> (Core, Arc<QueueShared>) {
+    let setup = Setup::kicks(KickPolicy::Immediate);
+    let node = node(i, usize::from(links), setup.link);
+    let port = Port::new(driver, format!("mem{i}"), Vec::new(), setup.poll.kicks);
+    let info = QueueInfo {
+        iface: format!("mem{i}"),
+        discovers: true,
+        ..QueueInfo::default()
+    };
+    let shared = Arc::new(QueueShared::new(256).expect("a waker"));
+    let cfg = oae_proto::discovery::DiscoveryConfig {
+        announce_every: 1_000_000,
+        forget_after,
+    };
+    let core = Pipeline::new(
+        vec![port],
+        Oae::new(node, LinkKeys::None),
+        info,
+        shared.clone(),
+        None,
+        256,
+        setup.poll,
+    )
+    .discovering(Discovery::new(cfg, links, 1, 0));
     (core, shared)
 }
 
@@ -516,4 +557,91 @@ fn a_core_with_two_ports_serves_both_links_in_turn() {
     for c in &cores {
         assert_eq!(c.counters.rx_foreign, 0, "{:?}", c.counters);
     }
+}
+
+#[test]
+fn two_cores_that_list_no_peer_find_each_other_and_run_verbs() {
+    let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
+    let (a, sa) = discovering_core(a, 0, 4, 60_000_000_000);
+    let (b, sb) = discovering_core(b, 1, 4, 60_000_000_000);
+    let mut cores = [a, b];
+    turn_until(&mut cores, "a link found and up", |cores| {
+        cores.iter().all(|c| c.status().all_up())
+    });
+    let done = run_faa(&mut cores, &[sa, sb], 50);
+    assert_eq!(olds(&done).len(), 50);
+    for (c, peer) in cores.iter().zip([MACS[1], MACS[0]]) {
+        let status = c.status();
+        // One neighbour, on link 0; the three vacant links are not shown.
+        let links: Vec<_> = status.links.iter().map(|l| (l.link, &l.peer_mac)).collect();
+        assert_eq!(links, [(0, &format_mac(peer))], "{status:?}");
+        assert_eq!(c.counters.neighbours_found, 1, "{:?}", c.counters);
+        assert!(c.counters.tx_announcements >= 1, "{:?}", c.counters);
+    }
+}
+
+#[test]
+fn an_announcement_never_reaches_the_link_of_its_sender() {
+    let (mut cores, shared) = pair(KickPolicy::Immediate);
+    let mut frame = [0u8; 128];
+    frame[..6].copy_from_slice(&oae_proto::discovery::ANNOUNCE_MAC);
+    frame[6..12].copy_from_slice(&MACS[0]);
+    frame[12..14].copy_from_slice(&oae_proto::wire::ETHERTYPE.to_be_bytes());
+    // Core 0's announcement, as a restarted core 0 would send it: were
+    // it the link's, a HELLO naming no receiver would tell core 1's up
+    // link that its peer lost it.
+    let len = cores[0]
+        .transport
+        .write_announcement(&mut frame[14..])
+        .unwrap();
+    let before = cores[1].transport.stats(0);
+    for _ in 0..8 {
+        cores[1].ports[0].driver.inject(&frame[..14 + len]);
+    }
+    turn_until(&mut cores, "the announcements counted", |cores| {
+        cores[1].counters.rx_announcements == 8
+    });
+    let after = cores[1].transport.stats(0);
+    // Nothing reached the link: it counted no frame, malformed or not.
+    assert_eq!(after.malformed, before.malformed);
+    assert_eq!(after.get("rx_frames"), before.get("rx_frames"));
+    assert!(cores[1].status().all_up());
+    assert_eq!(olds(&run_faa(&mut cores, &shared, 20)).len(), 20);
+}
+
+#[test]
+fn a_stranger_whose_link_never_comes_up_is_let_go_and_its_link_reused() {
+    let (a, _stranger) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[2]));
+    // Forgotten after 1 ms: the stranger says one thing and falls silent.
+    let (a, _sa) = discovering_core(a, 0, 1, 1_000_000);
+    let mut cores = [a];
+    let mut frame = [0u8; 128];
+    frame[..6].copy_from_slice(&MACS[0]);
+    frame[6..12].copy_from_slice(&MACS[2]);
+    frame[12..14].copy_from_slice(&oae_proto::wire::ETHERTYPE.to_be_bytes());
+    let len = Node::new(9, 1).write_announcement(&mut frame[14..]);
+    assert_eq!(len, None, "a node without links announces nothing");
+    let mut node = Node::new(9, 1);
+    node.add_link(LinkConfig::default()).unwrap();
+    let len = node.write_announcement(&mut frame[14..]).unwrap();
+    cores[0].ports[0].driver.inject(&frame[..14 + len]);
+    turn_until(&mut cores, "the stranger found", |c| {
+        c[0].counters.neighbours_found == 1
+    });
+    // A second stranger finds no vacant link while the first holds it.
+    frame[6..12].copy_from_slice(&MACS[1]);
+    cores[0].ports[0].driver.inject(&frame[..14 + len]);
+    turn_until(&mut cores, "no vacant link", |c| {
+        c[0].counters.no_vacant_link == 1
+    });
+    turn_until(&mut cores, "the stranger let go", |c| {
+        c[0].counters.neighbours_forgotten == 1
+    });
+    assert!(cores[0].status().links.is_empty());
+    cores[0].ports[0].driver.inject(&frame[..14 + len]);
+    turn_until(&mut cores, "the second found", |c| {
+        c[0].counters.neighbours_found == 2
+    });
+    let status = cores[0].status();
+    assert_eq!(status.links[0].peer_mac, format_mac(MACS[1]), "{status:?}");
 }

@@ -229,7 +229,18 @@ impl Fabric {
     }
 
     pub fn add_port(&mut self) {
-        self.ports.push(Port {
+        let port = self.new_port();
+        self.ports.push(port);
+    }
+
+    /// Link `index` starts again for another neighbour: its port as new.
+    pub fn renew_port(&mut self, index: usize) {
+        let port = self.new_port();
+        self.ports[index] = port;
+    }
+
+    fn new_port(&self) -> Port {
+        Port {
             up: false,
             usable: false,
             peer: 0,
@@ -240,7 +251,7 @@ impl Fabric {
             fabric_next: true,
             last_advert_round: 0,
             last_resolve_round: 0,
-        });
+        }
     }
 
     pub fn routes(&self) -> &Routes {

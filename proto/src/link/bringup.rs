@@ -213,10 +213,16 @@ impl Link {
         };
         let cfg = self.cfg;
         wire::compose(buf, &ctx, (sh.epoch, self.peer_epoch), |p| {
-            p[..8].copy_from_slice(&sh.node_id.to_be_bytes());
-            p[8..10].copy_from_slice(&cfg.slots.to_be_bytes());
-            p[10..12].copy_from_slice(&cfg.receive_credits.to_be_bytes());
-            p[12] = cfg.max_class;
+            write_hello_offer(p, sh.node_id, &cfg)
         })
     }
+}
+
+/// A HELLO's payload: its sender's node id and the offer of a link
+/// configured as `cfg`.
+pub(crate) fn write_hello_offer(payload: &mut [u8], node_id: u64, cfg: &LinkConfig) {
+    payload[..8].copy_from_slice(&node_id.to_be_bytes());
+    payload[8..10].copy_from_slice(&cfg.slots.to_be_bytes());
+    payload[10..12].copy_from_slice(&cfg.receive_credits.to_be_bytes());
+    payload[12] = cfg.max_class;
 }

@@ -27,6 +27,7 @@ mod messages;
 mod order;
 mod phase;
 
+pub(crate) use bringup::write_hello_offer;
 use messages::Messages;
 pub use messages::{MAX_POSTED_RECEIVES, PostError, PostedReceive};
 use phase::Phase;
@@ -439,6 +440,9 @@ pub(crate) struct Link {
     /// While not up: the reason the last frame dropped for one gave, and
     /// how many in a row gave it (recorded, never acted on).
     down_reason: Unhashed<Option<(DownReason, u32)>>,
+    /// The link came up at least once since it was made or renewed (a
+    /// record, never acted on by the protocol).
+    ever_up: Unhashed<bool>,
 }
 
 impl Link {
@@ -529,6 +533,7 @@ impl Link {
             rtt_measured: false,
             stats: Unhashed::default(),
             down_reason: Unhashed(None),
+            ever_up: Unhashed(false),
         }
     }
 
@@ -614,6 +619,26 @@ impl Link {
     }
 
     /// True when nothing is in flight or held in either direction.
+    pub fn config(&self) -> &LinkConfig {
+        &self.cfg
+    }
+
+    /// Whether the link came up since it was made or renewed.
+    pub fn ever_up(&self) -> bool {
+        *self.ever_up
+    }
+
+    /// The link as new, for another peer, its counters kept (they never
+    /// reset while the process lives). Only for a link that never came up
+    /// and holds nothing: a peer it came up with could still answer the
+    /// old link's transfers, and the new one would take them as new.
+    pub fn renew(&mut self) {
+        debug_assert!(!self.ever_up() && self.is_quiescent());
+        let stats = core::mem::take(&mut self.stats);
+        *self = Link::new(self.index, self.cfg);
+        self.stats = stats;
+    }
+
     pub fn is_quiescent(&self) -> bool {
         self.tentative == 0
             && self.ready.is_empty()

@@ -1,0 +1,124 @@
+//! Dataplanes that list no peer and find their neighbours (docs/PROTOCOL.md,
+//! "Discovery") on a live veth pair, over real AF_XDP sockets behind the
+//! XDP program: found, keyed by identity and carrying a workload with
+//! exact ledgers; found by a neighbour that lists its peer; and an
+//! untrusted neighbour refused, let go and found again.
+
+use std::time::Duration;
+
+use oae_client::control::WorkloadSpec;
+use oae_client::stats::PipelineCounters;
+use oae_common::mac::format_mac;
+use oae_tests::dataplanes::{Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION};
+
+fn pipeline(d: &Dataplanes, i: usize) -> PipelineCounters {
+    d.stats(i).queues[0].pipeline
+}
+
+/// Each end's one link runs to the other's MAC.
+fn assert_found_each_other(d: &Dataplanes) {
+    for i in 0..2 {
+        let status = d.status(i);
+        let peers: Vec<_> = status.links().map(|(_, l)| l.peer_mac.clone()).collect();
+        assert_eq!(peers, [format_mac(MACS[1 - i])], "{status:?}");
+    }
+}
+
+#[test]
+fn a_pair_that_lists_no_peer_finds_itself_agrees_keys_and_runs_an_exact_workload() {
+    if !oae_tests::require_root("a_pair_that_lists_no_peer_finds_itself") {
+        return;
+    }
+    let options = Options {
+        discover_on: [true, true],
+        identities: true,
+        ..Options::default()
+    };
+    let d = Dataplanes::start("disc", &options);
+    assert_found_each_other(&d);
+    for i in 0..2 {
+        let c = pipeline(&d, i);
+        assert_eq!(c.neighbours_found, 1, "{c:?}");
+        assert!(c.tx_announcements >= 1, "{c:?}");
+        assert!(
+            d.log(i).contains(&format!(
+                "neighbour {} found on {}: link 0",
+                format_mac(MACS[1 - i]),
+                d.pair.ifname[i]
+            )),
+            "{}",
+            d.log(i)
+        );
+        assert!(d.link_counters(i).get("handshakes_completed") >= 1);
+    }
+    d.client(0)
+        .workload_start(WorkloadSpec {
+            region: TARGET_REGION,
+            key: TARGET_KEY,
+            local_region: LOCAL_REGION,
+            lanes: 8,
+            seconds: 1.0,
+            seed: 11,
+            ..Default::default()
+        })
+        .expect("workload");
+    let r = d.finished_workload(Duration::from_secs(30));
+    d.assert_workload_exact(&r);
+}
+
+#[test]
+fn a_dataplane_that_lists_its_peer_is_found_by_one_that_does_not() {
+    if !oae_tests::require_root("a_dataplane_that_lists_its_peer_is_found") {
+        return;
+    }
+    let options = Options {
+        discover_on: [false, true],
+        ..Options::default()
+    };
+    let mut d = Dataplanes::start("disc1", &options);
+    assert_found_each_other(&d);
+    // b's announcements reach a's link to b never: it stays up through
+    // a restart of b, which b's new incarnation finds again.
+    d.stop(1);
+    d.launch(1);
+    d.wait_up(Duration::from_secs(20));
+    assert_found_each_other(&d);
+    let a = pipeline(&d, 0);
+    assert!(a.rx_announcements >= 2, "{a:?}");
+    assert_eq!(a.rx_foreign, 0, "{a:?}");
+    assert_eq!(d.link_counters(0).get("peer_restarts"), 1);
+}
+
+#[test]
+fn an_untrusted_neighbour_is_refused_let_go_and_found_again() {
+    if !oae_tests::require_root("an_untrusted_neighbour_is_refused_let_go") {
+        return;
+    }
+    let options = Options {
+        discover_on: [true, true],
+        identities: true,
+        distrust: Some(1),
+        discovery: Some("announce_every_ms = 50\nforget_after_ms = 200"),
+        ..Options::default()
+    };
+    let mut d = Dataplanes::start_alone("disc2", &options);
+    d.launch(1);
+    d.wait_for(
+        Duration::from_secs(20),
+        "a to let b go and find it again",
+        |d| {
+            let c = pipeline(d, 0);
+            c.neighbours_forgotten >= 1 && c.neighbours_found >= 2
+        },
+    );
+    let log = d.log(0);
+    assert!(log.contains("which is not in the trust list"), "{log}");
+    assert!(
+        log.contains(&format!("neighbour {} let go", format_mac(MACS[1]))),
+        "{log}"
+    );
+    // Whatever link b holds now, it is not up, and it is the only one.
+    let status = d.status(0);
+    assert!(status.links().count() <= 1, "{status:?}");
+    assert!(status.links().all(|(_, l)| !l.state.up), "{status:?}");
+}
