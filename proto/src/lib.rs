@@ -10,6 +10,7 @@
 //! Guarantees are stated in `docs/SEMANTICS.md`; the wire format in
 //! `docs/PROTOCOL.md`.
 
+pub mod address;
 pub mod auth;
 pub mod config;
 pub mod crc;
@@ -287,6 +288,14 @@ impl<O: Observer, M: Store> Node<O, M> {
     /// the fabric is enabled: a cheap way to compare views.
     pub fn view_id(&self) -> Option<(u64, u64)> {
         self.fabric.as_ref().map(|f| f.routes().view_id())
+    }
+
+    /// The member of an agreed view this node must give its address up to
+    /// (PROTOCOL.md, "Addresses", N3), if any: one at the same address
+    /// with a lower node id.
+    pub fn address_holder(&self) -> Option<u64> {
+        let view = self.view().filter(|_| self.view_agreed())?;
+        address::yields_to(view, self.node_id)
     }
 
     /// Whether every usable neighbour advertises the same view as this node.

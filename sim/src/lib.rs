@@ -8,6 +8,7 @@
 //! scrambles their routing state, all drawn from one seed. After every step the oracle ([`ledger`]) checks the invariants of
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
+mod addresses;
 mod keys;
 pub mod ledger;
 pub mod scale;
@@ -322,6 +323,10 @@ pub struct SimConfig {
     /// Chance per node and step that its application takes back one of
     /// its posted receives (`Node::cancel_receive`), in parts per million.
     pub withdraw_ppm: u32,
+    /// Nodes make their own addresses (`oae_proto::address`), from a space
+    /// one larger than the fabric, and the fabric starts as two that
+    /// merge: a fabric run only.
+    pub addresses: bool,
 }
 
 impl Default for SimConfig {
@@ -347,6 +352,7 @@ impl Default for SimConfig {
             settle_time: 2_000_000_000,
             auth: false,
             agree_keys: false,
+            addresses: false,
             messages_ppm: 0,
             withdraw_ppm: 0,
         }
@@ -407,6 +413,14 @@ pub struct Report {
     pub fresh_reroute_rtts_sum: u64,
     /// The largest view number any node reached.
     pub max_view: u64,
+    /// Addresses given up to a lower node id (N3), and of those, by a
+    /// node that had restarted and asked for the address it last held
+    /// (which another may have taken).
+    pub address_yields: u64,
+    pub rejoin_yields: u64,
+    /// Addresses given up to a node of the other of the two fabrics the
+    /// run started as, once they merged.
+    pub merge_yields: u64,
     /// Frames authenticated links dropped, by `AuthError` in
     /// `AuthError::ALL` order.
     pub auth_dropped: [u64; 5],
@@ -467,6 +481,9 @@ impl Report {
         self.fresh_reroute_rtts_max = self.fresh_reroute_rtts_max.max(o.fresh_reroute_rtts_max);
         self.fresh_reroute_rtts_sum += o.fresh_reroute_rtts_sum;
         self.max_view = self.max_view.max(o.max_view);
+        self.address_yields += o.address_yields;
+        self.rejoin_yields += o.rejoin_yields;
+        self.merge_yields += o.merge_yields;
         for (a, b) in self.auth_dropped.iter_mut().zip(o.auth_dropped) {
             *a += b;
         }
@@ -647,6 +664,12 @@ struct Sim {
     /// replaying handshake messages.
     identities: Option<keys::Identities>,
     replayer: Option<keys::Replayer>,
+    /// Each node's id now (it changes when the node yields its address).
+    ids: Vec<u64>,
+    /// With `addresses`: every node's tag, and the address space.
+    addresses: Option<addresses::Addresses>,
+    /// Nodes restarted since they last yielded an address.
+    rejoined: Vec<bool>,
 }
 
 /// A cut link whose ends have not yet both been seen to reach each other
@@ -708,7 +731,7 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
     let f = scenario.faults;
     format!(
         "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {} \
-         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}{}",
+         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}{}{}",
         scenario.name,
         seed,
         cfg.verbs,
@@ -737,7 +760,8 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
             )
         } else {
             String::new()
-        }
+        },
+        if cfg.addresses { " --addresses" } else { "" }
     )
     .replace("\\\n         ", "")
 }
@@ -755,8 +779,14 @@ impl Sim {
         };
         let adj = shape.neighbours(cfg.nodes);
         let identities = cfg.agree_keys.then(|| keys::Identities::new(cfg.nodes));
+        let (addresses, ids) = if cfg.addresses && fabric {
+            let (a, ids) = addresses::Addresses::new(seed, cfg.nodes);
+            (Some(a), ids)
+        } else {
+            (None, (0..cfg.nodes).map(node_id).collect::<Vec<_>>())
+        };
         let nodes = (0..cfg.nodes)
-            .map(|i| new_node(&cfg, &adj, i, 1, fabric, identities.as_ref()))
+            .map(|i| new_node(&cfg, &adj, i, (ids[i], 1), fabric, identities.as_ref()))
             .collect();
         // Disruptions are spread over the time the workload is expected to
         // take; the run heals after the last one.
@@ -818,6 +848,12 @@ impl Sim {
             disruptions.push((at, Disruption::Partition(sides.len() - 1)));
             disruptions.push((at + outage, Disruption::Heal(sides.len() - 1)));
         }
+        if addresses.is_some() {
+            // Two fabrics, each making its addresses, merge halfway.
+            sides.push(partition_side(&mut rng, &adj));
+            disruptions.push((0, Disruption::Partition(sides.len() - 1)));
+            disruptions.push((span / 2, Disruption::Heal(sides.len() - 1)));
+        }
         for _ in 0..faults.scrambles {
             let n = rng.below(cfg.nodes as u64) as usize;
             disruptions.push((rng.below(span), Disruption::Scramble(n)));
@@ -857,6 +893,9 @@ impl Sim {
             report: Report::default(),
             replayer: cfg.agree_keys.then(|| keys::Replayer::new(seed)),
             identities,
+            rejoined: vec![false; cfg.nodes],
+            ids,
+            addresses,
         }
     }
 
@@ -873,6 +912,7 @@ impl Sim {
             }
         }
         self.disrupt()?;
+        self.readdress();
         let submitting = self.issued < self.cfg.verbs;
         if submitting {
             self.submit()?;
@@ -1054,7 +1094,10 @@ impl Sim {
                     }
                     self.report.partitions += u64::from(down);
                 }
-                Disruption::Restart(n) => self.restart(n),
+                Disruption::Restart(n) => {
+                    self.rejoined[n] = true;
+                    self.restart(n);
+                }
                 Disruption::Scramble(n) => {
                     self.report.scrambles += 1;
                     let rng = &mut self.rng;
@@ -1072,6 +1115,30 @@ impl Sim {
         Ok(())
     }
 
+    /// Every node that must give up its address (N3) comes back as a new
+    /// incarnation at a free one (N4).
+    fn readdress(&mut self) {
+        let Some(a) = &self.addresses else {
+            return;
+        };
+        let yielding: Vec<(usize, (usize, u64))> = (0..self.nodes.len())
+            .filter_map(|i| a.yielded(i, &self.nodes[i]).map(|y| (i, y)))
+            .collect();
+        for (i, (holder, id)) in yielding {
+            self.report.address_yields += 1;
+            if std::mem::take(&mut self.rejoined[i]) {
+                self.report.rejoin_yields += 1;
+            }
+            // The two fabrics the run starts as are the first partition's
+            // sides.
+            if self.sides[0][i] != self.sides[0][holder] {
+                self.report.merge_yields += 1;
+            }
+            self.ids[i] = id;
+            self.restart(i);
+        }
+    }
+
     fn restart(&mut self, n: usize) {
         self.report.restarts += 1;
         self.account_node(n);
@@ -1082,7 +1149,7 @@ impl Sim {
             &self.cfg,
             &self.adj,
             n,
-            epoch,
+            (self.ids[n], epoch),
             self.fabric,
             self.identities.as_ref(),
         );
@@ -1145,7 +1212,7 @@ impl Sim {
                 };
                 let id = VerbId(self.issued as u64);
                 let submitted = if self.fabric {
-                    self.nodes[i].submit_to(node_id(j), id, &verb).map(|_| ())
+                    self.nodes[i].submit_to(self.ids[j], id, &verb).map(|_| ())
                 } else {
                     let link = self.adj[i].iter().position(|&n| n == j).expect("meshed");
                     self.nodes[i].submit(link as LinkId, id, &verb)
@@ -1324,7 +1391,11 @@ impl Sim {
     fn channel(&self, i: usize, link: LinkId) -> (usize, bool) {
         if link >= PATH_BASE {
             let peer = self.nodes[i].link_peer(link).expect("path exists");
-            ((peer - node_id(0)) as usize, true)
+            let index = match &self.addresses {
+                Some(a) => a.index_of(peer).expect("a node's id"),
+                None => (peer - node_id(0)) as usize,
+            };
+            (index, true)
         } else {
             (self.adj[i][usize::from(link)], false)
         }
@@ -1545,6 +1616,7 @@ impl Sim {
             && self.nodes.iter().all(|n| n.is_quiescent())
             && self.nodes.iter().all(|n| n.memory().locked_words() == 0)
             && (!self.fabric || self.views_agree())
+            && (self.addresses.is_none() || addresses::check_unique(&self.ids).is_ok())
     }
 
     /// Every node holds the same view: the same number, and as members
@@ -1557,12 +1629,20 @@ impl Sim {
     /// fabric), node 0's members exactly.
     fn views_agree(&self) -> bool {
         let first = self.nodes[0].view();
+        // Members are in node id order; nodes that made their own ids are
+        // not.
+        let mut running: Vec<(u64, u32)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.node_id(), n.epoch()))
+            .collect();
+        running.sort_unstable();
         let exact = first.is_some_and(|v| {
-            v.members.len() == self.nodes.len()
+            v.members.len() == running.len()
                 && v.members
                     .iter()
-                    .zip(&self.nodes)
-                    .all(|(m, n)| (m.node, m.epoch) == (n.node_id(), n.epoch()))
+                    .zip(&running)
+                    .all(|(m, &(node, epoch))| (m.node, m.epoch) == (node, epoch))
         });
         let id = self.nodes[0].view_id();
         exact && self.nodes.iter().all(|n| n.view_id() == id)
@@ -1570,6 +1650,9 @@ impl Sim {
 
     fn check_final(&mut self) -> Check {
         self.ledger.check_final()?;
+        if self.addresses.is_some() {
+            addresses::check_unique(&self.ids)?;
+        }
         self.check_auth()?;
         for (i, n) in self.nodes.iter().enumerate() {
             if n.in_doubt() != 0 {
@@ -1689,15 +1772,16 @@ fn channel_key(target: usize, path: bool) -> u32 {
     (target as u32) << 1 | u32::from(path)
 }
 
+/// Node `i` as `(id, epoch)`.
 fn new_node(
     cfg: &SimConfig,
     adj: &[Vec<usize>],
     i: usize,
-    epoch: u32,
+    (id, epoch): (u64, u32),
     fabric: bool,
     identities: Option<&keys::Identities>,
 ) -> Node<Tap> {
-    let mut n = Node::with_observer(node_id(i), epoch, Tap::default());
+    let mut n = Node::with_observer(id, epoch, Tap::default());
     n.register(RegionSpec {
         id: REGION,
         key: KEY,

@@ -205,6 +205,9 @@ pub(crate) struct Fabric {
     resolutions: Unhashed<Vec<Resolution>>,
     /// Counters record, never steer: not part of the state.
     stats: Unhashed<FabricStats>,
+    /// The routes changed since paths were last matched against them
+    /// ([`Fabric::settle_readdressed`]).
+    routes_new: bool,
 }
 
 impl Fabric {
@@ -221,6 +224,7 @@ impl Fabric {
             scratch: Unhashed(Box::new([0; MAX_FRAME])),
             resolutions: Unhashed(Vec::with_capacity(usize::from(crate::config::MAX_SLOTS))),
             stats: Unhashed(FabricStats::default()),
+            routes_new: false,
         };
         for _ in 0..links {
             f.add_port();
@@ -311,6 +315,7 @@ impl Fabric {
     /// itself alive, so opening one to every node would cost frames in the
     /// square of the fabric's size.
     fn routes_changed(&mut self) {
+        self.routes_new = true;
         for p in &mut self.ports {
             p.advert_due = true;
         }
@@ -344,6 +349,7 @@ impl Fabric {
                 if self.routes.heard(link, &page, &self.heard) {
                     self.routes_changed();
                     self.follow_unusable(links, sh);
+                    self.settle_readdressed(links, sh);
                 }
             }
             Transition::Forward => {
@@ -620,6 +626,9 @@ impl Fabric {
             links[usize::from(link)].peer_restarted_elsewhere(self.paths[p].link.peer_epoch(), sh);
         }
         self.follow_state(link, &links[usize::from(link)]);
+        if self.routes_new {
+            self.settle_readdressed(links, sh);
+        }
         if links[usize::from(link)].is_usable() || peer == 0 || self.routes.route(peer).is_none() {
             return;
         }
@@ -681,6 +690,37 @@ impl Fabric {
         }
         if !usable {
             self.reroute_paths(link);
+        }
+    }
+
+    /// A node that gave its address up came back as a new incarnation at
+    /// another (PROTOCOL.md, "Addresses", N5): a path to its old node id
+    /// settles what the old incarnation left by the restart rules as soon
+    /// as a route names the new one, since no HELLO of the old id will
+    /// ever come.
+    /// A link that cannot hear its peer (cut, say) learns it the same way:
+    /// its transfers in doubt could never be resolved over a path to the
+    /// old node id.
+    fn settle_readdressed<O: Observer, M: Store>(
+        &mut self,
+        links: &mut [Link],
+        sh: &mut Shared<'_, O, M>,
+    ) {
+        self.routes_new = false;
+        let routes = &self.routes;
+        let back_elsewhere = |peer: u64, known: u32| {
+            if known == 0 || !crate::address::is_made(peer) {
+                return None;
+            }
+            routes.table().iter().map(|r| r.member).find(|m| {
+                m.node != peer && crate::address::same_node(m.node, peer) && m.epoch > known
+            })
+        };
+        let paths = self.paths.iter_mut().map(|p| &mut p.link);
+        for link in paths.chain(links.iter_mut().filter(|l| !l.is_usable())) {
+            if let Some(m) = back_elsewhere(link.peer_id(), link.peer_epoch()) {
+                link.peer_restarted_elsewhere(m.epoch, sh);
+            }
         }
     }
 
