@@ -85,7 +85,10 @@ pub struct Config {
     #[serde(default)]
     pub name: String,
     /// Unique among the nodes that talk to each other; breaks role ties.
-    pub node_id: u64,
+    /// None: the dataplane makes its own from its identity and an address
+    /// unique in its fabric (docs/PROTOCOL.md, "Addresses").
+    #[serde(default)]
+    pub node_id: Option<u64>,
     /// Unix socket of the control interface (mode 0600).
     #[serde(default)]
     pub control_socket: Option<PathBuf>,
@@ -1100,6 +1103,14 @@ impl Config {
                 self.name
             )));
         }
+        if let Some(id) = self.node_id
+            && oae_proto::address::is_made(id)
+        {
+            return Err(ctx(format!(
+                "node_id = {id:#x}: node ids from 2^63 are the ones dataplanes make \
+                 themselves (docs/PROTOCOL.md, \"Addresses\"); give a smaller one, or none"
+            )));
+        }
         if self.queues.is_empty() {
             return Err(ctx("add at least one [[queue]]".into()));
         }
@@ -1374,6 +1385,12 @@ impl Config {
     }
 
     /// Whether any queue agrees its links' keys by identity.
+    /// Whether the dataplane needs its identity: to agree keys, or to make
+    /// its node id.
+    pub fn needs_identity(&self) -> bool {
+        self.agrees_keys() || self.node_id.is_none()
+    }
+
     pub fn agrees_keys(&self) -> bool {
         self.queues
             .iter()
@@ -1802,7 +1819,10 @@ mod tests {
                 ONE.replace("iface = \"eth0\"", "iface = \"eth0\"\nframes = 1000"),
                 "power of two",
             ),
-            (ONE.replace("node_id = 1", ""), "missing field `node_id`"),
+            (
+                ONE.replace("node_id = 1", "node_id = 0x8000000000000001"),
+                "give a smaller one, or none",
+            ),
             (
                 ONE.replace("iface = \"eth0\"", "iface = \"eth0\"\ndriver = \"dpdk\""),
                 dpdk("needs dpdk_port"),

@@ -21,6 +21,7 @@ use oae_os::lock::{HeldLock, LockError, hold_exclusive};
 use oae_pmd::xdp::{Steering, XdpCounters};
 use oae_proto::{LinkId, SharedMemory, Store};
 
+use crate::incarnation::Incarnation;
 use crate::workload::Aim;
 
 use crate::metrics::MetricsServer;
@@ -92,8 +93,20 @@ struct Shared {
     host_ring: Option<PathBuf>,
 }
 
-/// Runs the dataplane until a signal or a `shutdown` request.
-pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
+/// Why a dataplane that ran stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// A signal or a `shutdown` request.
+    Asked,
+    /// Its address was another's (docs/PROTOCOL.md, "Addresses", N3): the
+    /// free address it takes is stored, and it must start again, as a new
+    /// incarnation, to run at it (N4).
+    Readdressed,
+}
+
+/// Runs the dataplane until a signal or a `shutdown` request, or until it
+/// must come back at another address.
+pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
     let socket = overrides
         .control_socket
         .clone()
@@ -103,14 +116,18 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| config.state_dir());
     let control = bind_control(&socket)?;
-    let epoch = crate::epoch::next(&state_dir)?;
-    let identity = config
-        .agrees_keys()
-        .then(|| crate::identity::load_or_create(&config.identity_file(&state_dir)))
-        .transpose()?
-        .map(Arc::new);
-    if let Some(id) = &identity {
+    let me = Incarnation::begin(&config, &state_dir)?;
+    let epoch = me.epoch;
+    if let Some(id) = &me.identity {
         eprintln!("oaed: {} identity {}", config.name, id.public());
+    }
+    if config.node_id.is_none() {
+        eprintln!(
+            "oaed: {} address {} (node id {:#x})",
+            config.name,
+            oae_proto::address::address_of(me.node_id),
+            me.node_id
+        );
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -134,11 +151,10 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
             built.push(build_queue(
                 &config,
                 index,
-                epoch,
+                &me,
                 &memory,
                 &mut steering,
                 &mut authenticated,
-                identity.as_ref(),
             )?);
         }
         for (index, (q, built)) in config.queues.iter().zip(built).enumerate() {
@@ -170,7 +186,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
         steering: Mutex::new(steering),
         stop: Arc::clone(&stop),
         name: config.name.clone(),
-        node_id: config.node_id,
+        node_id: me.node_id,
         epoch,
         memory,
         host_ring: config.host.as_ref().map(|h| h.ring.clone()),
@@ -217,12 +233,25 @@ pub fn run(config: Config, overrides: Overrides) -> Result<(), String> {
     }
     match (ended, finish(&shared, threads, &socket)) {
         (_, Err(panics)) => Err(format!("{panics}; the dataplane stopped and detached XDP")),
-        (Some(queue), Ok(())) => Err(format!(
+        (Some(Ended::ThreadDied(queue)), Ok(())) => Err(format!(
             "queue {queue}'s polling thread ended without being asked to stop; the dataplane \
              stopped and detached XDP"
         )),
-        (None, Ok(())) => Ok(()),
+        (Some(Ended::Readdress(address)), Ok(())) => {
+            crate::address::give_up_for(&state_dir, address)?;
+            Ok(Stopped::Readdressed)
+        }
+        (None, Ok(())) => Ok(Stopped::Asked),
     }
+}
+
+/// Why serving control connections ended, other than being asked to.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// A polling thread ended unasked.
+    ThreadDied(usize),
+    /// A queue found the dataplane's address held by a lower node id.
+    Readdress(u16),
 }
 
 fn start_metrics(
@@ -504,15 +533,15 @@ impl Drop for BindDir {
 /// looks at the stop flag and the polling threads again.
 const ACCEPT_WAIT_MS: u8 = 20;
 
-/// Serves control connections until the stop flag is set, or until a
-/// polling thread ends unasked: then `Some(its queue)`. `threads[i]` is
-/// queue `i`'s.
+/// Serves control connections until the stop flag is set, until a
+/// polling thread ends unasked, or until a queue finds the dataplane's
+/// address taken. `threads[i]` is queue `i`'s.
 fn serve(
     listener: &UnixListener,
     shared: &Arc<Shared>,
     threads: &[JoinHandle<FinalReport>],
     limits: ControlLimits,
-) -> Option<usize> {
+) -> Option<Ended> {
     let open = Arc::new(AtomicUsize::new(0));
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
@@ -534,7 +563,11 @@ fn serve(
         // stops rather than run on with XDP attached.
         if let Some(queue) = threads.iter().position(JoinHandle::is_finished) {
             eprintln!("oaed: queue {queue}'s polling thread ended; stopping the dataplane");
-            return Some(queue);
+            return Some(Ended::ThreadDied(queue));
+        }
+        if let Some(address) = shared.queues.iter().find_map(|q| q.readdress()) {
+            eprintln!("oaed: stopping to come back at address {address}");
+            return Some(Ended::Readdress(address));
         }
     }
     None
@@ -1511,7 +1544,11 @@ mod tests {
                     served.recv().unwrap()
                 })
         });
-        assert_eq!(ended, Some(0), "the polling thread's end went unnoticed");
+        assert_eq!(
+            ended,
+            Some(Ended::ThreadDied(0)),
+            "the polling thread's end went unnoticed"
+        );
         let err = finish(&shared, threads, &path).unwrap_err();
         assert!(
             err.contains("queue 0's polling thread panicked: bad request on the polling core"),

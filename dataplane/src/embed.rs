@@ -14,8 +14,9 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use crate::incarnation::Incarnation;
 use crate::pipeline::{CommandKind, Completion, FinalReport, QueueShared, Submission};
-pub use crate::queue::build_memory;
+use crate::queue::build_memory;
 use crate::queue::{AuthenticatedLinks, BuiltQueue, build_queue};
 use crate::workload::Aim;
 use oae_client::control::{Answer, ControlError, WorkloadReport, WorkloadSpec};
@@ -226,20 +227,8 @@ fn build_claiming_links(
 ) -> Result<(BuiltQueue, ClaimedLinks), String> {
     let mut running = running_links();
     let mut with_ours = running.clone();
-    let identity = config
-        .agrees_keys()
-        .then(|| crate::identity::load_or_create(&config.identity_file(&config.state_dir())))
-        .transpose()?
-        .map(std::sync::Arc::new);
-    let built = build_queue(
-        config,
-        index,
-        epoch,
-        memory,
-        steering,
-        &mut with_ours,
-        identity.as_ref(),
-    )?;
+    let me = Incarnation::at(config, &config.state_dir(), epoch)?;
+    let built = build_queue(config, index, &me, memory, steering, &mut with_ours)?;
     let ours = with_ours.claimed_since(&running);
     *running = with_ours;
     // Made once the lock is let go: its drop takes the lock.

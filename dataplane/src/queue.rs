@@ -25,6 +25,7 @@ use oae_rc_model::RcEndpoint;
 use oae_swapring::words::SharedWords;
 
 use crate::host::HostPort;
+use crate::incarnation::Incarnation;
 use crate::pipeline::{Discovery, FinalReport, Pipeline, Port, QueueInfo, QueueShared};
 use crate::transport::{LinkKeys, Oae, RcModel, Transport};
 use oae_config::{
@@ -139,11 +140,10 @@ fn register_regions(mut memory: SharedMemory, config: &Config) -> Result<SharedM
 pub fn build_queue(
     config: &Config,
     index: usize,
-    epoch: u32,
+    me: &Incarnation,
     memory: &SharedMemory,
     steering: &mut BTreeMap<String, Steering>,
     authenticated: &mut AuthenticatedLinks,
-    identity: Option<&Arc<IdentitySecret>>,
 ) -> Result<BuiltQueue, String> {
     let q = &config.queues[index];
     let link_cfg = q.link.to_link_config();
@@ -154,7 +154,7 @@ pub fn build_queue(
             rc.submit_queue + usize::from(rc.max_outstanding)
         }
     } + 64;
-    let transport = transport(config, index, epoch, memory, identity)?;
+    let transport = transport(config, index, me, memory)?;
     let mut plan = Vec::new();
     for (iface, links) in q.ports() {
         let links = links
@@ -269,16 +269,15 @@ fn channel(q: &QueueConfig) -> u32 {
 fn transport(
     config: &Config,
     index: usize,
-    epoch: u32,
+    me: &Incarnation,
     memory: &SharedMemory,
-    identity: Option<&Arc<IdentitySecret>>,
 ) -> Result<AnyTransport, String> {
     let q = &config.queues[index];
     let link_cfg = q.link.to_link_config();
     let core_memory = memory.for_core(index as u16);
     Ok(match q.transport {
         TransportKind::Oae => {
-            let mut node = Node::with_memory(config.node_id, epoch, NoObserver, core_memory);
+            let mut node = Node::with_memory(me.node_id, me.epoch, NoObserver, core_memory);
             for _ in 0..q.link_count() {
                 node.add_link(link_cfg)
                     .map_err(|e| format!("link.{}: {}", e.field, e.problem))?;
@@ -287,7 +286,10 @@ fn transport(
                 node.enable_fabric(FabricConfig::for_links(&link_cfg), &link_cfg)
                     .map_err(|e| format!("fabric: {}: {}", e.field, e.problem))?;
             }
-            AnyTransport::Oae(Oae::new(node, link_keys(q, &link_cfg, identity)?))
+            AnyTransport::Oae(Oae::new(
+                node,
+                link_keys(q, &link_cfg, me.identity.as_ref())?,
+            ))
         }
         TransportKind::RcModel => AnyTransport::Rc(RcModel {
             endpoint: RcEndpoint::new(q.rc.to_rc_config(), core_memory)?,
@@ -329,10 +331,9 @@ fn link_keys(
 pub fn rehearse(config: &Config) -> Result<(), String> {
     let memory = build_memory(config)?;
     // Rehearsed with a stand-in: the identity file is read or made at start.
-    let identity = Arc::new(IdentitySecret::from_bytes([1; 32]));
+    let me = Incarnation::rehearsal(config);
     for index in 0..config.queues.len() {
-        transport(config, index, 1, &memory, Some(&identity))
-            .map_err(|e| format!("queue {index}: {e}"))?;
+        transport(config, index, &me, &memory).map_err(|e| format!("queue {index}: {e}"))?;
     }
     if let Some(h) = &config.host {
         h.to_host_ring()?;

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 
 use oae_proto::Opcode;
+use oae_proto::address::{self, MAX_ADDRESS};
 use oae_proto::verb::{Output, Verb, VerbError};
 use oae_proto::{
     DownReason, Event, LinkChange, LinkId, Nanos, NoObserver, Node, PATH_BASE, PostError,
@@ -119,6 +120,12 @@ pub trait Transport: Send + 'static {
     /// Makes `link` new for another neighbour, if it is renewable.
     fn renew_link(&mut self, _link: LinkId) -> bool {
         false
+    }
+    /// If a member of the agreed view with a lower node id holds this
+    /// node's address (docs/PROTOCOL.md, "Addresses", N3): that member,
+    /// and a free address to come back at (N4).
+    fn address_yield(&self) -> Option<(u64, u16)> {
+        None
     }
     /// Lends `link` a receive for its next SEND.
     fn post_receive(&mut self, _link: LinkId, _receive: PostedReceive) -> Result<(), ControlError> {
@@ -369,6 +376,14 @@ impl Transport for Oae {
 
     fn link_renewable(&self, link: LinkId) -> bool {
         self.node.link_renewable(link)
+    }
+
+    fn address_yield(&self) -> Option<(u64, u16)> {
+        let holder = self.node.address_holder()?;
+        let me = self.node.node_id();
+        let view = self.node.view()?;
+        let free = address::free_address(view, me >> 16, address::address_of(me), MAX_ADDRESS);
+        Some((holder, free))
     }
 
     fn renew_link(&mut self, link: LinkId) -> bool {

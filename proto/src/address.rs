@@ -72,7 +72,8 @@ fn candidate(tag: u64, attempt: u32, space: u16) -> u16 {
 /// holder's node id.
 pub fn yields_to(view: &View, me: u64) -> Option<u64> {
     let mine = address_of(me);
-    if mine == 0 {
+    // A configured node id never yields (N1).
+    if mine == 0 || !is_made(me) {
         return None;
     }
     view.members
@@ -122,11 +123,17 @@ mod tests {
 
     #[test]
     fn the_lower_node_id_keeps_an_address_two_claim() {
-        let (low, high) = (node_id(1, 5), node_id(2, 5));
-        let v = view(&[low, high, node_id(3, 6)]);
-        assert_eq!(yields_to(&v, high), Some(low));
-        assert_eq!(yields_to(&v, low), None);
-        assert_eq!(yields_to(&v, node_id(3, 6)), None);
+        let (low, high) = (node_id(MADE | 1, 5), node_id(MADE | 2, 5));
+        let v = view(&[5, low, high, node_id(MADE | 3, 6)]);
+        assert_eq!(
+            yields_to(&v, high),
+            Some(5),
+            "a configured id keeps its address"
+        );
+        assert_eq!(yields_to(&v, low), Some(5));
+        assert_eq!(yields_to(&v, 5), None, "and never yields");
+        assert_eq!(yields_to(&view(&[low, high]), high), Some(low));
+        assert_eq!(yields_to(&v, node_id(MADE | 3, 6)), None);
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub struct Options {
     /// The body of `[queue.discovery]` where a dataplane finds its
     /// neighbour (its defaults if none).
     pub discovery: Option<&'static str>,
+    /// No `node_id`: each dataplane makes its own (docs/PROTOCOL.md,
+    /// "Addresses").
+    pub made_ids: bool,
+    /// With `made_ids`: the address each dataplane last held, written in
+    /// its state directory before it first starts.
+    pub stored_address: Option<u16>,
 }
 
 /// How the two dataplanes reach each other.
@@ -124,6 +130,8 @@ impl Default for Options {
             rekey_after: None,
             discover_on: [false; 2],
             discovery: None,
+            made_ids: false,
+            stored_address: None,
         }
     }
 }
@@ -174,6 +182,13 @@ impl Dataplanes {
         std::fs::create_dir_all(&dir).expect("test directory");
         let config = dir.join("deployment.toml");
         std::fs::write(&config, deployment(&pair, options)).expect("write config");
+        if let Some(address) = options.stored_address {
+            for name in ["a", "b"] {
+                let state = state_dir(&dir, name);
+                std::fs::create_dir_all(&state).expect("state directory");
+                std::fs::write(state.join("address"), format!("{address}\n")).expect("address");
+            }
+        }
         let sockets = [dir.join("a.sock"), dir.join("b.sock")];
         Dataplanes {
             pair,
@@ -520,12 +535,16 @@ unreachable_after_rounds = {unreach}
         format!(
             r#"
 [dataplane.{name}]
-node_id = {node}
+{node}
 
 {dpdk}
 {queues}
 {regions}"#,
-            node = i + 1,
+            node = if o.made_ids {
+                String::new()
+            } else {
+                format!("node_id = {}", i + 1)
+            },
             dpdk = dpdk(i, name),
             regions = regions_toml(&format!("dataplane.{name}.")),
         )

@@ -1,14 +1,17 @@
 //! Dataplanes that list no peer and find their neighbours (docs/PROTOCOL.md,
-//! "Discovery") on a live veth pair, over real AF_XDP sockets behind the
-//! XDP program: found, keyed by identity and carrying a workload with
-//! exact ledgers; found by a neighbour that lists its peer; and an
-//! untrusted neighbour refused, let go and found again.
+//! "Discovery") and make their own node ids ("Addresses") on a live veth
+//! pair, over real AF_XDP sockets behind the XDP program: found, keyed by
+//! identity and carrying a workload with exact ledgers; found by a
+//! neighbour that lists its peer; an untrusted neighbour refused, let go
+//! and found again; and two that ask for one address, of which the higher
+//! node id comes back at another.
 
 use std::time::Duration;
 
 use oae_client::control::WorkloadSpec;
 use oae_client::stats::PipelineCounters;
 use oae_common::mac::format_mac;
+use oae_proto::address::{address_of, is_made};
 use oae_tests::dataplanes::{Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION};
 
 fn pipeline(d: &Dataplanes, i: usize) -> PipelineCounters {
@@ -32,10 +35,19 @@ fn a_pair_that_lists_no_peer_finds_itself_agrees_keys_and_runs_an_exact_workload
     let options = Options {
         discover_on: [true, true],
         identities: true,
+        made_ids: true,
         ..Options::default()
     };
     let d = Dataplanes::start("disc", &options);
     assert_found_each_other(&d);
+    let ids = [d.status(0).node_id, d.status(1).node_id];
+    assert!(ids.iter().all(|&id| is_made(id)), "{ids:x?}");
+    assert_ne!(address_of(ids[0]), address_of(ids[1]));
+    for (i, id) in ids.into_iter().enumerate() {
+        let line = format!("address {} (node id {id:#x})", address_of(id));
+        assert!(d.log(i).contains(&line), "{}", d.log(i));
+        assert_eq!(d.link(1 - i).peer_node, Some(id));
+    }
     for i in 0..2 {
         let c = pipeline(&d, i);
         assert_eq!(c.neighbours_found, 1, "{c:?}");
@@ -121,4 +133,50 @@ fn an_untrusted_neighbour_is_refused_let_go_and_found_again() {
     let status = d.status(0);
     assert!(status.links().count() <= 1, "{status:?}");
     assert!(status.links().all(|(_, l)| !l.state.up), "{status:?}");
+}
+
+#[test]
+fn of_two_dataplanes_asking_for_one_address_the_higher_node_id_comes_back_at_another() {
+    if !oae_tests::require_root("of_two_dataplanes_asking_for_one_address") {
+        return;
+    }
+    let options = Options {
+        discover_on: [true, true],
+        made_ids: true,
+        fabric: true,
+        stored_address: Some(5),
+        ..Options::default()
+    };
+    let d = Dataplanes::start("disc3", &options);
+    d.wait_for(
+        Duration::from_secs(30),
+        "one of the two to take another address",
+        |d| {
+            (0..2).all(|i| d.client(i).status().is_ok_and(|s| s.all_up()))
+                && address_of(d.status(0).node_id) != address_of(d.status(1).node_id)
+        },
+    );
+    let statuses = [d.status(0), d.status(1)];
+    let keeper = (0..2)
+        .find(|&i| address_of(statuses[i].node_id) == 5)
+        .expect("the lower node id keeps address 5");
+    let yielder = 1 - keeper;
+    assert!(statuses[keeper].node_id >> 16 < statuses[yielder].node_id >> 16);
+    let log = d.log(yielder);
+    assert!(
+        log.contains("gives the address up and comes back at address")
+            && log.contains("oaed: stopping to come back at address"),
+        "{log}"
+    );
+    // The same process, a new incarnation; the address it took is stored.
+    assert_eq!(statuses[keeper].epoch, 1);
+    assert_eq!(statuses[yielder].epoch, 2);
+    d.wait_for(Duration::from_secs(30), "the views agreed", |d| {
+        (0..2).all(|i| {
+            d.status(i).queues[0]
+                .fabric
+                .as_ref()
+                .is_some_and(|f| f.agreed && f.members.len() == 2)
+        })
+    });
 }

@@ -93,10 +93,31 @@ fn main() -> ExitCode {
         state_dir: args.state_dir,
     };
     match daemon::run(config, overrides) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(daemon::Stopped::Asked) => ExitCode::SUCCESS,
+        Ok(daemon::Stopped::Readdressed) => start_again(),
         Err(e) => {
             eprintln!("oaed: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs this program again in this process, with the same arguments: the
+/// dataplane stopped to come back as a new incarnation at the address it
+/// stored (docs/PROTOCOL.md, "Addresses", N4). A supervisor sees one
+/// process throughout.
+fn start_again() -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let program = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("oaed: cannot find this program to start it again: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let e = std::process::Command::new(&program)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    eprintln!("oaed: cannot start {} again: {e}", program.display());
+    ExitCode::FAILURE
 }

@@ -2,7 +2,7 @@
 //! shares with it, the questions it answers between bursts, and its answers.
 
 use oae_common::mac::format_mac;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ pub struct QueueShared {
     /// Through [`QueueShared::request_stop`], which wakes a sleeping core.
     pub stop: AtomicBool,
     pub stopped: AtomicBool,
+    /// The address the dataplane must take, once its node id lost its own
+    /// to a lower one (docs/PROTOCOL.md, "Addresses", N3); 0 while none.
+    pub readdress: AtomicU32,
     /// Wakes the polling core when it sleeps (`poll.idle = "sleep"`).
     pub(super) waker: Waker,
 }
@@ -46,6 +49,7 @@ impl QueueShared {
             completions: ArrayQueue::new(depth),
             stop: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            readdress: AtomicU32::new(0),
             waker: Waker::new()?,
         })
     }
@@ -56,6 +60,14 @@ impl QueueShared {
         self.submissions.push(submission)?;
         self.waker.wake();
         Ok(())
+    }
+
+    /// The address the dataplane must come back at, if its own was lost.
+    pub fn readdress(&self) -> Option<u16> {
+        match self.readdress.load(Ordering::Acquire) {
+            0 => None,
+            a => u16::try_from(a).ok(),
+        }
     }
 
     /// Asks the polling core to stop: no new work, finish or reverse what

@@ -327,6 +327,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         if timer_due {
             self.transport.handle_timeout(now);
             self.forget_neighbours(now);
+            self.watch_address();
         }
         self.stages.mark(Stage::Timers);
         self.drain_events(now);
@@ -389,6 +390,28 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             );
         }
         self.tell_discoveries();
+    }
+
+    /// A lower node id holds this dataplane's address (docs/PROTOCOL.md,
+    /// "Addresses", N3): the process is told which address to come back
+    /// at, once.
+    fn watch_address(&mut self) {
+        if self.shared.readdress().is_some() {
+            return;
+        }
+        if let Some((holder, free)) = self.transport.address_yield() {
+            complete::notice(
+                &self.info,
+                &format!(
+                    "node {holder:#x} holds address {} too and has the lower node id: this \
+                     dataplane gives the address up and comes back at address {free}",
+                    oae_proto::address::address_of(holder)
+                ),
+            );
+            self.shared
+                .readdress
+                .store(u32::from(free), Ordering::Release);
+        }
     }
 
     /// Neighbours whose links did not come up in time are let go.
