@@ -349,35 +349,60 @@ pub fn fabric_idle(nodes: usize) -> IdlePolicy {
     }
 }
 
+/// How a fabric node's configuration names its neighbours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// Node id `i + 1` and a `[[queue.peer]]` per neighbour, by MAC.
+    Listed,
+    /// Interfaces only: the node finds its neighbours and makes its node
+    /// id (docs/PROTOCOL.md, "Discovery", "Addresses").
+    InterfacesOnly,
+}
+
 /// The configuration of node `i` of a fabric of veth pairs
 /// (`oae_pmd::netns::Graph`: interface `f<j>` towards neighbour `j`): one
 /// polling core whose links run over a port per neighbour, the fabric on,
-/// node id `i + 1`, the regions [`FABRIC_TARGET`] and [`FABRIC_LOCAL`].
-/// `min_round_ns` as the links need it (raise it where polling cores share
-/// CPUs: a descheduled neighbour must not look dead).
+/// the regions [`FABRIC_TARGET`] and [`FABRIC_LOCAL`], its neighbours
+/// named as `naming` says. `min_round_ns` as the links need it (raise it
+/// where polling cores share CPUs: a descheduled neighbour must not look
+/// dead).
 pub fn fabric_node_toml(
     i: usize,
     neighbours: &[usize],
     min_round_ns: u64,
     idle: IdlePolicy,
+    naming: Naming,
 ) -> String {
     let idle = match idle {
         IdlePolicy::Spin => "spin",
         IdlePolicy::Yield => "yield",
         IdlePolicy::Sleep => "sleep",
     };
-    let peers: String = neighbours
-        .iter()
-        .map(|&j| {
-            let mac = oae_common::mac::format_mac(oae_common::topology::link_mac(j, i));
-            format!("[[queue.peer]]\nmac = \"{mac}\"\niface = \"f{j}\"\n")
-        })
-        .collect();
     let first = neighbours.first().copied().unwrap_or_default();
+    let (node, peers) = match naming {
+        Naming::Listed => {
+            let peers: String = neighbours
+                .iter()
+                .map(|&j| {
+                    let mac = oae_common::mac::format_mac(oae_common::topology::link_mac(j, i));
+                    format!("[[queue.peer]]\nmac = \"{mac}\"\niface = \"f{j}\"\n")
+                })
+                .collect();
+            (format!("node_id = {}", i + 1), peers)
+        }
+        Naming::InterfacesOnly => {
+            let more: Vec<String> = neighbours[1..]
+                .iter()
+                .map(|j| format!("\"f{j}\""))
+                .collect();
+            let discovery = format!("[queue.discovery]\nmore_ifaces = [{}]\n", more.join(", "));
+            (String::new(), discovery)
+        }
+    };
     let (target, key) = FABRIC_TARGET;
     format!(
         r#"name = "n{i}"
-node_id = {node}
+{node}
 
 [[queue]]
 iface = "f{first}"
@@ -402,7 +427,6 @@ key = 2
 len = 65536
 perms = "rw"
 "#,
-        node = i + 1,
     )
 }
 
@@ -413,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_fabric_node_has_a_port_per_neighbour_and_validates() {
-        let text = fabric_node_toml(1, &[0, 2], 2_000_000, IdlePolicy::Sleep);
+        let text = fabric_node_toml(1, &[0, 2], 2_000_000, IdlePolicy::Sleep, Naming::Listed);
         let cfg: Config = toml::from_str(&text).unwrap();
         assert_eq!(cfg.queues[0].poll.idle, IdlePolicy::Sleep);
         cfg.validate().unwrap();
@@ -421,6 +445,20 @@ mod tests {
         assert!(q.fabric);
         let ports: Vec<_> = q.ports().into_iter().map(|(i, l)| (i, l.len())).collect();
         assert_eq!(ports, [("f0", 1), ("f2", 1)]);
+        // Interfaces only: the same ports, no link listed, no node id.
+        let text = fabric_node_toml(
+            1,
+            &[0, 2],
+            2_000_000,
+            IdlePolicy::Sleep,
+            Naming::InterfacesOnly,
+        );
+        let cfg: Config = toml::from_str(&text).unwrap();
+        cfg.validate().unwrap();
+        let q = &cfg.queues[0];
+        let ports: Vec<_> = q.ports().into_iter().map(|(i, l)| (i, l.len())).collect();
+        assert_eq!(ports, [("f0", 0), ("f2", 0)]);
+        assert!(cfg.node_id.is_none() && q.discovery().is_some());
     }
 
     #[test]

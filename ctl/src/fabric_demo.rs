@@ -15,7 +15,7 @@ use oae_client::demo::{CutAlone, FabricDemoReport, IncastReport, PairLatency, Pa
 use oae_client::status::{FabricStatus, RouteStatus};
 use oae_common::topology::Shape;
 use oae_config::IdlePolicy;
-use oae_config::deployment::{FABRIC_LOCAL, FABRIC_TARGET, fabric_node_toml};
+use oae_config::deployment::{FABRIC_LOCAL, FABRIC_TARGET, Naming, fabric_node_toml};
 use oae_pmd::netns::Graph;
 
 use crate::running::Running;
@@ -149,7 +149,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     for (i, neighbours) in adj.iter().enumerate() {
         let config = running.write_file(
             &format!("n{i}.toml"),
-            &fabric_node_toml(i, neighbours, demo.min_round_ns, demo.idle),
+            &fabric_node_toml(i, neighbours, demo.min_round_ns, demo.idle, Naming::Listed),
         )?;
         let mut cmd = graph.command(i, &demo.oaed.to_string_lossy());
         cmd.arg("--config").arg(&config);

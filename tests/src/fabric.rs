@@ -12,21 +12,23 @@ use std::time::Duration;
 use oae_client::control::Client;
 use oae_client::status::{FabricStatus, LinkStatus};
 use oae_common::mac::format_mac;
-use oae_config::deployment::{fabric_idle, fabric_node_toml};
+use oae_config::deployment::{Naming, fabric_idle, fabric_node_toml};
 use oae_os::child::Supervised;
 use oae_pmd::netns::{Graph, Segment};
 use oae_sim::Shape;
 
 use crate::oaed::{
-    ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, binary, regions_toml, shut_down, start_oaed,
+    ONE_SET_AT_A_TIME, SHARED_CPU_MIN_ROUND_NS, await_oaed, binary, regions_toml, shut_down,
+    spawn_oaed, start_oaed,
 };
 
 /// How the dataplanes are joined.
 pub enum Net {
     /// One segment, a link from each node to every other.
     Segment(Segment),
-    /// A veth pair per edge of a shape, the fabric on.
-    Graph(Graph, Vec<Vec<usize>>),
+    /// A veth pair per edge of a shape, the fabric on, each node's
+    /// neighbours named as the configuration says.
+    Graph(Graph, Vec<Vec<usize>>, Naming),
 }
 
 impl Net {
@@ -34,23 +36,27 @@ impl Net {
     pub fn command(&self, i: usize, program: &str) -> std::process::Command {
         match self {
             Net::Segment(s) => s.command(i, program),
-            Net::Graph(g, _) => g.command(i, program),
+            Net::Graph(g, ..) => g.command(i, program),
         }
     }
 
     fn nodes(&self) -> usize {
         match self {
             Net::Segment(s) => s.ns.len(),
-            Net::Graph(g, _) => g.ns.len(),
+            Net::Graph(g, ..) => g.ns.len(),
         }
     }
 
     fn config(&self, i: usize) -> String {
         match self {
             Net::Segment(s) => node_config(i, s.ns.len()),
-            Net::Graph(_, adj) => {
-                fabric_node_toml(i, &adj[i], SHARED_CPU_MIN_ROUND_NS, fabric_idle(adj.len()))
-            }
+            Net::Graph(_, adj, naming) => fabric_node_toml(
+                i,
+                &adj[i],
+                SHARED_CPU_MIN_ROUND_NS,
+                fabric_idle(adj.len()),
+                *naming,
+            ),
         }
     }
 }
@@ -60,6 +66,10 @@ pub struct Fabric {
     pub dir: PathBuf,
     pub sockets: Vec<PathBuf>,
     children: Vec<Option<Supervised>>,
+    /// When the first dataplane was started, and how long starting all of
+    /// them in turn took (each one's control socket awaited).
+    pub launched: std::time::Instant,
+    pub launching: Duration,
     // Last, so it is released after the processes and namespaces are gone.
     _turn: MutexGuard<'static, ()>,
 }
@@ -97,12 +107,19 @@ impl Fabric {
     /// fabric (their cores sleep when idle if the nodes outnumber the
     /// CPUs); waited for until every node holds the same view of all `n`.
     pub fn start_graph(tag: &str, shape: Shape, n: usize) -> Fabric {
+        Fabric::start_graph_named(tag, shape, n, Naming::Listed)
+    }
+
+    /// As [`Fabric::start_graph`], each node's neighbours named as
+    /// `naming` says.
+    pub fn start_graph_named(tag: &str, shape: Shape, n: usize, naming: Naming) -> Fabric {
         let turn = ONE_SET_AT_A_TIME
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let graph = Graph::create(tag, n, &shape.edges(n)).expect("create the namespaces");
         let dir = std::env::temp_dir().join(format!("oae-test-{}", graph.ns[0]));
-        let fabric = Fabric::launch_all(Net::Graph(graph, shape.neighbours(n)), dir, turn);
+        let net = Net::Graph(graph, shape.neighbours(n), naming);
+        let fabric = Fabric::launch_all(net, dir, turn);
         fabric.wait_for(
             Duration::from_secs(60),
             "every node's view holds every node",
@@ -120,17 +137,31 @@ impl Fabric {
             dir,
             sockets,
             children: (0..n).map(|_| None).collect(),
+            launched: std::time::Instant::now(),
+            launching: Duration::ZERO,
             _turn: turn,
         };
-        for i in 0..n {
-            fabric.launch(i);
+        // All at once, as the machines of a rack power up: each then
+        // waited for in turn.
+        let mut started: Vec<Supervised> = (0..n).map(|i| spawn_oaed(fabric.command(i))).collect();
+        for (i, oaed) in started.iter_mut().enumerate() {
+            await_oaed(oaed, &fabric.sockets[i], &fabric.log_path(i));
         }
+        fabric.children = started.into_iter().map(Some).collect();
+        fabric.launching = fabric.launched.elapsed();
         fabric
     }
 
     /// Starts node `i`'s dataplane (again, after [`Fabric::kill9`]: a new
     /// incarnation, its memory zeroed).
     pub fn launch(&mut self, i: usize) {
+        let cmd = self.command(i);
+        self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &self.log_path(i)));
+    }
+
+    /// The command that starts node `i`'s dataplane, its configuration
+    /// written.
+    fn command(&self, i: usize) -> std::process::Command {
         let config = self.dir.join(format!("n{i}.toml"));
         std::fs::write(&config, self.net.config(i)).expect("write config");
         let log = self.log_path(i);
@@ -150,7 +181,7 @@ impl Fabric {
             .arg(self.dir.join(format!("n{i}.state")))
             .stdout(Stdio::null())
             .stderr(log_file);
-        self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &log));
+        cmd
     }
 
     /// Kills node `i`'s dataplane with SIGKILL: no drain, no goodbye.

@@ -70,9 +70,21 @@ pub fn polling_turn() -> MutexGuard<'static, ()> {
 /// Starts `oaed` as `cmd` says and waits (bounded) until it answers on
 /// `socket`; panics with its log (`log`) if it exits or stays silent.
 /// Dropping the result ends it by its PID.
-pub fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
+pub fn start_oaed(cmd: Command, socket: &Path, log: &Path) -> Supervised {
+    let mut oaed = spawn_oaed(cmd);
+    await_oaed(&mut oaed, socket, log);
+    oaed
+}
+
+/// Starts `oaed` as `cmd` says, without waiting for it to answer.
+pub fn spawn_oaed(mut cmd: Command) -> Supervised {
     // A shutdown request is answered within the drain (2 s).
-    let mut oaed = Supervised::spawn(&mut cmd, "oaed", Duration::from_secs(5)).expect("start oaed");
+    Supervised::spawn(&mut cmd, "oaed", Duration::from_secs(5)).expect("start oaed")
+}
+
+/// Waits until `oaed` answers on `socket`; panics with its log if it exits
+/// or does not answer within 10 s.
+pub fn await_oaed(oaed: &mut Supervised, socket: &Path, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let log_text = || std::fs::read_to_string(log).unwrap_or_default();
     while Client::new(socket, Duration::from_secs(1))
@@ -92,7 +104,6 @@ pub fn start_oaed(mut cmd: Command, socket: &Path, log: &Path) -> Supervised {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    oaed
 }
 
 /// Asks `oaed` on `socket` to shut down and waits for it, killing it by its

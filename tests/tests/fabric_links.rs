@@ -139,7 +139,7 @@ fn progress(f: &Fabric, i: usize, j: usize, more: u64, what: &str) {
 
 /// The veth pair between `a` and `b` down (both ends) or up again.
 fn set_link(f: &Fabric, a: usize, b: usize, up: bool) {
-    let Net::Graph(graph, _) = &f.net else {
+    let Net::Graph(graph, ..) = &f.net else {
         unreachable!("a graph")
     };
     graph
