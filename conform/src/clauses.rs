@@ -43,6 +43,11 @@ pub fn all() -> Vec<Clause> {
             |c| { done(target::iut_ticks(c)) }
         ),
         clause!(
+            "D1 D4",
+            "announcements from the up link's peer never reach the link: no HELLO, TICKs answered",
+            |c| { done(crate::announce::ignored_by_an_up_link(c)) }
+        ),
+        clause!(
             "O3 R16",
             "unanswered probes wait ever longer; a TOCK for a superseded TICK answers only it",
             |c| { done(crate::probes::late_tocks(c)) }

@@ -4,6 +4,7 @@
 //! with the MAC the IUT takes for its peer; it prints a PASS/FAIL line per
 //! clause and a summary, and exits 1 if any clause failed.
 
+mod announce;
 mod auth;
 mod clauses;
 mod ctx;

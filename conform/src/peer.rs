@@ -148,10 +148,22 @@ impl Peer {
 
     /// Sends `bytes` as they are, trailer or not.
     pub fn send_raw(&mut self, bytes: &[u8]) {
+        let to = self.iut_mac;
+        self.send_to(to, bytes);
+    }
+
+    /// Sends `bytes` as they are to `destination` (an announcement's
+    /// multicast MAC, say).
+    pub fn send_to(&mut self, destination: [u8; 6], bytes: &[u8]) {
         self.socket
-            .send(self.iut_mac, bytes)
+            .send(destination, bytes)
             .unwrap_or_else(|e| panic!("oae-conform: cannot send: {e}"));
         self.last_sent = Instant::now();
+    }
+
+    /// This end's epoch now.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
     }
 
     /// The tester's own MAC address.

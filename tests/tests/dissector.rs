@@ -49,6 +49,9 @@ const FIELDS: &[&str] = &[
     "oae.handshake.message",
     "oae.handshake.len",
     "oae.handshake.ephemeral",
+    "oae.announcement",
+    "oae.hello.node_id",
+    "eth.dst",
 ];
 
 fn workspace() -> PathBuf {
@@ -434,4 +437,55 @@ fn oaectl_capture_refuses_what_it_cannot_do_with_the_fix() {
         assert!(!out.success(), "{out}");
         assert!(out.stderr.contains(fix), "{args:?}: {out}");
     }
+}
+
+/// A pair that lists no peers: its announcements (PROTOCOL.md, D1), sent
+/// and received, are HELLOs to the multicast MAC, named as such, each
+/// carrying its sender's node id.
+#[test]
+fn tshark_names_live_announcements() {
+    if !oae_tests::require_root("tshark_names_live_announcements") {
+        return;
+    }
+    let options = Options {
+        discover_on: [true, true],
+        discovery: Some("announce_every_ms = 5\nforget_after_ms = 5"),
+        ..Options::default()
+    };
+    let d = Dataplanes::start("wannounce", &options);
+    let dir = scratch("announce");
+    let capture = dir.join("a.pcapng");
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[0])
+        .args(["capture", "--count", "40", "--seconds", "20", "-w"])
+        .arg(&capture));
+    assert!(out.success(), "{out}");
+    let frames = dissect(&capture);
+    let show = format!("{frames:#?}");
+    let announcements: Vec<_> = frames
+        .iter()
+        .filter(|f| f["oae.announcement"] == "1" || f["oae.announcement"] == "True")
+        .collect();
+    assert!(!announcements.is_empty(), "{show}");
+    for f in &announcements {
+        assert_eq!(f["eth.dst"], "03:0a:e0:00:00:01", "{show}");
+        assert_eq!(f["oae.transition"], "HELLO", "{show}");
+        assert!(
+            ["0x0000000000000001", "0x0000000000000002"].contains(&&*f["oae.hello.node_id"]),
+            "{show}"
+        );
+        assert!(
+            f["oae.malformed"].is_empty() && f["oae.crc.good"] == "1",
+            "{show}"
+        );
+    }
+    // None of the link's own frames is taken for one.
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["eth.dst"] != "03:0a:e0:00:00:01" && f["oae.announcement"].is_empty()),
+        "{show}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

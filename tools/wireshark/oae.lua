@@ -69,6 +69,7 @@ f.hello_node = ProtoField.uint64("oae.hello.node_id", "Node id", base.HEX)
 f.hello_slots = ProtoField.uint16("oae.hello.slots", "Slots")
 f.hello_credits = ProtoField.uint16("oae.hello.credits", "Receive credits")
 f.hello_max_class = ProtoField.uint8("oae.hello.max_class", "Largest class")
+f.announcement = ProtoField.bool("oae.announcement", "Announcement (a HELLO to every neighbour, PROTOCOL.md D1)")
 f.handshake_message = ProtoField.uint32("oae.handshake.message", "Handshake message (Noise XX)")
 f.handshake_len = ProtoField.uint16("oae.handshake.len", "Noise message length")
 f.handshake_ephemeral = ProtoField.bytes("oae.handshake.ephemeral", "Ephemeral public key (e)")
@@ -416,6 +417,11 @@ dissect_frame = function(tvb, pinfo, parent, src, dst)
 
     local decoded, failure = pcall(function()
     if name == "HELLO" then
+        -- Announcements go to a multicast MAC (D2): the first octet's low bit.
+        if dst ~= nil and tonumber(string.sub(dst, 1, 2), 16) % 2 == 1 then
+            tree:add(f.announcement, true)
+            summary = summary .. " announcement"
+        end
         tree:add(f.hello_node, tvb(p, 8))
         tree:add(f.hello_slots, tvb(p + 8, 2))
         tree:add(f.hello_credits, tvb(p + 10, 2))

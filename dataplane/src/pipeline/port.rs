@@ -162,6 +162,9 @@ impl<D: Driver> Port<D> {
             let announcement = is_announcement(destination);
             if announcement {
                 counters.rx_announcements += 1;
+                if let Some((tap, port)) = tap.as_mut() {
+                    tap.record(*port, false, frame, now);
+                }
             }
             // A handful of peers at most: a scan beats a map.
             let link = match self.links.iter().find(|(_, p)| p == source) {
@@ -193,7 +196,9 @@ impl<D: Driver> Port<D> {
                     link
                 }
             };
-            if let Some((tap, port)) = tap.as_mut() {
+            if let Some((tap, port)) = tap.as_mut()
+                && !announcement
+            {
                 tap.record(*port, false, frame, now);
             }
             transport.handle_frame(link, payload, now);
