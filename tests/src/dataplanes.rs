@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Duration;
 
-use oae_client::control::{Client, ControlError, VerbAnswer, VerbSpec, WorkloadReport, from_hex};
+use oae_client::control::{
+    Client, ControlError, VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, from_hex,
+};
 use oae_client::stats::{DataplaneStats, HostPortCounters, LinkCounters};
 use oae_client::status::{DataplaneStatus, LinkStatus, OaeLinkStatus};
 use oae_common::mac::format_mac;
@@ -328,8 +330,22 @@ impl Dataplanes {
         crate::poll_until(limit, what, || cond(self), logs);
     }
 
-    /// Runs `verb` from dataplane `i` on its queue 0's first link, through
-    /// the control socket.
+    /// Starts dataplane a's workload on its first link: `lanes` lanes in
+    /// b's target region and a's local one, for `seconds`, from `seed`.
+    pub fn start_workload(&self, lanes: u32, seconds: f64, seed: u64) {
+        self.client(0)
+            .workload_start(WorkloadSpec {
+                region: TARGET_REGION,
+                key: TARGET_KEY,
+                local_region: LOCAL_REGION,
+                lanes,
+                seconds,
+                seed,
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("start the workload: {e:?}\n{}", self.log(0)));
+    }
+
     /// Dataplane a's workload (queue 0, link 0) once it has finished.
     pub fn finished_workload(&self, limit: Duration) -> WorkloadReport {
         let status = |d: &Dataplanes| -> WorkloadReport {
@@ -361,6 +377,8 @@ impl Dataplanes {
         );
     }
 
+    /// Runs `verb` from dataplane `i` on its queue 0's first link, through
+    /// the control socket.
     pub fn verb(&self, i: usize, verb: VerbSpec) -> Result<VerbAnswer, ControlError> {
         self.client(i).verb(0, 0, None, verb)
     }

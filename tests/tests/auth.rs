@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use oae_client::control::{
     CaptureReport, ControlError, ErrorCode, FaultChange, KeyChange, KeyState, OutputView,
-    VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, from_hex,
+    VerbAnswer, VerbSpec, WorkloadReport, from_hex,
 };
 use oae_client::stats::LinkCounters;
 use oae_client::status::{DataplaneStatus, ProtocolStatus};
@@ -421,17 +421,7 @@ fn a_key_roll_under_a_workload_fails_no_verb() {
         return;
     }
     let d = authenticated_pair("roll");
-    d.client(0)
-        .workload_start(WorkloadSpec {
-            region: TARGET_REGION,
-            key: TARGET_KEY,
-            local_region: LOCAL_REGION,
-            lanes: 8,
-            seconds: 3.0,
-            seed: 11,
-            ..Default::default()
-        })
-        .expect("workload");
+    d.start_workload(8, 3.0, 11);
     let status = |d: &Dataplanes| -> WorkloadReport {
         d.client(0)
             .workload_status(0, 0, None)

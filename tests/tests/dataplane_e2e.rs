@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use oae_client::control::{
     Client, ControlError, ErrorCode, FaultChange, FaultsSet, HistReport, OutputView, RegionAdded,
-    RegionDump, RegionView, Stopping, VerbAnswer, VerbSpec, WorkloadReport, WorkloadSpec, from_hex,
-    to_hex,
+    RegionDump, RegionView, Stopping, VerbAnswer, VerbSpec, WorkloadReport, from_hex, to_hex,
 };
 use oae_client::stats::{DataplaneStats, IdleCounters};
 use oae_client::status::{DataplaneStatus, FabricStatus};
@@ -201,7 +200,7 @@ fn rc_model_recovers_from_loss_with_go_back_n_and_timeouts() {
         ..Options::default()
     };
     let d = Dataplanes::start("rcloss", &options);
-    start_workload(&d, 16, 3.0, 8);
+    d.start_workload(16, 3.0, 8);
     // Verbs completed before the phase, half a second in (both asserted
     // below).
     wait_workload_under_way(&d, Duration::from_millis(500));
@@ -470,22 +469,6 @@ fn arp_and_udp_still_pass_with_xdp_attached() {
     assert!(d.link(0).state.up);
 }
 
-fn start_workload(d: &Dataplanes, lanes: u32, seconds: f64, seed: u64) {
-    d.client(0)
-        .workload_start(WorkloadSpec {
-            queue: 0,
-            region: TARGET_REGION,
-            key: TARGET_KEY,
-            local_region: LOCAL_REGION,
-            lanes,
-            seconds,
-            seed,
-            verbs: Vec::new(),
-            ..Default::default()
-        })
-        .expect("workload start");
-}
-
 fn workload(d: &Dataplanes) -> WorkloadReport {
     d.client(0)
         .workload_status(0, 0, None)
@@ -579,7 +562,7 @@ fn loss_and_corruption_from_the_xdp_fault_map_keep_exactly_once() {
         return;
     }
     let d = Dataplanes::start("faults", &Options::default());
-    start_workload(&d, 16, 4.0, 3);
+    d.start_workload(16, 4.0, 3);
     wait_workload_under_way(&d, Duration::from_millis(500));
     drop_for(&d, 20_000, 9, Duration::from_millis(1200));
     faults(
@@ -708,7 +691,7 @@ fn sleeping_cores_keep_the_link_up_and_leave_the_cpu() {
             swapped: true
         }
     );
-    start_workload(&d, 16, 1.0, 5);
+    d.start_workload(16, 1.0, 5);
     let r = wait_workload(&d, Duration::from_secs(30));
     assert!(r.completed > 0, "{r:?}");
     assert_exactly_once(&d, &r);
@@ -720,7 +703,7 @@ fn link_down_and_up_from_the_xdp_fault_map_keep_exactly_once() {
         return;
     }
     let d = Dataplanes::start("flap", &Options::default());
-    start_workload(&d, 16, 5.0, 4);
+    d.start_workload(16, 5.0, 4);
     wait_workload_under_way(&d, Duration::from_millis(800));
     faults(
         &d,
@@ -760,7 +743,7 @@ fn killing_the_target_mid_workload_is_noticed_and_resolved() {
     };
     let mut d = Dataplanes::start("kill", &options);
     let first_epoch = d.oae_link(1).1.epoch;
-    start_workload(&d, 16, 6.0, 5);
+    d.start_workload(16, 6.0, 5);
     wait_workload_under_way(&d, Duration::from_millis(1000));
     d.kill9(1);
     // The survivor notices within the configured number of round trips: 8
@@ -788,7 +771,7 @@ fn killing_the_initiator_presumes_commit_at_the_target() {
         return;
     }
     let mut d = Dataplanes::start("killa", &Options::default());
-    start_workload(&d, 16, 30.0, 6);
+    d.start_workload(16, 30.0, 6);
     wait_workload_under_way(&d, Duration::from_millis(800));
     d.kill9(0);
     d.launch(0);

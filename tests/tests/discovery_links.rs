@@ -8,11 +8,10 @@
 
 use std::time::Duration;
 
-use oae_client::control::WorkloadSpec;
 use oae_client::stats::PipelineCounters;
 use oae_common::mac::format_mac;
 use oae_proto::address::{address_of, is_made};
-use oae_tests::dataplanes::{Dataplanes, LOCAL_REGION, MACS, Options, TARGET_KEY, TARGET_REGION};
+use oae_tests::dataplanes::{Dataplanes, MACS, Options};
 
 fn pipeline(d: &Dataplanes, i: usize) -> PipelineCounters {
     d.stats(i).queues[0].pipeline
@@ -63,17 +62,7 @@ fn a_pair_that_lists_no_peer_finds_itself_agrees_keys_and_runs_an_exact_workload
         );
         assert!(d.link_counters(i).get("handshakes_completed") >= 1);
     }
-    d.client(0)
-        .workload_start(WorkloadSpec {
-            region: TARGET_REGION,
-            key: TARGET_KEY,
-            local_region: LOCAL_REGION,
-            lanes: 8,
-            seconds: 1.0,
-            seed: 11,
-            ..Default::default()
-        })
-        .expect("workload");
+    d.start_workload(8, 1.0, 11);
     let r = d.finished_workload(Duration::from_secs(30));
     d.assert_workload_exact(&r);
 }

@@ -7,12 +7,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use oae_client::control::WorkloadSpec;
 use oae_client::stats::LinkCounters;
 use oae_client::status::ProtocolStatus;
-use oae_tests::dataplanes::{
-    Dataplanes, LOCAL_REGION, Options, TARGET_KEY, TARGET_REGION, binary, identity_file,
-};
+use oae_tests::dataplanes::{Dataplanes, Options, binary, identity_file};
 use oae_tests::run;
 
 fn link(d: &Dataplanes, i: usize) -> LinkCounters {
@@ -60,17 +57,7 @@ fn keys_agreed_by_identity_carry_a_workload_and_renew_with_no_verb_failed() {
             d.log(i)
         );
     }
-    d.client(0)
-        .workload_start(WorkloadSpec {
-            region: TARGET_REGION,
-            key: TARGET_KEY,
-            local_region: LOCAL_REGION,
-            lanes: 8,
-            seconds: 2.0,
-            seed: 5,
-            ..Default::default()
-        })
-        .expect("workload");
+    d.start_workload(8, 2.0, 5);
     let r = d.finished_workload(Duration::from_secs(30));
     d.assert_workload_exact(&r);
     // Keys renewed under the workload: every 2 000 frames, at both ends.
