@@ -580,6 +580,12 @@ impl DiscoverySettings {
                 self.announce_every_ms
             ));
         }
+        if self.forget_after_ms > 3_600_000 {
+            return Err(format!(
+                "discovery.forget_after_ms = {}: give at most 3600000 (an hour)",
+                self.forget_after_ms
+            ));
+        }
         if self.forget_after_ms < self.announce_every_ms {
             return Err(format!(
                 "discovery.forget_after_ms = {} is shorter than announce_every_ms = {}: a \
@@ -1282,19 +1288,21 @@ impl Config {
                 );
             }
         }
+        let ifaces: Vec<&str> = q.ports().into_iter().map(|(i, _)| i).collect();
         for (j, other) in self.queues[..index].iter().enumerate() {
             let finds = macs.is_empty();
             let other_finds = other.peer_mac.is_none() && other.peers.is_empty();
-            if other.label() == q.label()
+            let shared = other.ports().into_iter().any(|(i, _)| ifaces.contains(&i));
+            if shared
                 && other.driver == q.driver
                 && (finds || other_finds)
                 && (q.steer_by == SteerBy::PeerMac || other.steer_by == SteerBy::PeerMac)
             {
                 return Err(format!(
-                    "queue {j} also runs on {}: a queue that finds its neighbours takes every \
-                     OAE frame of its interface unless frames are steered by queue. Set \
-                     steer_by = \"queue\" on both (a veth pair), or list the peers",
-                    q.label()
+                    "queue {j} runs on an interface of this queue's too: a queue that finds \
+                     its neighbours takes every OAE frame of its interfaces unless frames are \
+                     steered by queue. Set steer_by = \"queue\" on both (a veth pair), or \
+                     list the peers"
                 ));
             }
         }
@@ -1638,6 +1646,11 @@ mod tests {
                 "lists no peers",
             ),
             ("transport = \"rc-model\"", "give peer_mac"),
+            (
+                "[queue.discovery]\nmore_ifaces = [\"r1\"]\n[[queue]]\niface = \"r1\"\n\
+                 peer_mac = \"02:00:00:00:00:02\"",
+                "runs on an interface of this queue's too",
+            ),
         ] {
             let refused = q(body).unwrap_err().to_string();
             assert!(refused.contains(fix), "{body}: {refused}");

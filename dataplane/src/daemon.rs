@@ -131,9 +131,15 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
+    // A signal stops the dataplane, and is remembered apart from the stop
+    // flag (which stopping for any reason sets): one that comes while the
+    // dataplane stops to take another address ends it, not restarts it.
+    let signalled = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .map_err(|e| format!("cannot install the signal handler: {e}"))?;
+        for flag in [&stop, &signalled] {
+            signal_hook::flag::register(signal, Arc::clone(flag))
+                .map_err(|e| format!("cannot install the signal handler: {e}"))?;
+        }
     }
 
     let mut steering = BTreeMap::new();
@@ -239,6 +245,9 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
         )),
         (Some(Ended::Readdress(address)), Ok(())) => {
             crate::address::give_up_for(&state_dir, address)?;
+            if signalled.load(Ordering::Relaxed) {
+                return Ok(Stopped::Asked);
+            }
             Ok(Stopped::Readdressed)
         }
         (None, Ok(())) => Ok(Stopped::Asked),

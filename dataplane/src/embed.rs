@@ -227,6 +227,11 @@ fn build_claiming_links(
 ) -> Result<(BuiltQueue, ClaimedLinks), String> {
     let mut running = running_links();
     let mut with_ours = running.clone();
+    if config.node_id.is_none() && config.queues.iter().any(|q| q.fabric) {
+        // Its queues would find a lower node id at its address with no
+        // process to start again at another (oaed's way, N4).
+        return Err("an embedded dataplane with a fabric needs node_id: give one".into());
+    }
     let me = Incarnation::at(config, &config.state_dir(), epoch)?;
     let built = build_queue(config, index, &me, memory, steering, &mut with_ours)?;
     let ours = with_ours.claimed_since(&running);

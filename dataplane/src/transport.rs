@@ -382,7 +382,8 @@ impl Transport for Oae {
         let holder = self.node.address_holder()?;
         let me = self.node.node_id();
         let view = self.node.view()?;
-        let free = address::free_address(view, me >> 16, address::address_of(me), MAX_ADDRESS);
+        // None free: the node keeps its address (N4), the conflict stays.
+        let free = address::free_address(view, me >> 16, address::address_of(me), MAX_ADDRESS)?;
         Some((holder, free))
     }
 

@@ -85,15 +85,15 @@ pub fn yields_to(view: &View, me: u64) -> Option<u64> {
 /// An address for the node tagged `tag` that no member of `view` holds
 /// (N4), drawn from its tag so that two nodes yielding at once rarely
 /// draw the same; never `avoid` (the address it yields).
-/// Addresses from 1 to `space`; if every one is held, `avoid` itself.
-pub fn free_address(view: &View, tag: u64, avoid: u16, space: u16) -> u16 {
+/// Addresses from 1 to `space`; `None` if every one is held (the node
+/// then keeps its own, N4).
+pub fn free_address(view: &View, tag: u64, avoid: u16, space: u16) -> Option<u16> {
     let taken = |a: u16| a == avoid || view.members.iter().any(|m| address_of(m.node) == a);
     (1..)
         .map(|attempt| candidate(tag, attempt, space))
         .take(64)
         .find(|&a| !taken(a))
         .or_else(|| (1..=space).find(|&a| !taken(a)))
-        .unwrap_or(avoid)
 }
 
 #[cfg(test)]
@@ -139,15 +139,19 @@ mod tests {
     #[test]
     fn a_yielding_node_takes_an_address_no_member_holds() {
         let v = view(&[node_id(1, 5), node_id(2, 5)]);
-        let a = free_address(&v, 2, 5, MAX_ADDRESS);
+        let a = free_address(&v, 2, 5, MAX_ADDRESS).unwrap();
         assert!(a != 5 && a != 0);
         // Every address but one taken: that one.
         let all: Vec<u64> = (1..=MAX_ADDRESS)
             .filter(|&a| a != 77)
             .map(|a| node_id(9, a))
             .collect();
-        assert_eq!(free_address(&view(&all), 2, 5, MAX_ADDRESS), 77);
-        assert_eq!(free_address(&view(&[node_id(9, 1)]), 2, 2, 2), 2);
+        assert_eq!(free_address(&view(&all), 2, 5, MAX_ADDRESS), Some(77));
+        assert_eq!(
+            free_address(&view(&[node_id(9, 1)]), 2, 2, 2),
+            None,
+            "none free"
+        );
         assert_eq!(preferred(Some(12), 3, MAX_ADDRESS), 12);
         assert_ne!(preferred(None, 3, MAX_ADDRESS), 0);
         assert!(preferred(Some(12), 3, 4) <= 4);

@@ -145,19 +145,30 @@ impl Neighbours {
     }
 
     /// The first neighbour found at least `forget_after` ago whose link
-    /// `never_up` says never came up and holds nothing: unbound here, its
+    /// `renewable` says never came up and holds nothing: unbound here, its
     /// link for the caller to renew (D6). A neighbour whose link came up
-    /// stays bound for the life of the node (D7).
+    /// stays bound for the life of the node (D7), and one whose link holds
+    /// a verb or a receive stays for now: each is looked at again
+    /// `forget_after` later, so no deadline stays in the past.
     pub fn forget_one(
         &mut self,
         now: Nanos,
-        mut never_up: impl FnMut(LinkId) -> bool,
+        mut renewable: impl FnMut(LinkId) -> bool,
     ) -> Option<(LinkId, Neighbour)> {
         let after = self.cfg.forget_after;
-        let link = self.links.iter().enumerate().position(|(l, n)| {
-            n.is_some_and(|n| now >= n.found_at.saturating_add(after) && never_up(l as LinkId))
-        })?;
-        self.links[link].take().map(|n| (link as LinkId, n))
+        for (l, binding) in self.links.iter_mut().enumerate() {
+            let Some(n) = binding else {
+                continue;
+            };
+            if now < n.found_at.saturating_add(after) {
+                continue;
+            }
+            if renewable(l as LinkId) {
+                return binding.take().map(|n| (l as LinkId, n));
+            }
+            n.found_at = now;
+        }
+        None
     }
 }
 
@@ -217,11 +228,20 @@ mod tests {
         assert_eq!(n.poll_timeout(), Some(100));
         // Not yet: a thousand has not passed.
         assert_eq!(n.forget_one(999, |_| true), None);
+        n.announce_due(0, 999);
         // A came up (D7); B did not (D6).
         let forgotten = n.forget_one(1_010, |l| l == 1);
         assert_eq!(forgotten.map(|(l, n)| (l, n.mac)), Some((1, B)));
-        assert_eq!(n.forget_one(5_000, |l| l == 1), None);
+        assert_eq!(n.forget_one(1_010, |l| l == 1), None);
         assert_eq!(n.bound(0, A), Some(0));
+        // A kept neighbour's deadline moved on: none is left in the past,
+        // or a polling loop would find a timer due on every turn.
+        n.announce_due(0, 1_010);
+        assert!(
+            n.poll_timeout().is_some_and(|t| t > 1_010),
+            "{:?}",
+            n.poll_timeout()
+        );
         // The vacant link takes the next stranger.
         assert!(matches!(
             n.stranger(0, C, false, 5_000),

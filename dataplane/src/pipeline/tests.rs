@@ -645,3 +645,29 @@ fn a_stranger_whose_link_never_comes_up_is_let_go_and_its_link_reused() {
     let status = cores[0].status();
     assert_eq!(status.links[0].peer_mac, format_mac(MACS[1]), "{status:?}");
 }
+
+#[test]
+fn a_discovering_core_leaves_no_deadline_in_the_past_once_its_neighbour_is_kept() {
+    let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
+    // Let go after 1 ms unless up: these come up, and are kept (D7).
+    let (a, _) = discovering_core(a, 0, 2, 1_000_000);
+    let (b, _) = discovering_core(b, 1, 2, 1_000_000);
+    let mut cores = [a, b];
+    turn_until(&mut cores, "a link found and up", |cores| {
+        cores.iter().all(|c| c.status().all_up())
+    });
+    let start = cores[0].now();
+    turn_until(&mut cores, "3 ms past the neighbour's deadline", |c| {
+        c[0].now() > start + 3_000_000
+    });
+    for c in &mut cores {
+        c.iterate(true);
+        let now = c.now();
+        let due = c.discovery.as_ref().and_then(Discovery::poll_timeout);
+        assert!(
+            due.is_some_and(|t| t > now),
+            "{due:?} at {now}: a timer due every turn"
+        );
+        assert_eq!(c.counters.neighbours_forgotten, 0);
+    }
+}

@@ -349,7 +349,10 @@ impl Fabric {
                 if self.routes.heard(link, &page, &self.heard) {
                     self.routes_changed();
                     self.follow_unusable(links, sh);
-                    self.settle_readdressed(links, sh);
+                    // Unless following an unusable link did it already.
+                    if self.routes_new {
+                        self.settle_readdressed(links, sh);
+                    }
                 }
             }
             Transition::Forward => {

@@ -440,8 +440,9 @@ pub(crate) struct Link {
     /// While not up: the reason the last frame dropped for one gave, and
     /// how many in a row gave it (recorded, never acted on).
     down_reason: Unhashed<Option<(DownReason, u32)>>,
-    /// The link came up at least once since it was made or renewed (a
-    /// record, never acted on by the protocol).
+    /// The link came up at least once since it was made or renewed. The
+    /// link's own rules never read it; discovery does (D6, D7), outside
+    /// the model checker, which never renews a link.
     ever_up: Unhashed<bool>,
 }
 
@@ -618,7 +619,6 @@ impl Link {
         verb.class(self.cfg.max_class).is_some()
     }
 
-    /// True when nothing is in flight or held in either direction.
     pub fn config(&self) -> &LinkConfig {
         &self.cfg
     }
@@ -639,6 +639,7 @@ impl Link {
         self.stats = stats;
     }
 
+    /// True when nothing is in flight or held in either direction.
     pub fn is_quiescent(&self) -> bool {
         self.tentative == 0
             && self.ready.is_empty()
