@@ -52,7 +52,7 @@ impl Addresses {
         let view = node.view()?;
         let me = node.node_id();
         let tag = self.tags[i];
-        let new = free_address(view, tag, address_of(me), self.space);
+        let new = free_address(view, tag, address_of(me), self.space)?;
         Some((self.index_of(holder)?, node_id(tag, new)))
     }
 }

@@ -9,6 +9,7 @@
 //! `docs/SEMANTICS.md` by name; a failure carries a one-line replay command.
 
 mod addresses;
+mod discovery;
 mod keys;
 pub mod ledger;
 pub mod scale;
@@ -327,6 +328,12 @@ pub struct SimConfig {
     /// one larger than the fabric, and the fabric starts as two that
     /// merge: a fabric run only.
     pub addresses: bool,
+    /// Links are not listed but found (`oae_proto::discovery`): each node's
+    /// links are a pool bound to the neighbours it hears on its ports.
+    pub discover: bool,
+    /// With `discover`: a neighbour whose link is not up this many one-way
+    /// delays after it was found is let go (short, so that runs let some go).
+    pub forget_after_delays: u32,
 }
 
 impl Default for SimConfig {
@@ -353,6 +360,8 @@ impl Default for SimConfig {
             auth: false,
             agree_keys: false,
             addresses: false,
+            discover: false,
+            forget_after_delays: 6,
             messages_ppm: 0,
             withdraw_ppm: 0,
         }
@@ -413,14 +422,19 @@ pub struct Report {
     pub fresh_reroute_rtts_sum: u64,
     /// The largest view number any node reached.
     pub max_view: u64,
-    /// Addresses given up to a lower node id (N3), and of those, by a
-    /// node that had restarted and asked for the address it last held
-    /// (which another may have taken).
+    /// Addresses given up to a lower node id (N3), and of those, between
+    /// the node away for half the run (restarted meanwhile) and another,
+    /// once it is back and asks for the address it last held.
     pub address_yields: u64,
     pub rejoin_yields: u64,
     /// Addresses given up to a node of the other of the two fabrics the
     /// run started as, once they merged.
     pub merge_yields: u64,
+    /// With `discover`: neighbours bound to links, let go (their links
+    /// never up in time), and announcements sent.
+    pub neighbours_found: u64,
+    pub neighbours_forgotten: u64,
+    pub announcements: u64,
     /// Frames authenticated links dropped, by `AuthError` in
     /// `AuthError::ALL` order.
     pub auth_dropped: [u64; 5],
@@ -484,6 +498,9 @@ impl Report {
         self.address_yields += o.address_yields;
         self.rejoin_yields += o.rejoin_yields;
         self.merge_yields += o.merge_yields;
+        self.neighbours_found += o.neighbours_found;
+        self.neighbours_forgotten += o.neighbours_forgotten;
+        self.announcements += o.announcements;
         for (a, b) in self.auth_dropped.iter_mut().zip(o.auth_dropped) {
             *a += b;
         }
@@ -604,8 +621,12 @@ struct Flight {
     at: Nanos,
     order: u64,
     to: usize,
-    link: u16,
+    /// The receiver's port facing the sender (its link to it, where links
+    /// are listed).
+    port: u16,
     from: usize,
+    /// Sent to every neighbour (PROTOCOL.md, D1), not by a link.
+    announcement: bool,
     bytes: Vec<u8>,
 }
 
@@ -642,6 +663,9 @@ struct Sim {
     net: BinaryHeap<Reverse<Flight>>,
     order: u64,
     down: Vec<Vec<bool>>,
+    /// Partitions in force across each pair of nodes: each heals only its
+    /// own.
+    parted: Vec<Vec<u32>>,
     cut: Vec<Vec<bool>>,
     /// A verb drawn for a node that had no route to its target yet.
     stash: Vec<Option<(usize, Verb)>>,
@@ -668,8 +692,14 @@ struct Sim {
     ids: Vec<u64>,
     /// With `addresses`: every node's tag, and the address space.
     addresses: Option<addresses::Addresses>,
-    /// Nodes restarted since they last yielded an address.
-    rejoined: Vec<bool>,
+    /// With `addresses`: the node away for half the run, and when it
+    /// comes back.
+    rejoiner: Option<(usize, Nanos)>,
+    /// With `addresses`: the partition the run starts with, whose sides
+    /// are the two fabrics that merge.
+    merge_side: Option<usize>,
+    /// With `discover`: the neighbours each node found.
+    discovery: Option<discovery::Discovery>,
 }
 
 /// A cut link whose ends have not yet both been seen to reach each other
@@ -731,7 +761,7 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
     let f = scenario.faults;
     format!(
         "cargo run --release -p oae-sim -- run --scenario {} --seed {} --verbs {} --nodes {} --slots {} --credits {} \
-         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}{}{}",
+         --loss-ppm {} --dup-ppm {} --corrupt-ppm {} --jitter-ns {}{} --flaps {} --restarts {}{}{}{}{}{}",
         scenario.name,
         seed,
         cfg.verbs,
@@ -761,7 +791,12 @@ pub fn replay_command(cfg: &SimConfig, scenario: &Scenario, seed: u64) -> String
         } else {
             String::new()
         },
-        if cfg.addresses { " --addresses" } else { "" }
+        if cfg.addresses { " --addresses" } else { "" },
+        if cfg.discover {
+            format!(" --discover --forget-after-delays {}", cfg.forget_after_delays)
+        } else {
+            String::new()
+        }
     )
     .replace("\\\n         ", "")
 }
@@ -848,12 +883,23 @@ impl Sim {
             disruptions.push((at, Disruption::Partition(sides.len() - 1)));
             disruptions.push((at + outage, Disruption::Heal(sides.len() - 1)));
         }
-        if addresses.is_some() {
+        let (merge_side, rejoiner) = if addresses.is_some() {
             // Two fabrics, each making its addresses, merge halfway.
             sides.push(partition_side(&mut rng, &adj));
             disruptions.push((0, Disruption::Partition(sides.len() - 1)));
             disruptions.push((span / 2, Disruption::Heal(sides.len() - 1)));
-        }
+            // A node away from a quarter to three quarters of the run,
+            // restarted meanwhile: the merge may give its address to
+            // another, and it asks for it again when it rejoins.
+            let away = rng.below(cfg.nodes as u64) as usize;
+            sides.push((0..cfg.nodes).map(|i| i == away).collect());
+            disruptions.push((span / 4, Disruption::Partition(sides.len() - 1)));
+            disruptions.push((span / 4 + 1, Disruption::Restart(away)));
+            disruptions.push((3 * span / 4, Disruption::Heal(sides.len() - 1)));
+            (Some(sides.len() - 2), Some((away, 3 * span / 4)))
+        } else {
+            (None, None)
+        };
         for _ in 0..faults.scrambles {
             let n = rng.below(cfg.nodes as u64) as usize;
             disruptions.push((rng.below(span), Disruption::Scramble(n)));
@@ -863,6 +909,7 @@ impl Sim {
         }
         disruptions.sort();
         disruptions.reverse();
+        let adj_for_discovery = adj.clone();
         Sim {
             ledger: Ledger::new(
                 cfg.nodes,
@@ -872,6 +919,7 @@ impl Sim {
             mailboxes: Mailboxes::new(seed, cfg.nodes),
             outstanding: vec![0; cfg.nodes],
             down: vec![vec![false; cfg.nodes]; cfg.nodes],
+            parted: vec![vec![0; cfg.nodes]; cfg.nodes],
             cut: vec![vec![false; cfg.nodes]; cfg.nodes],
             stash: vec![None; cfg.nodes],
             cuts_pending: Vec::new(),
@@ -893,9 +941,13 @@ impl Sim {
             report: Report::default(),
             replayer: cfg.agree_keys.then(|| keys::Replayer::new(seed)),
             identities,
-            rejoined: vec![false; cfg.nodes],
+            rejoiner,
+            merge_side,
             ids,
             addresses,
+            discovery: cfg
+                .discover
+                .then(|| discovery::Discovery::new(&adj_for_discovery, &cfg)),
         }
     }
 
@@ -913,6 +965,7 @@ impl Sim {
         }
         self.disrupt()?;
         self.readdress();
+        self.discover()?;
         let submitting = self.issued < self.cfg.verbs;
         if submitting {
             self.submit()?;
@@ -1033,6 +1086,13 @@ impl Sim {
                 next = next.min(t);
             }
         }
+        if let Some(d) = &self.discovery {
+            for i in 0..self.nodes.len() {
+                if let Some(t) = d.poll_timeout(i) {
+                    next = next.min(t);
+                }
+            }
+        }
         if let Some((t, _)) = self.disruptions.last() {
             next = next.min(*t);
         }
@@ -1042,13 +1102,23 @@ impl Sim {
     fn deliver(&mut self) -> Check {
         while self.net.peek().is_some_and(|Reverse(f)| f.at <= self.now) {
             let Reverse(f) = self.net.pop().expect("peeked");
-            if self.down[f.from][f.to] || self.cut[f.from][f.to] {
+            if self.down[f.from][f.to] || self.parted[f.from][f.to] > 0 || self.cut[f.from][f.to] {
                 self.report.link_down_drops += 1;
                 continue;
             }
+            let link = match &mut self.discovery {
+                Some(d) => {
+                    let port = usize::from(f.port);
+                    match d.arrive(f.to, port, f.from, f.announcement, self.now) {
+                        discovery::Arrival::Link(link) => link,
+                        discovery::Arrival::Nowhere => continue,
+                    }
+                }
+                None => f.port,
+            };
             // An authenticated node opens the frame itself, and counts
             // what it drops.
-            self.nodes[f.to].handle_frame(f.link, &f.bytes, self.now);
+            self.nodes[f.to].handle_frame(link, &f.bytes, self.now);
             self.observe(f.to)?;
         }
         Ok(())
@@ -1088,16 +1158,14 @@ impl Sim {
                     for a in 0..self.nodes.len() {
                         for &b in &self.adj[a] {
                             if inside[a] != inside[b] {
-                                self.down[a][b] = down;
+                                let parted = &mut self.parted[a][b];
+                                *parted = if down { *parted + 1 } else { *parted - 1 };
                             }
                         }
                     }
                     self.report.partitions += u64::from(down);
                 }
-                Disruption::Restart(n) => {
-                    self.rejoined[n] = true;
-                    self.restart(n);
-                }
+                Disruption::Restart(n) => self.restart(n),
                 Disruption::Scramble(n) => {
                     self.report.scrambles += 1;
                     let rng = &mut self.rng;
@@ -1115,6 +1183,26 @@ impl Sim {
         Ok(())
     }
 
+    /// With `discover`: announcements due go out on every port (through
+    /// the fault model), and neighbours whose links did not come up in time
+    /// are let go (D1, D6).
+    fn discover(&mut self) -> Check {
+        let Some(d) = &mut self.discovery else {
+            return Ok(());
+        };
+        let mut out = Vec::new();
+        for i in 0..self.nodes.len() {
+            d.forget(i, &mut self.nodes[i], self.now);
+            for (port, bytes) in d.announcements(i, &self.nodes[i], self.now) {
+                out.push((i, port, bytes));
+            }
+        }
+        for (i, port, bytes) in out {
+            self.put_on_wire(i, self.adj[i][port], &bytes, true);
+        }
+        Ok(())
+    }
+
     /// Every node that must give up its address (N3) comes back as a new
     /// incarnation at a free one (N4).
     fn readdress(&mut self) {
@@ -1126,12 +1214,15 @@ impl Sim {
             .collect();
         for (i, (holder, id)) in yielding {
             self.report.address_yields += 1;
-            if std::mem::take(&mut self.rejoined[i]) {
+            if let Some((away, back)) = self.rejoiner
+                && self.now >= back
+                && (i == away || holder == away)
+            {
                 self.report.rejoin_yields += 1;
             }
-            // The two fabrics the run starts as are the first partition's
-            // sides.
-            if self.sides[0][i] != self.sides[0][holder] {
+            if let Some(k) = self.merge_side
+                && self.sides[k][i] != self.sides[k][holder]
+            {
                 self.report.merge_yields += 1;
             }
             self.ids[i] = id;
@@ -1153,6 +1244,9 @@ impl Sim {
             self.fabric,
             self.identities.as_ref(),
         );
+        if let Some(d) = &mut self.discovery {
+            d.restarted(n, self.adj[n].len());
+        }
         self.ledger.node_restarted(n);
         self.mailboxes.free[n] = (0..RECEIVE_CELLS).rev().collect();
         self.mailboxes.cells.retain(|_, (node, ..)| *node != n);
@@ -1214,8 +1308,11 @@ impl Sim {
                 let submitted = if self.fabric {
                     self.nodes[i].submit_to(self.ids[j], id, &verb).map(|_| ())
                 } else {
-                    let link = self.adj[i].iter().position(|&n| n == j).expect("meshed");
-                    self.nodes[i].submit(link as LinkId, id, &verb)
+                    match self.link_to(i, j) {
+                        Some(link) => self.nodes[i].submit(link, id, &verb),
+                        // Not found yet: as a fabric without a route.
+                        None => Err(SubmitError::NoRoute(self.ids[j])),
+                    }
                 };
                 match submitted {
                     Ok(()) => {}
@@ -1268,6 +1365,11 @@ impl Sim {
         let mut buf = [0u8; MAX_FRAME + AUTH_TRAILER_LEN];
         for i in 0..self.nodes.len() {
             for l in 0..self.nodes[i].links() as u16 {
+                // A vacant link has no one to send to (a port polls only
+                // the links bound on it).
+                if self.peer_of(i, l).is_none() {
+                    continue;
+                }
                 while let Some(len) = self.nodes[i].poll_transmit(l, self.now, &mut buf) {
                     self.observe(i)?;
                     self.send(i, l, &buf[..len]);
@@ -1292,8 +1394,9 @@ impl Sim {
             at: self.now + self.cfg.delay,
             order: self.order,
             to,
-            link,
+            port: link,
             from: self.adj[to][usize::from(link)],
+            announcement: false,
             bytes,
         }));
     }
@@ -1311,7 +1414,13 @@ impl Sim {
             self.report.adverts += 1;
             self.report.advert_bytes += frame.len() as u64;
         }
-        let to = self.adj[from][usize::from(link)];
+        let to = self.peer_of(from, link).expect("a bound link");
+        self.put_on_wire(from, to, frame, false);
+    }
+
+    /// `frame` from node `from` to its neighbour `to`, through the fault
+    /// model; an announcement or a link's frame.
+    fn put_on_wire(&mut self, from: usize, to: usize, frame: &[u8], announcement: bool) {
         let f = self.faults;
         if self.rng.chance_ppm(f.loss_ppm) {
             self.report.lost += 1;
@@ -1342,11 +1451,12 @@ impl Sim {
                 at: self.now + self.cfg.delay + jitter,
                 order: self.order,
                 to,
-                link: self.adj[to]
+                port: self.adj[to]
                     .iter()
                     .position(|&n| n == from)
                     .expect("linked") as u16,
                 from,
+                announcement,
                 bytes,
             }));
         }
@@ -1383,6 +1493,9 @@ impl Sim {
         if let Some(ids) = &self.identities {
             keys::check_agreed(ids, &self.nodes, i, &self.adj)?;
         }
+        if let Some(d) = &self.discovery {
+            d.check(i, &self.nodes[i], &self.ids)?;
+        }
         Ok(())
     }
 
@@ -1397,7 +1510,30 @@ impl Sim {
             };
             (index, true)
         } else {
-            (self.adj[i][usize::from(link)], false)
+            (
+                self.peer_of(i, link).expect("a link in use is bound"),
+                false,
+            )
+        }
+    }
+
+    /// The node node `i`'s link `link` runs to: its neighbour on that
+    /// port, or the one it found.
+    fn peer_of(&self, i: usize, link: LinkId) -> Option<usize> {
+        match &self.discovery {
+            Some(d) => d.peer(i, link),
+            None => Some(self.adj[i][usize::from(link)]),
+        }
+    }
+
+    /// Node `i`'s link to its neighbour `j`, if it has one (found).
+    fn link_to(&self, i: usize, j: usize) -> Option<LinkId> {
+        match &self.discovery {
+            Some(d) => d.link_to(i, j),
+            None => self.adj[i]
+                .iter()
+                .position(|&n| n == j)
+                .map(|l| l as LinkId),
         }
     }
 
@@ -1677,6 +1813,11 @@ impl Sim {
                 Some((_, Err(_))) => r.err += 1,
                 None => r.orphaned += 1,
             }
+        }
+        if let Some(d) = &self.discovery {
+            r.neighbours_found = d.found;
+            r.neighbours_forgotten = d.forgotten;
+            r.announcements = d.announcements;
         }
         r.steps = self.step;
         r.checks = self.ledger.checks_passed;

@@ -27,9 +27,9 @@ usage: oae-sim [table] [--seeds N] [--verbs N]
        oae-sim run --scenario NAME --seed N [--verbs N] [--nodes N] [--slots N] [--credits N]
                    [--loss-ppm N] [--dup-ppm N] [--corrupt-ppm N] [--jitter-ns N] [--exponential-delay]
                    [--flaps N] [--restarts N] [--unordered] [--auth|--agree-keys] [--messages-ppm N] [--withdraw-ppm N]
-                   [--addresses]
+                   [--addresses] [--discover [--forget-after-delays N]]
        oae-sim soak [--scenario NAME|all] [--seeds N] [--first-seed N] [--verbs N] [--unordered] [--auth|--agree-keys]
-                    [--messages-ppm N] [--withdraw-ppm N] [--addresses]
+                    [--messages-ppm N] [--withdraw-ppm N] [--addresses] [--discover]
        oae-sim scale [--topology SHAPE:N]... [--seeds N]
 
 --unordered: links that may reorder (losses found by patience, not by order)
@@ -40,6 +40,10 @@ usage: oae-sim [table] [--seeds N] [--verbs N]
 --addresses: fabric scenarios only: nodes make their own addresses from a space one larger
     than the fabric, which starts as two that merge; a node that must yield its address
     comes back at a free one (PROTOCOL.md, \"Addresses\")
+--discover: links are not listed but found: each node's links are a pool its neighbours take
+    as it hears them, announcements go out on every port (PROTOCOL.md, \"Discovery\");
+    --forget-after-delays N lets a neighbour go whose link is not up N one-way delays
+    after it was found (default 6)
 --messages-ppm N: draw this share of verbs (parts per million) as SENDs, with receives posted
 --withdraw-ppm N: chance per node and step (ppm) that its application takes back a receive
 scale: cold starts of large fabrics (rounds to agree against the diameter, memory and advert
@@ -114,11 +118,21 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--auth" => a.cfg.auth = true,
             "--agree-keys" => a.cfg.agree_keys = true,
             "--addresses" => a.cfg.addresses = true,
+            "--discover" => a.cfg.discover = true,
+            "--forget-after-delays" => {
+                a.cfg.forget_after_delays = value("--forget-after-delays")?.max(1) as u32
+            }
             "--messages-ppm" => a.cfg.messages_ppm = value("--messages-ppm")? as u32,
             "--withdraw-ppm" => a.cfg.withdraw_ppm = value("--withdraw-ppm")? as u32,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
         }
+    }
+    if a.cfg.discover && (a.cfg.auth || a.cfg.agree_keys) {
+        return Err(
+            "--discover with --auth or --agree-keys: not simulated together yet; run each alone"
+                .into(),
+        );
     }
     if a.cfg.addresses && a.cfg.agree_keys {
         return Err(
@@ -224,10 +238,18 @@ fn row(name: &str, seeds: u64, r: &Report) {
             "", r.relayed, r.rerouted, r.resolved, r.cuts, r.partitions, r.scrambles, r.max_view
         );
     }
+    if r.neighbours_found > 0 {
+        println!(
+            "{:<12} discovery: {} neighbours found, {} let go (their links never up in time), \
+             {} announcements",
+            "", r.neighbours_found, r.neighbours_forgotten, r.announcements
+        );
+    }
     if r.address_yields > 0 {
         println!(
             "{:<12} addresses: {} given up to a lower node id, {} of them to a node of the other \
-             fabric after the two merged, {} by a node back from a restart",
+             fabric after the two merged, {} between a node back after half the run and \
+             another that took its address",
             "", r.address_yields, r.merge_yields, r.rejoin_yields
         );
     }
@@ -290,10 +312,11 @@ fn campaign(a: &Args) -> ExitCode {
     }
     println!(
         "every invariant held: exactly_once, no_trace_after_reversal, isolation, linearizable, no_overrun, single_completion, liveness, in_doubt_resolved, message_order, message_whole{}{}",
-        if a.cfg.addresses {
-            ", addresses_unique"
-        } else {
-            ""
+        match (a.cfg.addresses, a.cfg.discover) {
+            (true, true) => ", addresses_unique, link_to_its_neighbour",
+            (true, false) => ", addresses_unique",
+            (false, true) => ", link_to_its_neighbour",
+            (false, false) => "",
         },
         if failed {
             " — EXCEPT the failures above"
