@@ -537,8 +537,8 @@ pub struct DiscoverySettings {
     /// Each interface announces the dataplane this often.
     #[serde(default = "default_announce_every_ms")]
     pub announce_every_ms: u64,
-    /// A neighbour whose link has not come up this long after it was
-    /// found is let go and its link made vacant (one that came up stays).
+    /// A neighbour its link has not heard this long after it was found
+    /// is let go and its link made vacant (one it heard stays).
     #[serde(default = "default_forget_after_ms")]
     pub forget_after_ms: u64,
 }

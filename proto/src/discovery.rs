@@ -30,7 +30,7 @@ pub fn is_announcement(destination: &[u8]) -> bool {
 pub struct DiscoveryConfig {
     /// Each port announces the node this often (the first at once).
     pub announce_every: Nanos,
-    /// A neighbour whose link has not come up this long after it was
+    /// A neighbour whose link has not heard it this long after it was
     /// found is let go, its link vacant again (D6).
     pub forget_after: Nanos,
 }
@@ -134,7 +134,7 @@ impl Neighbours {
     }
 
     /// The next time something here is due: an announcement, or a found
-    /// neighbour's time to come up running out.
+    /// neighbour's time to be heard running out.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         let forget = self
             .links
@@ -145,10 +145,11 @@ impl Neighbours {
     }
 
     /// The first neighbour found at least `forget_after` ago whose link
-    /// `renewable` says never came up and holds nothing: unbound here, its
-    /// link for the caller to renew (D6). A neighbour whose link came up
-    /// stays bound for the life of the node (D7), and one whose link holds
-    /// a verb or a receive stays for now: each is looked at again
+    /// `renewable` says never heard it (never learned its epoch) and holds
+    /// nothing: unbound here, its
+    /// link for the caller to renew (D6). A neighbour its link heard stays
+    /// bound for the life of the node (D7), and one whose link holds a verb
+    /// or a receive stays for now: each is looked at again
     /// `forget_after` later, so no deadline stays in the past.
     pub fn forget_one(
         &mut self,
@@ -219,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn only_neighbours_never_up_are_forgotten_and_their_links_reused() {
+    fn only_neighbours_never_heard_are_forgotten_and_their_links_reused() {
         let mut n = Neighbours::new(cfg(), 2, 1);
         n.stranger(0, A, true, 0);
         n.stranger(0, B, true, 10);
@@ -229,7 +230,7 @@ mod tests {
         // Not yet: a thousand has not passed.
         assert_eq!(n.forget_one(999, |_| true), None);
         n.announce_due(0, 999);
-        // A came up (D7); B did not (D6).
+        // A's link heard it (D7); B's did not (D6).
         let forgotten = n.forget_one(1_010, |l| l == 1);
         assert_eq!(forgotten.map(|(l, n)| (l, n.mac)), Some((1, B)));
         assert_eq!(n.forget_one(1_010, |l| l == 1), None);

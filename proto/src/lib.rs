@@ -375,13 +375,14 @@ impl<O: Observer, M: Store> Node<O, M> {
     }
 
     /// Whether `link` could be made new for another neighbour: it never
-    /// came up since it was made or renewed, and holds nothing (no verb,
-    /// transfer or posted receive). A link that came up never is: its
-    /// peer could still answer what it sent, and a new link would take
-    /// the answers as new.
+    /// learned an incarnation of its peer since it was made or renewed (so
+    /// never named one in a HELLO, and no peer can be up with it), and
+    /// holds nothing (no verb, transfer or posted receive). A link whose
+    /// peer may be up never is: the peer numbers its transfers on, and a
+    /// new link would start again from 0 and refuse them all (D6, D7).
     pub fn link_renewable(&self, link: LinkId) -> bool {
         self.links.get(usize::from(link)).is_some_and(|l| {
-            !l.ever_up() && l.is_quiescent() && l.status(self.epoch).posted_receives == 0
+            !l.knew_peer() && l.is_quiescent() && l.status(self.epoch).posted_receives == 0
         })
     }
 

@@ -4,7 +4,7 @@
 //! bindings (`oae_proto::discovery`), as the dataplane's ports bind them.
 //! Announcements go out on every port and through the fault model; a
 //! restarted node finds its neighbours again; a link whose neighbour did
-//! not come up in time is made new for the next.
+//! not heard its neighbour in time is made new for the next.
 
 use oae_proto::discovery::{DiscoveryConfig, Neighbours, Stranger};
 use oae_proto::wire::MAX_FRAME;
@@ -131,7 +131,7 @@ impl Discovery {
         out
     }
 
-    /// Neighbours of node `i` whose links never came up in time, let go
+    /// Neighbours of node `i` its links never heard in time, let go
     /// and their links made new (D6).
     pub fn forget(&mut self, i: usize, node: &mut Node<Tap>, now: Nanos) {
         while let Some((link, _)) = self.bindings[i].forget_one(now, |l| node.link_renewable(l)) {

@@ -431,7 +431,7 @@ pub struct Report {
     /// run started as, once they merged.
     pub merge_yields: u64,
     /// With `discover`: neighbours bound to links, let go (their links
-    /// never up in time), and announcements sent.
+    /// never heard them in time), and announcements sent.
     pub neighbours_found: u64,
     pub neighbours_forgotten: u64,
     pub announcements: u64,
@@ -1004,9 +1004,10 @@ impl Sim {
                     for (i, n) in self.nodes.iter().enumerate() {
                         for l in all_links(n) {
                             eprintln!(
-                                "node {i} link {l:#x} peer {:?}: {:?}",
+                                "node {i} link {l:#x} peer {:?}: {:?} {:?}",
                                 n.link_peer(l),
-                                n.link_status(l)
+                                n.link_status(l),
+                                n.link_stats(l)
                             );
                         }
                         eprintln!(
@@ -1184,7 +1185,7 @@ impl Sim {
     }
 
     /// With `discover`: announcements due go out on every port (through
-    /// the fault model), and neighbours whose links did not come up in time
+    /// the fault model), and neighbours their links did not hear in time
     /// are let go (D1, D6).
     fn discover(&mut self) -> Check {
         let Some(d) = &mut self.discovery else {

@@ -240,7 +240,7 @@ fn row(name: &str, seeds: u64, r: &Report) {
     }
     if r.neighbours_found > 0 {
         println!(
-            "{:<12} discovery: {} neighbours found, {} let go (their links never up in time), \
+            "{:<12} discovery: {} neighbours found, {} let go (their links never heard them in time), \
              {} announcements",
             "", r.neighbours_found, r.neighbours_forgotten, r.announcements
         );

@@ -84,7 +84,7 @@ impl Discovery {
         self.neighbours.poll_timeout()
     }
 
-    /// Lets go of the neighbours whose links never came up in time, each
+    /// Lets go of the neighbours their links never heard in time, each
     /// link renewed for the next: `unbind(port, link)` takes it off its
     /// port.
     pub fn forget<T: Transport>(
@@ -102,7 +102,7 @@ impl Discovery {
             unbind(n.port, link);
             counters.neighbours_forgotten += 1;
             self.notices.push(format!(
-                "neighbour {} let go: its link {link} did not come up within the \
+                "neighbour {} let go: its link {link} heard nothing from it within the \
                  forget_after_ms of [queue.discovery]; the link is free for the next",
                 format_mac(n.mac)
             ));

@@ -129,7 +129,7 @@ fn node(i: usize, links: usize, link: LinkConfig) -> Node<NoObserver, SharedMemo
 
 /// Node `i`'s core that lists no peer and finds them: `links` links for
 /// neighbours to take, announcing every millisecond and letting go after
-/// `forget_after` of a neighbour whose link never came up.
+/// `forget_after` of a neighbour its link never heard.
 fn discovering_core(
     driver: MemDriver,
     i: usize,
@@ -610,13 +610,13 @@ fn an_announcement_never_reaches_the_link_of_its_sender() {
 }
 
 #[test]
-fn a_stranger_whose_link_never_comes_up_is_let_go_and_its_link_reused() {
+fn a_stranger_never_heard_is_let_go_and_one_that_said_hello_is_kept() {
     let (a, _stranger) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[2]));
-    // Forgotten after 1 ms: the stranger says one thing and falls silent.
+    // Let go after 1 ms unless its link heard it.
     let (a, _sa) = discovering_core(a, 0, 1, 1_000_000);
     let mut cores = [a];
     let mut frame = [0u8; 128];
-    frame[..6].copy_from_slice(&MACS[0]);
+    frame[..6].copy_from_slice(&oae_proto::discovery::ANNOUNCE_MAC);
     frame[6..12].copy_from_slice(&MACS[2]);
     frame[12..14].copy_from_slice(&oae_proto::wire::ETHERTYPE.to_be_bytes());
     let len = Node::new(9, 1).write_announcement(&mut frame[14..]);
@@ -624,6 +624,7 @@ fn a_stranger_whose_link_never_comes_up_is_let_go_and_its_link_reused() {
     let mut node = Node::new(9, 1);
     node.add_link(LinkConfig::default()).unwrap();
     let len = node.write_announcement(&mut frame[14..]).unwrap();
+    // An announcement binds the stranger, and its link never hears it.
     cores[0].ports[0].driver.inject(&frame[..14 + len]);
     turn_until(&mut cores, "the stranger found", |c| {
         c[0].counters.neighbours_found == 1
@@ -638,10 +639,18 @@ fn a_stranger_whose_link_never_comes_up_is_let_go_and_its_link_reused() {
         c[0].counters.neighbours_forgotten == 1
     });
     assert!(cores[0].status().links.is_empty());
+    // The second says HELLO to this core: its link learns its epoch, and
+    // keeps it (D7), heard or not from then on.
+    frame[..6].copy_from_slice(&MACS[0]);
     cores[0].ports[0].driver.inject(&frame[..14 + len]);
     turn_until(&mut cores, "the second found", |c| {
         c[0].counters.neighbours_found == 2
     });
+    let found = cores[0].now();
+    turn_until(&mut cores, "3 ms past its deadline", |c| {
+        c[0].now() > found + 3_000_000
+    });
+    assert_eq!(cores[0].counters.neighbours_forgotten, 1);
     let status = cores[0].status();
     assert_eq!(status.links[0].peer_mac, format_mac(MACS[1]), "{status:?}");
 }
@@ -649,7 +658,7 @@ fn a_stranger_whose_link_never_comes_up_is_let_go_and_its_link_reused() {
 #[test]
 fn a_discovering_core_leaves_no_deadline_in_the_past_once_its_neighbour_is_kept() {
     let (a, b) = mem_pair(MemConfig::new(MACS[0]), MemConfig::new(MACS[1]));
-    // Let go after 1 ms unless up: these come up, and are kept (D7).
+    // Let go after 1 ms unless heard: these are, and are kept (D7).
     let (a, _) = discovering_core(a, 0, 2, 1_000_000);
     let (b, _) = discovering_core(b, 1, 2, 1_000_000);
     let mut cores = [a, b];

@@ -106,6 +106,7 @@ impl Link {
                 self.peer_restarted(sh);
             }
             self.peer_epoch = epoch;
+            *self.knew_peer = true;
             self.peer_id = peer_id;
             self.peer_slots = slots;
             self.peer_credits = credits;

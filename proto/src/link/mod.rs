@@ -440,10 +440,12 @@ pub(crate) struct Link {
     /// While not up: the reason the last frame dropped for one gave, and
     /// how many in a row gave it (recorded, never acted on).
     down_reason: Unhashed<Option<(DownReason, u32)>>,
-    /// The link came up at least once since it was made or renewed. The
-    /// link's own rules never read it; discovery does (D6, D7), outside
-    /// the model checker, which never renews a link.
-    ever_up: Unhashed<bool>,
+    /// The link learned an incarnation of its peer since it was made or
+    /// renewed: it may have named it in a HELLO, which can bring the
+    /// peer's end up and let it number transfers this end would forget if
+    /// renewed. The link's own rules never read it; discovery does (D6,
+    /// D7), outside the model checker, which never renews a link.
+    knew_peer: Unhashed<bool>,
 }
 
 impl Link {
@@ -534,7 +536,7 @@ impl Link {
             rtt_measured: false,
             stats: Unhashed::default(),
             down_reason: Unhashed(None),
-            ever_up: Unhashed(false),
+            knew_peer: Unhashed(false),
         }
     }
 
@@ -623,17 +625,19 @@ impl Link {
         &self.cfg
     }
 
-    /// Whether the link came up since it was made or renewed.
-    pub fn ever_up(&self) -> bool {
-        *self.ever_up
+    /// Whether the link learned an incarnation of its peer since it was
+    /// made or renewed (every link that came up did).
+    pub fn knew_peer(&self) -> bool {
+        *self.knew_peer
     }
 
     /// The link as new, for another peer, its counters kept (they never
-    /// reset while the process lives). Only for a link that never came up
-    /// and holds nothing: a peer it came up with could still answer the
-    /// old link's transfers, and the new one would take them as new.
+    /// reset while the process lives). Only for a link that never learned
+    /// its peer and holds nothing: a peer that heard this end name it could
+    /// be up, numbering transfers in slots the new link would start again
+    /// from 0, and neither would ever accept the other's.
     pub fn renew(&mut self) {
-        debug_assert!(!self.ever_up() && self.is_quiescent());
+        debug_assert!(!self.knew_peer() && self.is_quiescent());
         let stats = core::mem::take(&mut self.stats);
         *self = Link::new(self.index, self.cfg);
         self.stats = stats;

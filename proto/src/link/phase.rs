@@ -87,7 +87,6 @@ impl Link {
     pub(super) fn go_up<O: Observer, M: Store>(&mut self, sh: &mut Shared<'_, O, M>) {
         debug_assert_ne!(self.phase, Phase::Up);
         self.phase = Phase::Up;
-        *self.ever_up = true;
         *self.down_reason = None;
         self.unanswered_hellos = 0;
         self.silent_rounds = 0;
