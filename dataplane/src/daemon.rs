@@ -1274,7 +1274,13 @@ mod tests {
     fn ask_line(stream: &UnixStream, request: &Request) -> Response<RegionDump> {
         let mut line = serde_json::to_string(request).unwrap();
         line.push('\n');
-        (&*stream).write_all(line.as_bytes()).unwrap();
+        match (&*stream).write_all(line.as_bytes()) {
+            Ok(()) => {}
+            // A connection past the limit may be answered and closed before
+            // the request is written: its answer is still there to read.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => panic!("writing the request: {e}"),
+        }
         answer(stream)
     }
 
