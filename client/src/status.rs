@@ -60,6 +60,13 @@ pub struct QueueStatus {
     pub fabric: Option<FabricStatus>,
 }
 
+/// `oaectl members --json`: the fabric of one queue that runs one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueFabric {
+    pub queue: u16,
+    pub fabric: FabricStatus,
+}
+
 /// `oaectl members`: one queue's view of the fabric.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FabricStatus {

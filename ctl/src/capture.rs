@@ -13,6 +13,8 @@ use oae_client::control::{
 };
 use oae_pmd::capture::{PcapFrame, Pcapng};
 
+use crate::failure::Failure;
+
 #[derive(clap::Args)]
 pub struct CaptureArgs {
     /// Frames to record (received and sent together).
@@ -29,14 +31,16 @@ pub struct CaptureArgs {
     file: PathBuf,
 }
 
-pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), String> {
+pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), Failure> {
     if args.count == 0 || args.count > MAX_CAPTURE_FRAMES {
-        return Err(format!("--count: use 1 to {MAX_CAPTURE_FRAMES} frames"));
+        return Err(Failure::usage(format!(
+            "--count: use 1 to {MAX_CAPTURE_FRAMES} frames"
+        )));
     }
     if !(args.seconds > 0.0 && args.seconds <= MAX_CAPTURE_SECONDS) {
-        return Err(format!(
+        return Err(Failure::usage(format!(
             "--seconds: use more than 0 and at most {MAX_CAPTURE_SECONDS}"
-        ));
+        )));
     }
     let report = Client::new(
         socket,
@@ -55,11 +59,7 @@ pub fn run(args: &CaptureArgs, socket: &Path, json: bool) -> Result<(), String> 
             sent,
             complete: report.complete,
         };
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
-        );
-        return Ok(());
+        return Ok(crate::out::json(&summary)?);
     }
     outln!(
         "{}: {} frames from queue {} ({} received, {} sent){}",

@@ -11,6 +11,7 @@ use std::process::Command;
 use oae_common::topology::Shape;
 
 use crate::fabric_demo::{self, FabricDemo};
+use crate::failure::Failure;
 use crate::fi_demo::{self, FiDemo};
 use crate::host_demo::HostDemo;
 use crate::running::Running;
@@ -159,10 +160,11 @@ struct Setup {
     _pair: VethPair,
 }
 
-pub fn run(args: &DemoArgs) -> Result<(), String> {
+pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let (text, path) = match &args.config {
         Some(p) => (
-            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+            std::fs::read_to_string(p)
+                .map_err(|e| Failure::usage(format!("cannot read {}: {e}", p.display())))?,
             p.clone(),
         ),
         None => (
@@ -180,8 +182,11 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         kicks: args.kicks,
         busy_poll: args.busy_poll.then_some(true),
     };
-    let mut deployment = Deployment::parse(&text, &path).map_err(|e| e.to_string())?;
-    deployment.apply(&overrides).map_err(|e| e.to_string())?;
+    let mut deployment =
+        Deployment::parse(&text, &path).map_err(|e| Failure::usage(e.to_string()))?;
+    deployment
+        .apply(&overrides)
+        .map_err(|e| Failure::usage(e.to_string()))?;
     let host = match args.host_ring {
         Some(mode) => {
             let window = args
@@ -235,9 +240,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     if let Some(v) = &args.verbs {
         settings.verbs = v.clone();
     }
-    settings
-        .validate()
-        .map_err(|(field, problem)| format!("--{} {problem}", field.replace('_', "-")))?;
+    settings.validate().map_err(|(field, problem)| {
+        Failure::usage(format!("--{} {problem}", field.replace('_', "-")))
+    })?;
     let oaed = match &args.oaed {
         Some(p) => p.clone(),
         None => std::env::current_exe()
@@ -245,10 +250,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             .with_file_name("oaed"),
     };
     if !oaed.exists() {
-        return Err(format!(
+        return Err(Failure::usage(format!(
             "{} not found: build it (cargo build --release) or pass --oaed",
             oaed.display()
-        ));
+        )));
     }
 
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -285,6 +290,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             incast: args.incast,
             oaed,
             report: args.report.clone(),
+            json: args.json,
         };
         return fabric_demo::run(&demo, &interrupted);
     }
@@ -377,7 +383,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     if check.ok() && report.mismatches == 0 {
         Ok(())
     } else {
-        Err("the exactly-once check FAILED (see above)".into())
+        Err(Failure::answered(
+            "the exactly-once check FAILED (see above)",
+        ))
     }
 }
 
@@ -397,11 +405,11 @@ fn print_cpu(what: &str, names: &[String], cpu: &[CpuTime], wall_s: f64) {
 
 /// The final report as JSON: printed with `--json`, written to `--report`.
 fn write_report(report: &impl serde::Serialize, args: &DemoArgs) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     if args.json {
-        outln!("{text}");
+        crate::out::json(report)?;
     }
     if let Some(path) = &args.report {
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
         std::fs::write(path, text)
             .map_err(|e| format!("cannot write the report to {}: {e}", path.display()))?;
     }
@@ -414,7 +422,7 @@ fn run_fi_pingpong(
     fi: &FiDemo,
     names: &[String],
     args: &DemoArgs,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     outln!(
         "links up; fi_pingpong over the oae provider, {} bytes, {} ping-pongs",
         fi.size,
@@ -457,7 +465,9 @@ fn run_fi_pingpong(
     if complete {
         Ok(())
     } else {
-        Err("fi_pingpong's counts do not match its iterations (see above)".into())
+        Err(Failure::answered(
+            "fi_pingpong's counts do not match its iterations (see above)",
+        ))
     }
 }
 
@@ -469,7 +479,7 @@ fn run_host_program(
     seconds: f64,
     names: &[String],
     args: &DemoArgs,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     outln!(
         "links up; a host program on the {:?} host ring for {seconds:.1} s, {} verbs in flight",
         host.mode,
@@ -522,7 +532,9 @@ fn run_host_program(
     if report.exact {
         Ok(())
     } else {
-        Err("the host program's ledger does not match the peer's memory (see above)".into())
+        Err(Failure::answered(
+            "the host program's ledger does not match the peer's memory (see above)",
+        ))
     }
 }
 

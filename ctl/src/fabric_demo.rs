@@ -15,6 +15,8 @@ use oae_client::demo::{CutAlone, FabricDemoReport, IncastReport, PairLatency, Pa
 use oae_client::status::{FabricStatus, RouteStatus};
 use oae_common::topology::Shape;
 use oae_config::IdlePolicy;
+
+use crate::failure::Failure;
 use oae_config::deployment::{FABRIC_LOCAL, FABRIC_TARGET, Naming, fabric_node_toml};
 use oae_pmd::netns::Graph;
 
@@ -46,6 +48,8 @@ pub struct FabricDemo {
     pub oaed: PathBuf,
     /// Write the report as JSON here too.
     pub report: Option<PathBuf>,
+    /// Print the final report as JSON on standard output.
+    pub json: bool,
 }
 
 /// Everything the demo started. The dataplanes come first, so they stop
@@ -113,7 +117,7 @@ fn wait(
     }
 }
 
-pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
+pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), Failure> {
     let n = demo.nodes;
     let edges = demo.shape.edges(n);
     let adj = demo.shape.neighbours(n);
@@ -121,10 +125,10 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         _ if demo.incast.is_some() => None,
         Some((a, b)) if edges.contains(&(a.min(b), a.max(b))) => Some((a.min(b), a.max(b))),
         Some((a, b)) => {
-            return Err(format!(
+            return Err(Failure::usage(format!(
                 "--cut {a}-{b}: no such link in {}:{n}",
                 demo.shape.name()
-            ));
+            )));
         }
         None => edges.iter().copied().find(|&(a, b)| {
             let mut down = vec![vec![false; n]; n];
@@ -286,6 +290,9 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
     report.pair_latency = pair_latency;
     report.cuts_alone = cuts_alone;
     print_table(&report);
+    if demo.json {
+        crate::out::json(&report)?;
+    }
     if let Some(path) = &demo.report {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, text)
@@ -298,7 +305,7 @@ pub fn run(demo: &FabricDemo, interrupted: &AtomicBool) -> Result<(), String> {
         outln!("every ledger exact on both ends; namespaces, XDP programs and dataplanes removed");
         Ok(())
     } else {
-        Err("the fabric check FAILED (see above)".into())
+        Err(Failure::answered("the fabric check FAILED (see above)"))
     }
 }
 

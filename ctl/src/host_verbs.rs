@@ -70,10 +70,7 @@ pub fn run(args: &HostVerbsArgs, json: bool) -> Result<(), String> {
         },
     );
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string(&report).map_err(|e| e.to_string())?
-        );
+        crate::out::json(&report)?;
     } else {
         outln!(
             "{} ring{}: {} of {} FETCH-ADDs ok, {} failed, {} not submitted, {} unfinished; \

@@ -8,6 +8,7 @@ mod capture;
 mod demo;
 mod fabric_demo;
 mod failover;
+mod failure;
 mod fi_demo;
 mod host_demo;
 mod host_verbs;
@@ -19,9 +20,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use oae_client::control::{Client, FaultChange, KeyChange, OutputView, VerbSpec};
+use failure::Failure;
+use oae_client::control::{Client, ErrorCode, FaultChange, KeyChange, OutputView, VerbSpec};
 use oae_client::stats::DataplaneStats;
-use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
+use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueFabric, QueueStatus};
 use oae_config::cli_docs::{self, Shell};
 use oae_config::{CONTROL_DIR, default_control_socket};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
@@ -32,7 +34,12 @@ use serde_json::Value;
 const TIMEOUT: Duration = Duration::from_secs(35);
 
 #[derive(Parser)]
-#[command(name = "oaectl", version, about = "Control tool for OAE dataplanes")]
+#[command(
+    name = "oaectl",
+    version,
+    about = "Control tool for OAE dataplanes",
+    after_help = failure::EXIT_STATUSES
+)]
 struct Cli {
     /// Control socket of the dataplane.
     #[arg(long, short, env = "OAE_SOCKET", global = true)]
@@ -295,14 +302,15 @@ enum KeyCmd {
 }
 
 /// A key file's 64 hex digits (`-`: stdin).
-fn read_key(path: &Path) -> Result<String, String> {
+fn read_key(path: &Path) -> Result<String, Failure> {
     let text = if path == Path::new("-") {
         std::io::read_to_string(std::io::stdin()).map_err(|e| format!("stdin: {e}"))?
     } else {
         std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
     };
     let key = text.trim().to_string();
-    oae_client::control::parse_key(&key).map_err(|e| format!("{}: {e}", path.display()))?;
+    oae_client::control::parse_key(&key)
+        .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
     Ok(key)
 }
 
@@ -363,7 +371,7 @@ fn parse_fault(s: &str) -> Result<FaultSetting, String> {
     })
 }
 
-fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
+fn socket_path(cli: &Cli) -> Result<PathBuf, Failure> {
     if let Some(s) = &cli.socket {
         return Ok(s.clone());
     }
@@ -380,18 +388,18 @@ fn socket_path(cli: &Cli) -> Result<PathBuf, String> {
         .unwrap_or_default();
     match found.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(
+        [] => Err(Failure::new(
+            ErrorCode::NoDataplane,
             "no dataplane found in /run/oae: start one with `oaed --config <file>`, \
-                   or give --socket"
-                .into(),
-        ),
-        many => Err(format!(
+             or give --socket",
+        )),
+        many => Err(Failure::usage(format!(
             "several dataplanes are running ({}): choose one with --name or --socket",
             many.iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
-        )),
+        ))),
     }
 }
 
@@ -399,7 +407,7 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
     let region = oae_swapring::region::Region::open(path).map_err(|e| e.to_string())?;
     let r = region.report();
     if json {
-        return print_typed(&r);
+        return out::json(&r);
     }
     outln!(
         "{}: {} mode, {} records per ring, {} swap slots, PCIe cost {}",
@@ -490,49 +498,68 @@ fn watch_interval(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    let mut cli = Cli::parse();
+    let mut cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return refuse_arguments(e),
+    };
     let json = cli.json;
+    if json {
+        out::json_mode();
+    }
     if let Cmd::Demo(args) = &mut cli.command {
         args.json = json;
     }
     let result = match &cli.command {
         Cmd::Demo(args) => demo::run(args),
-        Cmd::SwapRing { path } => swap_ring(path, json),
-        Cmd::HostVerbs(args) => host_verbs::run(args, json),
-        Cmd::Completions { shell } => completions(*shell, json),
-        Cmd::Man { dir } => cli_docs::man_pages(Cli::command(), dir)
-            .map_err(|e| format!("writing manual pages into {}: {e}", dir.display()))
-            .and_then(|pages| {
-                if json {
-                    return print_typed(&pages);
-                }
-                for p in pages {
-                    outln!("{}", p.display());
-                }
-                Ok(())
-            }),
+        Cmd::SwapRing { path } => swap_ring(path, json).map_err(Failure::from),
+        Cmd::HostVerbs(args) => host_verbs::run(args, json).map_err(Failure::from),
+        Cmd::Completions { shell } => completions(*shell, json).map_err(Failure::from),
+        Cmd::Man { dir } => man_pages(dir, json).map_err(Failure::from),
         _ => socket_path(&cli).and_then(|socket| command(&cli.command, &socket, json)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("oaectl: {e}");
-            ExitCode::FAILURE
-        }
+        Err(failure) => failure.report(json),
     }
+}
+
+/// Arguments clap refused: its words, as JSON on standard output if
+/// `--json` was among them. Help and `--version` are not failures.
+fn refuse_arguments(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let asked_json = std::env::args()
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    if !asked_json
+        || matches!(
+            e.kind(),
+            ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        )
+    {
+        e.exit();
+    }
+    out::json_mode();
+    Failure::usage(e.render().to_string().trim_end()).report(true)
+}
+
+/// `oaectl man DIR`: the pages written, a path a line.
+fn man_pages(dir: &Path, json: bool) -> Result<(), String> {
+    let pages = cli_docs::man_pages(Cli::command(), dir)
+        .map_err(|e| format!("writing manual pages into {}: {e}", dir.display()))?;
+    if json {
+        return out::json(&pages);
+    }
+    for p in pages {
+        outln!("{}", p.display());
+    }
+    Ok(())
 }
 
 /// The dataplane on `socket`, each answer awaited up to [`TIMEOUT`].
 fn client(socket: &Path) -> Client {
     Client::new(socket, TIMEOUT)
-}
-
-fn print_typed<T: Serialize>(v: &T) -> Result<(), String> {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
-    );
-    Ok(())
 }
 
 /// `oaectl completions SHELL`: the script, or with `--json` the script
@@ -545,7 +572,7 @@ fn completions(shell: Shell, json: bool) -> Result<(), String> {
         out!("{script}");
         return Ok(());
     }
-    print_typed(&CompletionScript {
+    out::json(&CompletionScript {
         shell: shell.to_string(),
         script,
     })
@@ -557,12 +584,12 @@ struct CompletionScript {
     script: String,
 }
 
-fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
+fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), Failure> {
     match cmd {
         Cmd::Status => {
             let status = client(socket).status()?;
             if json {
-                print_typed(&status)?;
+                out::json(&status)?;
             } else {
                 print_status(&status);
             }
@@ -570,8 +597,17 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
         Cmd::Members => {
             let status = client(socket).status()?;
             if json {
-                let fabrics: Vec<_> = status.queues.iter().map(|q| &q.fabric).collect();
-                print_typed(&fabrics)?;
+                let fabrics: Vec<QueueFabric> = status
+                    .queues
+                    .into_iter()
+                    .filter_map(|q| {
+                        Some(QueueFabric {
+                            queue: q.queue.index,
+                            fabric: q.fabric?,
+                        })
+                    })
+                    .collect();
+                out::json(&fabrics)?;
             } else {
                 print_members(&status);
             }
@@ -579,7 +615,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
         Cmd::Stats => {
             let stats = client(socket).stats()?;
             if json {
-                print_typed(&stats)?;
+                out::json(&stats)?;
             } else {
                 print_flat(
                     "",
@@ -590,7 +626,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
         Cmd::Hist { queue } => {
             let h = client(socket).hist(*queue)?;
             if json {
-                return print_typed(&h);
+                return Ok(out::json(&h)?);
             }
             let l = &h.latency_ns;
             outln!("verbs completed on queue {}: {}", h.queue, l.count);
@@ -613,7 +649,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
         } => {
             let answer = client(socket).verb(*queue, *link, *node, verb_spec(verb))?;
             if json {
-                return print_typed(&answer);
+                return Ok(out::json(&answer)?);
             }
             outln!(
                 "{} in {:.1} us",
@@ -630,9 +666,9 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             timeout,
         } => {
             if !(*timeout > 0.0 && *timeout <= 50.0) {
-                return Err(format!(
+                return Err(Failure::usage(format!(
                     "--timeout {timeout} must be more than 0 and at most 50 seconds"
-                ));
+                )));
             }
             let wait = Duration::from_secs_f64(*timeout);
             let answer = Client::new(socket, wait + TIMEOUT).recv(
@@ -642,7 +678,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 wait.as_millis().max(1) as u32,
             )?;
             if json {
-                return print_typed(&answer);
+                return Ok(out::json(&answer)?);
             }
             let imm = answer.imm.map_or("none".into(), |i| i.to_string());
             outln!(
@@ -657,7 +693,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 RegionCmd::List => {
                     let regions = client(socket).region_list()?;
                     if json {
-                        return print_typed(&regions);
+                        return Ok(out::json(&regions)?);
                     }
                     outln!("{:>6} {:>10} {:>10} perms", "id", "key", "len");
                     for r in regions {
@@ -673,7 +709,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     // One memory for every queue: the queue changes nothing.
                     let dump = client(socket).region_dump(*id, *offset, *len)?;
                     if json {
-                        return print_typed(&dump);
+                        return Ok(out::json(&dump)?);
                     }
                     outln!("{}", dump.data);
                 }
@@ -685,7 +721,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 } => {
                     let added = client(socket).region_add(*id, *key, *len, perms)?;
                     if json {
-                        return print_typed(&added);
+                        return Ok(out::json(&added)?);
                     }
                     outln!("region {} registered", added.registered);
                 }
@@ -723,9 +759,10 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                     }
                     if let Some(s) = scope {
                         if change.scope.is_some() {
-                            return Err("the scope is given twice: use --scope or a scope= \
-                                        setting, not both"
-                                .into());
+                            return Err(Failure::usage(
+                                "the scope is given twice: use --scope or a scope= \
+                                 setting, not both",
+                            ));
                         }
                         change.scope = Some(*s);
                     }
@@ -733,7 +770,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             }
             let set = client(socket).fault(change)?;
             if json {
-                return print_typed(&set);
+                return Ok(out::json(&set)?);
             }
             for s in set {
                 let f = &s.faults;
@@ -765,7 +802,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
             };
             let state = client(socket).key(*queue, *link, change)?;
             if json {
-                return print_typed(&state);
+                return Ok(out::json(&state)?);
             }
             outln!(
                 "queue {queue} link {link}: sending under key {}, accepting {:?}{}",
@@ -783,11 +820,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
                 let stats = client(socket).stats()?;
                 if json {
                     // One object a line, for programs that follow along.
-                    let line = WatchLine { status, stats };
-                    outln!(
-                        "{}",
-                        serde_json::to_string(&line).map_err(|e| e.to_string())?
-                    );
+                    out::json_line(&WatchLine { status, stats })?;
                 } else {
                     out!("\x1b[2J\x1b[H");
                     print_status(&status);
@@ -804,7 +837,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), String> {
         Cmd::Shutdown => {
             let s = client(socket).shutdown()?;
             if json {
-                return print_typed(&s);
+                return Ok(out::json(&s)?);
             }
             outln!("the dataplane is draining and will exit");
         }

@@ -1,15 +1,60 @@
-//! What oaectl prints on standard output goes through here. A reader that
-//! stops early (`oaectl stats | head -1`) closes the pipe: the rest has
-//! nowhere to go, so oaectl ends quietly, as a Unix filter does, instead of
-//! panicking as `println!` does on a broken pipe. Any other write error is
-//! reported and ends oaectl with a failure.
+//! What oaectl prints goes through here, so that two promises hold in one
+//! place:
+//!
+//! - With `--json`, standard output carries the answer as JSON and nothing
+//!   else: what is written for people (progress, tables) goes to standard
+//!   error instead.
+//! - A reader that stops early (`oaectl stats | head -1`) closes the pipe:
+//!   the rest has nowhere to go, so oaectl ends quietly, as a Unix filter
+//!   does, instead of panicking as `println!` does on a broken pipe. Any
+//!   other write error is reported and ends oaectl with a failure.
 
 use std::fmt::Arguments;
 use std::io::{ErrorKind, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Writes `text` (and a newline if asked) to standard output and flushes,
-/// so a reader following along sees each update as it is made.
+use serde::Serialize;
+
+static JSON: AtomicBool = AtomicBool::new(false);
+
+/// From now on, text for people goes to standard error: standard output
+/// is the JSON answer's alone.
+pub fn json_mode() {
+    JSON.store(true, Ordering::Relaxed);
+}
+
+/// Writes `text` (and a newline if asked) where text for people goes, and
+/// flushes, so a reader following along sees each update as it is made.
 pub fn write(text: Arguments<'_>, newline: bool) {
+    if JSON.load(Ordering::Relaxed) {
+        let mut err = std::io::stderr().lock();
+        // Standard error gone: nothing is left to tell.
+        let _ = err.write_fmt(text).and_then(|()| {
+            if newline {
+                err.write_all(b"\n")?;
+            }
+            err.flush()
+        });
+        return;
+    }
+    to_stdout(text, newline);
+}
+
+/// `value` as one JSON document on standard output.
+pub fn json<T: Serialize>(value: &T) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    to_stdout(format_args!("{text}"), true);
+    Ok(())
+}
+
+/// `value` as one line of JSON on standard output, for a stream of them.
+pub fn json_line<T: Serialize>(value: &T) -> Result<(), String> {
+    let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
+    to_stdout(format_args!("{text}"), true);
+    Ok(())
+}
+
+fn to_stdout(text: Arguments<'_>, newline: bool) {
     let mut out = std::io::stdout().lock();
     let result = out.write_fmt(text).and_then(|()| {
         if newline {
@@ -27,7 +72,8 @@ pub fn write(text: Arguments<'_>, newline: bool) {
     }
 }
 
-/// `println!` that ends oaectl quietly when the reader has gone.
+/// `println!` for people, that ends oaectl quietly when the reader has
+/// gone.
 macro_rules! outln {
     () => {
         $crate::out::write(format_args!(""), true)
@@ -37,7 +83,7 @@ macro_rules! outln {
     };
 }
 
-/// `print!` that ends oaectl quietly when the reader has gone.
+/// `print!` for people, that ends oaectl quietly when the reader has gone.
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::out::write(format_args!($($arg)*), false)

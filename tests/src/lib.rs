@@ -84,6 +84,32 @@ pub fn run(cmd: &mut Command) -> CommandOutput {
     }
 }
 
+/// A `--json` command's answer: it succeeded and its standard output is
+/// one JSON document of type `T`, with nothing before or after it.
+pub fn json_answer<T: serde::de::DeserializeOwned>(out: &CommandOutput) -> T {
+    assert!(out.success(), "{out}");
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("standard output is not one answer of its type ({e}): {out}"))
+}
+
+/// A `--json` command's failure: it exited with `status`, and its standard
+/// output is one `{"error": …, "code": …}` naming `code`, in words.
+pub fn json_failure(
+    out: &CommandOutput,
+    code: oae_client::control::ErrorCode,
+    status: i32,
+) -> oae_client::control::ErrorReport {
+    assert_eq!(out.status.code(), Some(status), "the exit status: {out}");
+    let report: oae_client::control::ErrorReport = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("standard output is not one error report ({e}): {out}"));
+    assert_eq!(report.code, code, "{out}");
+    assert!(
+        !report.error.is_empty() && !report.error.contains("panicked"),
+        "{out}"
+    );
+    report
+}
+
 /// Runs `cmd`, which must succeed; panics with everything it said if not.
 pub fn run_ok(cmd: &mut Command) -> CommandOutput {
     let out = run(cmd);

@@ -10,15 +10,17 @@ use oae_client::control::{
     Client, ControlError, ErrorCode, FaultChange, FaultsSet, HistReport, OutputView, RegionAdded,
     RegionDump, RegionView, Stopping, VerbAnswer, VerbSpec, WorkloadReport, from_hex, to_hex,
 };
+use oae_client::demo::DemoReport;
+use oae_client::outcome::Outcome;
 use oae_client::stats::{DataplaneStats, IdleCounters};
-use oae_client::status::{DataplaneStatus, FabricStatus};
+use oae_client::status::{DataplaneStatus, QueueFabric};
 use oae_common::mac::{format_mac, parse_mac};
 use oae_pmd::netns::VethPair;
 use oae_tests::dataplanes::{
     Dataplanes, LOCAL_REGION, MACS, Options, SHARED_CPU_MIN_ROUND_NS, TARGET_KEY, TARGET_REGION,
     TestDriver, binary, polling_turn, shut_down, start_oaed,
 };
-use oae_tests::{CommandOutput, SCAPY_PYTHON, run};
+use oae_tests::{CommandOutput, SCAPY_PYTHON, json_answer, json_failure, run};
 
 fn verb(d: &Dataplanes, spec: VerbSpec) -> Result<OutputView, ControlError> {
     Ok(d.verb(0, spec)?.result)
@@ -1098,6 +1100,103 @@ fn ctl_against_a_stopped_daemon_says_so() {
     assert!(out.stderr.contains("between 0 and 1"), "{out}");
 }
 
+/// `--json` on the commands that need no dataplane, and on failures before
+/// one is reached: one document on standard output, or one error report
+/// with its code and the exit status of its class.
+#[test]
+fn ctl_json_without_a_dataplane_is_one_answer_or_one_error() {
+    let ctl = |args: &[&str]| run(Command::new(binary("oaectl")).args(args));
+    let dir = std::env::temp_dir().join(format!("oae-ctl-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory for manual pages");
+    let socket = dir.join("nobody.sock");
+    let socket = socket.to_str().expect("a UTF-8 path");
+    json_failure(
+        &ctl(&["--socket", socket, "status", "--json"]),
+        ErrorCode::NoDataplane,
+        3,
+    );
+    json_failure(
+        &ctl(&["--json", "fault", "set", "drop=2"]),
+        ErrorCode::BadRequest,
+        2,
+    );
+    json_failure(
+        &ctl(&["--json", "watch", "--interval", "inf"]),
+        ErrorCode::BadRequest,
+        2,
+    );
+    json_failure(
+        &ctl(&["--json", "no-such-command"]),
+        ErrorCode::BadRequest,
+        2,
+    );
+    json_failure(
+        &ctl(&["--json", "demo", "--config", "/nonexistent/oae.toml"]),
+        ErrorCode::BadRequest,
+        2,
+    );
+    json_failure(
+        &ctl(&["--json", "swap-ring", "/nonexistent/oae-ring"]),
+        ErrorCode::Failed,
+        1,
+    );
+    json_failure(
+        &ctl(&[
+            "--json",
+            "host-verbs",
+            "/nonexistent/oae-ring",
+            "--region",
+            "1",
+            "--key",
+            "1",
+        ]),
+        ErrorCode::Failed,
+        1,
+    );
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Script {
+        shell: String,
+        script: String,
+    }
+    let script: Script = json_answer(&ctl(&["--json", "completions", "bash"]));
+    assert!(script.shell == "bash" && script.script.contains("oaectl"));
+    let man_dir = dir.to_str().expect("a UTF-8 path");
+    let pages: Vec<std::path::PathBuf> = json_answer(&ctl(&["--json", "man", man_dir]));
+    assert!(
+        !pages.is_empty() && pages.iter().all(|p| p.is_file()),
+        "{pages:?}"
+    );
+    // Asking for help is not a failure, JSON or not.
+    let out = ctl(&["--json", "--help"]);
+    assert!(out.success() && out.stdout.contains("Exit status"), "{out}");
+    std::fs::remove_dir_all(&dir).expect("remove the manual pages");
+}
+
+/// `oaectl demo --json`: its report alone on standard output, the progress
+/// and the table on standard error.
+#[test]
+fn ctl_demo_json_prints_its_report_alone() {
+    if !oae_tests::require_root("ctl_demo_json_prints_its_report_alone") {
+        return;
+    }
+    let _turn = polling_turn();
+    let out = run(Command::new(binary("oaectl")).args([
+        "demo",
+        "--json",
+        "--seconds",
+        "1",
+        "--min-round-us",
+        &(SHARED_CPU_MIN_ROUND_NS / 1000).to_string(),
+    ]));
+    let report: DemoReport = json_answer(&out);
+    assert!(report.exactly_once, "{out}");
+    assert!(
+        out.stderr.contains("setting up") && out.stderr.contains("removed"),
+        "{out}"
+    );
+}
+
 /// Output to a reader that has gone (`oaectl stats | head -1`) ends
 /// oaectl quietly; a refresh interval that is no number of seconds is
 /// refused with the range. Both used to panic.
@@ -1226,43 +1325,41 @@ fn ctl_drives_a_running_dataplane() {
     ctl_answers_every_command_as_its_serde_type(&ctl);
 }
 
-/// `--json` on every command that asks a dataplane: each answer reads as
-/// the serde type oaed writes.
+/// `--json` on every command that asks a dataplane: each answer is one
+/// document of the serde type oaed writes, and each failure one error
+/// report with its code and the exit status of its class.
 fn ctl_answers_every_command_as_its_serde_type(ctl: &dyn Fn(&[&str]) -> CommandOutput) {
-    fn typed<T: serde::de::DeserializeOwned>(out: &CommandOutput) -> T {
-        assert!(out.success(), "{out}");
-        serde_json::from_str(&out.stdout)
-            .unwrap_or_else(|e| panic!("not the command's JSON type ({e}): {out}"))
-    }
     let key = TARGET_KEY.to_string();
-    let answer: VerbAnswer = typed(&ctl(&[
+    let answer: VerbAnswer = json_answer(&ctl(&[
         "--json", "verb", "swap", "--region", "1", "--key", &key, "--offset", "24", "--new", "5",
     ]));
     assert_eq!(answer.result, OutputView::Swap { old: 0 });
-    let _: DataplaneStatus = typed(&ctl(&["status", "--json"]));
-    let _: Vec<Option<FabricStatus>> = typed(&ctl(&["members", "--json"]));
-    let stats: DataplaneStats = typed(&ctl(&["stats", "--json"]));
+    let _: DataplaneStatus = json_answer(&ctl(&["status", "--json"]));
+    // A dataplane with no fabric: no queue to list.
+    let fabrics: Vec<QueueFabric> = json_answer(&ctl(&["members", "--json"]));
+    assert!(fabrics.is_empty(), "{fabrics:?}");
+    let stats: DataplaneStats = json_answer(&ctl(&["stats", "--json"]));
     let swaps = stats.queues[0].verbs.iter().find(|v| v.verb == "swap");
     assert_eq!(
         swaps.map(|v| (v.outcome.as_str(), v.count)),
         Some(("ok", 1))
     );
-    let hist: HistReport = typed(&ctl(&["hist", "--json"]));
+    let hist: HistReport = json_answer(&ctl(&["hist", "--json"]));
     assert!(hist.latency_ns.count >= 2, "{hist:?}");
-    let regions: Vec<RegionView> = typed(&ctl(&["region", "list", "--json"]));
+    let regions: Vec<RegionView> = json_answer(&ctl(&["region", "list", "--json"]));
     assert!(
         regions.iter().any(|r| r.id == 1 && r.perms == "rwa"),
         "{regions:?}"
     );
-    let added: RegionAdded = typed(&ctl(&[
+    let added: RegionAdded = json_answer(&ctl(&[
         "region", "add", "--id", "6", "--key", "1", "--len", "64", "--json",
     ]));
     assert_eq!(added.registered, 6);
-    let dump: RegionDump = typed(&ctl(&["region", "dump", "--id", "6", "--json"]));
+    let dump: RegionDump = json_answer(&ctl(&["region", "dump", "--id", "6", "--json"]));
     assert_eq!(dump.data, "00".repeat(64));
-    let set: Vec<FaultsSet> = typed(&ctl(&["fault", "set", "corrupt=2%", "--json"]));
+    let set: Vec<FaultsSet> = json_answer(&ctl(&["fault", "set", "corrupt=2%", "--json"]));
     assert_eq!(set[0].faults.corrupt_ppm, 20_000);
-    let _: Vec<FaultsSet> = typed(&ctl(&["fault", "clear", "--json"]));
+    let _: Vec<FaultsSet> = json_answer(&ctl(&["fault", "clear", "--json"]));
     let watch = ctl(&["watch", "--count", "2", "--interval", "0.05", "--json"]);
     assert!(watch.success(), "{watch}");
     assert_eq!(
@@ -1282,8 +1379,50 @@ fn ctl_answers_every_command_as_its_serde_type(ctl: &dyn Fn(&[&str]) -> CommandO
         let _: WatchLine = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("not a status and stats line ({e}): {line}"));
     }
-    let stopping: Stopping = typed(&ctl(&["shutdown", "--json"]));
+    ctl_fails_every_command_as_an_error_report(ctl);
+    let stopping: Stopping = json_answer(&ctl(&["shutdown", "--json"]));
     assert!(stopping.stopping);
+}
+
+/// `--json` failures against a running dataplane: only the error report
+/// on standard output, the code of what went wrong and its exit status.
+fn ctl_fails_every_command_as_an_error_report(ctl: &dyn Fn(&[&str]) -> CommandOutput) {
+    let out = ctl(&[
+        "--json", "verb", "faa", "--region", "1", "--key", "1", "--offset", "0", "--add", "1",
+    ]);
+    let report = json_failure(&out, ErrorCode::VerbFailed, 5);
+    assert_eq!(report.outcome, Some(Outcome::RefusedBadKey), "{out}");
+    assert!(report.error.contains("wrong region key"), "{out}");
+    let out = ctl(&[
+        "--json", "verb", "write", "--region", "1", "--key", "1", "--offset", "0", "--data", "zz",
+    ]);
+    assert!(
+        json_failure(&out, ErrorCode::BadRequest, 2)
+            .error
+            .contains("not a hex digit"),
+        "{out}"
+    );
+    let out = ctl(&["--json", "region", "dump", "--id", "77"]);
+    json_failure(&out, ErrorCode::NotFound, 4);
+    let out = ctl(&["--json", "hist", "--queue", "9"]);
+    json_failure(&out, ErrorCode::NotFound, 4);
+    let out = ctl(&["--json", "recv", "--region", "1", "--timeout", "0"]);
+    json_failure(&out, ErrorCode::BadRequest, 2);
+    let out = ctl(&["--json", "key", "show"]);
+    json_failure(&out, ErrorCode::Unsupported, 4);
+    let out = ctl(&["--json", "fault", "set", "--scope", "oae", "scope=ipv4"]);
+    json_failure(&out, ErrorCode::BadRequest, 2);
+    let out = ctl(&[
+        "--json",
+        "capture",
+        "--count",
+        "0",
+        "-w",
+        "/tmp/never.pcapng",
+    ]);
+    json_failure(&out, ErrorCode::BadRequest, 2);
+    let out = ctl(&["--json", "verb", "no-such-verb"]);
+    json_failure(&out, ErrorCode::BadRequest, 2);
 }
 
 /// A dataplane on two interfaces, one with a smaller MTU: a fault change

@@ -110,6 +110,29 @@ impl ControlError {
     }
 }
 
+/// What a command line tool prints on standard output, with `--json`, when
+/// it did not do what was asked: `error` for a person, `code` (and
+/// `outcome`, for a verb) for a program. `oaectl --json` prints this, and
+/// only this, on failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorReport {
+    pub error: String,
+    pub code: ErrorCode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+}
+
+impl From<&ControlError> for ErrorReport {
+    fn from(e: &ControlError) -> ErrorReport {
+        ErrorReport {
+            error: e.message.clone(),
+            code: e.code,
+            outcome: e.outcome,
+        }
+    }
+}
+
 /// For callers whose errors are still text: the message, the code left
 /// behind.
 impl From<ControlError> for String {

@@ -15,7 +15,7 @@ mod client;
 mod error;
 
 pub use client::{Client, CloseReason, Closed, Response};
-pub use error::{ControlError, ErrorCode};
+pub use error::{ControlError, ErrorCode, ErrorReport};
 
 /// What a client asks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -701,6 +701,7 @@ pub struct WorkloadReport {
     /// Completed verbs whose result contradicts the ledger's model.
     pub mismatches: u64,
     pub per_verb: Vec<(String, u64)>,
+    /// Failed verbs by outcome, by its stable name (`refused_bad_key`).
     pub errors: Vec<(String, u64)>,
     pub latency: Percentiles,
     /// The latency distribution as `(quantile, ns)` points, for plots.

@@ -247,7 +247,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let report = FinalReport {
             cpu: oae_os::cpu::this_thread(),
             idle: self.idle.counters(),
-            info: self.info.clone(),
+            queue: self.info.clone(),
             in_flight_at_exit: self.inflight.iter().filter(|e| e.is_some()).count(),
             pipeline: self.counters,
             driver: driver_counters(&self.driver_stats()),
@@ -695,7 +695,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 /// What a polling core reports when it stops.
 #[derive(Debug, Serialize)]
 pub struct FinalReport {
-    pub info: QueueInfo,
+    pub queue: QueueInfo,
     /// CPU time the polling thread used, bring-up and drain included.
     pub cpu: CpuTime,
     pub idle: IdleCounters,

@@ -26,6 +26,7 @@ use oae_client::control::{
     ControlError, MAX_PHASE_NAME_BYTES, MAX_WORKLOAD_PHASES, Percentiles, PhaseReport,
     WorkloadReport, WorkloadSpec, cdf_points, to_hex,
 };
+use oae_client::outcome::Outcome;
 
 /// Bytes of each region a lane owns.
 pub const LANE_BYTES: usize = 64;
@@ -761,7 +762,7 @@ impl Workload {
             errors: self
                 .errors
                 .iter()
-                .map(|(e, n)| (format!("{e:?}"), *n))
+                .map(|(e, n)| (Outcome::of_verb::<()>(&Err(*e)).name().to_string(), *n))
                 .collect(),
             latency: Percentiles::of(&self.latency),
             cdf: cdf_points(&self.latency),
