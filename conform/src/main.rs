@@ -28,7 +28,7 @@ use crate::ctx::{Ctx, Target};
 use crate::peer::{ANSWER, Peer};
 
 #[derive(Parser)]
-#[command(name = "oae-conform", version, about)]
+#[command(name = "oae-conform", version = oae_version::VERSION, about)]
 struct Args {
     /// The interface the tester sends and receives on.
     #[arg(long)]

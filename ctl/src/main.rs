@@ -36,7 +36,7 @@ const TIMEOUT: Duration = Duration::from_secs(35);
 #[derive(Parser)]
 #[command(
     name = "oaectl",
-    version,
+    version = oae_version::VERSION,
     about = "Control tool for OAE dataplanes",
     after_help = failure::EXIT_STATUSES
 )]

@@ -425,7 +425,12 @@ fn scale_report(a: &Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let a = match parse(std::env::args().skip(1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if oae_version::asked(&args) {
+        println!("oae-sim {}", oae_version::VERSION);
+        return ExitCode::SUCCESS;
+    }
+    let a = match parse(args.into_iter()) {
         Ok(a) => a,
         Err(e) => {
             if !e.is_empty() {

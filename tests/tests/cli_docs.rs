@@ -118,3 +118,48 @@ fn man_renders_the_pages_oaectl_and_oaed_write() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every binary a user runs answers `--version` with the release and the
+/// commit it was built from: one commit for all, this checkout's.
+#[test]
+fn every_binary_names_the_commit_it_was_built_from() {
+    let head = oae_tests::run(
+        Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
+    );
+    let mut commits = Vec::new();
+    for name in [
+        "oaed",
+        "oaectl",
+        "oae-conform",
+        "oae-perf",
+        "oae-linkbench",
+        "oae-raw",
+        "oae-sim",
+    ] {
+        let out = oae_tests::run(Command::new(binary(name)).arg("--version"));
+        assert!(out.success(), "{out}");
+        let commit = out
+            .stdout
+            .trim()
+            .strip_prefix(&format!("{name} {} (commit ", env!("CARGO_PKG_VERSION")))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("not `{name} VERSION (commit C)`: {out}"))
+            .to_string();
+        if head.success() {
+            assert_eq!(
+                commit,
+                head.stdout.trim(),
+                "{name} is of another commit: {out}"
+            );
+        }
+        commits.push(commit);
+    }
+    commits.dedup();
+    assert_eq!(
+        commits.len(),
+        1,
+        "binaries of different commits: {commits:?}"
+    );
+}

@@ -11,7 +11,7 @@ use oae_dataplane::daemon::{self, Overrides};
 /// Runs an OAE dataplane: one pinned polling core per configured queue,
 /// controlled through a Unix socket (see `oaectl`).
 #[derive(Parser)]
-#[command(name = "oaed", version)]
+#[command(name = "oaed", version = oae_version::VERSION)]
 struct Args {
     /// TOML configuration (see configs/).
     #[arg(long, short, required_unless_present_any = ["completions", "man"])]

@@ -421,7 +421,12 @@ fn json(o: &Options, reps: usize, f: &Figures) -> String {
 }
 
 fn main() -> ExitCode {
-    let o = match parse(std::env::args().skip(1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if oae_version::asked(&args) {
+        println!("oae-linkbench {}", oae_version::VERSION);
+        return ExitCode::SUCCESS;
+    }
+    let o = match parse(args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("{e}");

@@ -18,6 +18,7 @@ use oae_perf::suite::{self, Experiment, Options};
 #[derive(Parser, Debug)]
 #[command(
     name = "oae-perf",
+    version = oae_version::VERSION,
     about = "OAE benchmark suite: line rate, latency, failure injection"
 )]
 struct Cli {

@@ -105,7 +105,12 @@ fn number<T: std::str::FromStr>(name: &str, text: &str) -> Result<T, String> {
 }
 
 fn main() -> ExitCode {
-    let opts = match parse(std::env::args().skip(1)) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if oae_version::asked(&args) {
+        println!("oae-raw {}", oae_version::VERSION);
+        return ExitCode::SUCCESS;
+    }
+    let opts = match parse(args) {
         Ok(opts) => opts,
         Err(e) => {
             eprintln!("{e}");
