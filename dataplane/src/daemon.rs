@@ -119,11 +119,11 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
     let me = Incarnation::begin(&config, &state_dir)?;
     let epoch = me.epoch;
     if let Some(id) = &me.identity {
-        eprintln!("oaed: {} identity {}", config.name, id.public());
+        tracing::info!("{} identity {}", config.name, id.public());
     }
     if config.node_id.is_none() {
-        eprintln!(
-            "oaed: {} address {} (node id {:#x})",
+        tracing::info!(
+            "{} address {} (node id {:#x})",
             config.name,
             oae_proto::address::address_of(me.node_id),
             me.node_id
@@ -172,7 +172,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
                     if let Some(core) = core
                         && let Err(e) = oae_os::pin::pin_current_thread(core)
                     {
-                        eprintln!("oaed: queue {index}: {e}");
+                        tracing::warn!("queue {index}: {e}");
                     }
                     built.run(DRAIN)
                 })
@@ -199,30 +199,42 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
     });
     if let Err(e) = result {
         shared.stop.store(true, Ordering::Relaxed);
-        return Err(match finish(&shared, threads, &socket) {
-            Ok(()) => e,
-            Err(panics) => format!("{e}; {panics}"),
-        });
+        return Err(
+            match finish(&shared, threads, &socket, Finish::NeverStarted) {
+                Ok(()) => e,
+                Err(panics) => format!("{e}; {panics}"),
+            },
+        );
     }
     for s in shared.steering.lock().expect("not poisoned").values() {
-        eprintln!("oaed: {}: XDP attached in {} mode", s.iface(), s.mode());
+        tracing::info!("{}: XDP attached in {} mode", s.iface(), s.mode());
     }
     let metrics = match config.metrics.as_ref().map(|m| start_metrics(m, &shared)) {
         Some(Err(e)) => {
             shared.stop.store(true, Ordering::Relaxed);
-            return Err(match finish(&shared, threads, &socket) {
-                Ok(()) => e,
-                Err(panics) => format!("{e}; {panics}"),
-            });
+            return Err(
+                match finish(&shared, threads, &socket, Finish::NeverStarted) {
+                    Ok(()) => e,
+                    Err(panics) => format!("{e}; {panics}"),
+                },
+            );
         }
         Some(Ok(m)) => {
-            eprintln!("oaed: metrics at http://{}/metrics", m.addr);
+            tracing::info!(
+                "metrics at http://{}/metrics{}",
+                m.addr,
+                if oae_os::netns::in_the_hosts() == Some(false) {
+                    " (inside this process's network namespace, not the host's)"
+                } else {
+                    ""
+                }
+            );
             Some(m)
         }
         None => None,
     };
-    eprintln!(
-        "oaed: {} running, epoch {epoch}, {} queue(s), control socket {}",
+    tracing::info!(
+        "{} running, epoch {epoch}, {} queue(s), control socket {}",
         config.name,
         shared.queues.len(),
         socket.display()
@@ -237,7 +249,7 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
     if let Some(m) = metrics {
         m.join();
     }
-    match (ended, finish(&shared, threads, &socket)) {
+    match (ended, finish(&shared, threads, &socket, Finish::Ran)) {
         (_, Err(panics)) => Err(format!("{panics}; the dataplane stopped and detached XDP")),
         (Some(Ended::ThreadDied(queue)), Ok(())) => Err(format!(
             "queue {queue}'s polling thread ended without being asked to stop; the dataplane \
@@ -295,6 +307,13 @@ struct FinalXdp {
     counters: Counters,
 }
 
+/// Whether the dataplane ran before [`finish`] stops it.
+#[derive(Clone, Copy)]
+enum Finish {
+    Ran,
+    NeverStarted,
+}
+
 /// Stops every queue, detaches XDP, removes the socket and prints the
 /// final counters; `Err` names each queue whose polling thread panicked,
 /// and its panic.
@@ -302,6 +321,7 @@ fn finish(
     shared: &Shared,
     threads: Vec<JoinHandle<FinalReport>>,
     socket: &Path,
+    how: Finish,
 ) -> Result<(), String> {
     for q in &shared.queues {
         q.request_stop();
@@ -316,7 +336,7 @@ fn finish(
                     "queue {queue}'s polling thread panicked: {}",
                     panic_text(payload.as_ref())
                 );
-                eprintln!("oaed: {why}");
+                tracing::error!("{why}");
                 panics.push(why);
             }
         }
@@ -356,7 +376,13 @@ fn finish(
         "{}",
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
-    eprintln!("oaed: {} stopped; XDP detached", shared.name);
+    match how {
+        Finish::Ran => tracing::info!("{} stopped; XDP detached", shared.name),
+        Finish::NeverStarted => tracing::error!(
+            "{} did not start; what it had set up is removed",
+            shared.name
+        ),
+    }
     if panics.is_empty() {
         Ok(())
     } else {
@@ -562,7 +588,7 @@ fn serve(
                 let _ = poll(&mut fds, PollTimeout::from(ACCEPT_WAIT_MS));
             }
             Err(e) => {
-                eprintln!("oaed: control socket: {e}");
+                tracing::warn!("control socket: {e}");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
@@ -571,11 +597,11 @@ fn serve(
         // queue answers nothing and carries no traffic, so the dataplane
         // stops rather than run on with XDP attached.
         if let Some(queue) = threads.iter().position(JoinHandle::is_finished) {
-            eprintln!("oaed: queue {queue}'s polling thread ended; stopping the dataplane");
+            tracing::error!("queue {queue}'s polling thread ended; stopping the dataplane");
             return Some(Ended::ThreadDied(queue));
         }
         if let Some(address) = shared.queues.iter().find_map(|q| q.readdress()) {
-            eprintln!("oaed: stopping to come back at address {address}");
+            tracing::warn!("stopping to come back at address {address}");
             return Some(Ended::Readdress(address));
         }
     }
@@ -618,7 +644,7 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>, open: &Arc<AtomicUsize>, limi
             connection(stream, &shared, limits);
         });
     if let Err(e) = started {
-        eprintln!("oaed: cannot start a thread for a control connection: {e}");
+        tracing::warn!("cannot start a thread for a control connection: {e}");
     }
 }
 
@@ -1564,7 +1590,7 @@ mod tests {
             Some(Ended::ThreadDied(0)),
             "the polling thread's end went unnoticed"
         );
-        let err = finish(&shared, threads, &path).unwrap_err();
+        let err = finish(&shared, threads, &path, Finish::Ran).unwrap_err();
         assert!(
             err.contains("queue 0's polling thread panicked: bad request on the polling core"),
             "{err}"

@@ -9,6 +9,7 @@ pub mod epoch;
 pub mod host;
 pub mod identity;
 pub mod incarnation;
+pub mod log;
 pub mod metrics;
 pub mod pipeline;
 pub mod queue;

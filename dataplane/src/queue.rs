@@ -112,7 +112,7 @@ pub fn build_daemon_memory(config: &Config) -> Result<SharedMemory, String> {
                         .unwrap_or(nix::errno::Errno::EIO as i32),
                     _ => nix::errno::Errno::EIO as i32,
                 };
-                eprintln!("oaed: region {}: {e}", spec.id);
+                tracing::error!("region {}: {e}", spec.id);
                 RegisterError::NotLent { errno }
             })?;
             // Mapped for the life of the process: regions stay registered.

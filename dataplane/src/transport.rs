@@ -15,6 +15,7 @@ use oae_proto::{
 };
 use oae_rc_model::{RcEndpoint, RcEvent};
 
+use crate::log::Severity;
 use crate::report::{fabric_counters, link_state, stats_report};
 use oae_client::api::NotSubmitted;
 use oae_client::control::{ControlError, KeyChange, KeyState};
@@ -33,7 +34,11 @@ pub enum TransportEvent<'a> {
         result: &'a Result<Output, VerbError>,
     },
     /// Something worth a log line (a link came up, the QP failed).
-    Notice(String),
+    Notice(Severity, String),
+    /// `link` (or path) gave up on a peer it never heard: worth a line
+    /// unless the link has no peer yet (a vacant link of a discovering
+    /// queue).
+    NeverHeard(LinkId),
     /// The node at the other end of `link` (or path) is a new incarnation:
     /// whatever a workload knew of its memory is gone.
     PeerRestarted {
@@ -169,6 +174,9 @@ pub struct Oae {
     /// since it was last up (bit n: the reason of code n): a reason is
     /// logged when it first appears, and again only after the link was up.
     told: Vec<u16>,
+    /// Each link's untrusted peer already named since it was last up: its
+    /// every handshake is refused, the identity logged once.
+    told_untrusted: Vec<bool>,
     /// Reasons to tell, oldest first (one per reason per link per outage).
     down_notices: VecDeque<(LinkId, DownReason)>,
 }
@@ -179,32 +187,51 @@ impl Oae {
     fn link_event(&mut self, link: LinkId, change: LinkChange) -> TransportEvent<'static> {
         let status = self.node.link_status(link);
         let (epoch, peer) = status.map_or((0, 0), |s| (s.peer_epoch, s.peer_id));
-        let what = match change {
-            LinkChange::Up => "up",
-            LinkChange::Unreachable => "unreachable",
-            LinkChange::PeerRestarted => "peer restarted",
-            LinkChange::Keyed => "keyed by a handshake",
-        };
         if change == LinkChange::Up
             && let Some(told) = self.told.get_mut(usize::from(link))
         {
             *told = 0;
+            self.told_untrusted[usize::from(link)] = false;
         }
         let kind = if link >= PATH_BASE { "path" } else { "link" };
-        let notice = format!("{kind} {link} {what} (peer node {peer}, epoch {epoch})");
+        let peer_name = format!("node {peer:#x} (epoch {epoch})");
+        let (severity, notice) = match change {
+            LinkChange::Up => (Severity::Info, format!("{kind} {link} up to {peer_name}")),
+            // Epoch 0: nothing was ever heard from the other end.
+            LinkChange::Unreachable if epoch == 0 => return TransportEvent::NeverHeard(link),
+            LinkChange::Unreachable => (
+                Severity::Warn,
+                format!(
+                    "{kind} {link} down: {peer_name} stopped answering; its verbs wait for \
+                     it or fail over"
+                ),
+            ),
+            LinkChange::PeerRestarted => (
+                Severity::Warn,
+                format!(
+                    "{kind} {link}: the peer restarted, now {peer_name}; what it held in \
+                     doubt was settled"
+                ),
+            ),
+            LinkChange::Keyed => (
+                Severity::Info,
+                format!("{kind} {link} keyed by a handshake with {peer_name}"),
+            ),
+        };
         match change {
             LinkChange::PeerRestarted => TransportEvent::PeerRestarted {
                 link,
                 node: self.node.link_peer(link).unwrap_or(peer),
                 notice,
             },
-            _ => TransportEvent::Notice(notice),
+            _ => TransportEvent::Notice(severity, notice),
         }
     }
 
     pub fn new(node: Node<NoObserver, SharedMemory>, keys: LinkKeys) -> Oae {
         Oae {
             told: vec![0; node.links()],
+            told_untrusted: vec![false; node.links()],
             down_notices: VecDeque::with_capacity(DownReason::ALL.len()),
             node,
             keys,
@@ -318,12 +345,15 @@ impl Transport for Oae {
 
     fn drain_events(&mut self, mut on: impl FnMut(TransportEvent<'_>)) {
         while let Some((link, reason)) = self.down_notices.pop_front() {
-            on(TransportEvent::Notice(format!(
-                "link {link} is not coming up: {} (code {}): {}",
-                reason.name(),
-                reason.code(),
-                reason.text()
-            )));
+            on(TransportEvent::Notice(
+                Severity::Warn,
+                format!(
+                    "link {link} is not coming up: {} (code {}): {}",
+                    reason.name(),
+                    reason.code(),
+                    reason.text()
+                ),
+            ));
         }
         loop {
             let changed = match self.node.peek_event() {
@@ -337,11 +367,19 @@ impl Transport for Oae {
                     on(TransportEvent::Received { link, id, len, imm });
                     None
                 }
+                Some(Event::Untrusted { link, .. })
+                    if std::mem::replace(&mut self.told_untrusted[usize::from(*link)], true) =>
+                {
+                    None
+                }
                 Some(Event::Untrusted { link, identity }) => {
-                    on(TransportEvent::Notice(format!(
-                        "link {link} refused: its peer proved identity {identity}, which is \
+                    on(TransportEvent::Notice(
+                        Severity::Warn,
+                        format!(
+                            "link {link} refused: its peer proved identity {identity}, which is \
                          not in the trust list"
-                    )));
+                        ),
+                    ));
                     None
                 }
             };
@@ -391,6 +429,7 @@ impl Transport for Oae {
         let renewed = self.node.renew_link(link);
         if renewed {
             self.told[usize::from(link)] = 0;
+            self.told_untrusted[usize::from(link)] = false;
         }
         renewed
     }
@@ -497,9 +536,10 @@ impl Transport for RcModel {
                     });
                 }
                 RcEvent::QpFailed(why) => {
-                    on(TransportEvent::Notice(format!(
-                        "RC model QP failed: {why:?}"
-                    )));
+                    on(TransportEvent::Notice(
+                        Severity::Warn,
+                        format!("RC model QP failed: {why:?}"),
+                    ));
                 }
             }
         }
@@ -601,7 +641,7 @@ mod tests {
             for (end, notices) in ends.iter_mut().zip(&mut notices) {
                 end.handle_timeout(now);
                 end.drain_events(|event| {
-                    if let TransportEvent::Notice(n) = event {
+                    if let TransportEvent::Notice(_, n) = event {
                         notices.push(n);
                     }
                 });

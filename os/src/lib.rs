@@ -9,6 +9,7 @@ pub mod child;
 pub mod cpu;
 pub mod lock;
 pub mod memory;
+pub mod netns;
 pub mod pin;
 pub mod private_dir;
 pub mod tcp;

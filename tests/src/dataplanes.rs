@@ -232,8 +232,9 @@ impl Dataplanes {
         let log = self.log(i);
         log.lines()
             .rev()
-            .find_map(|l| l.strip_prefix("oaed: metrics at http://"))
-            .and_then(|rest| rest.strip_suffix("/metrics"))
+            .find_map(|l| l.split_once("metrics at http://"))
+            .and_then(|(_, rest)| rest.split_once("/metrics"))
+            .map(|(addr, _)| addr)
             .unwrap_or_else(|| panic!("dataplane {i} logged no metrics address:\n{log}"))
             .to_string()
     }

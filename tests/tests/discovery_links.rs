@@ -154,7 +154,7 @@ fn of_two_dataplanes_asking_for_one_address_the_higher_node_id_comes_back_at_ano
     let log = d.log(yielder);
     assert!(
         log.contains("gives the address up and comes back at address")
-            && log.contains("oaed: stopping to come back at address"),
+            && log.contains("WARN stopping to come back at address"),
         "{log}"
     );
     // The same process, a new incarnation; the address it took is stored.

@@ -108,6 +108,19 @@ fn a_live_dataplane_serves_metrics_prometheus_and_promtool_accept() {
             ..Options::default()
         },
     );
+    // The log says where the endpoint listens, and that it is inside the
+    // dataplane's namespace, at INFO with a time.
+    let log = d.log(0);
+    let line = log
+        .lines()
+        .find(|l| l.contains("metrics at http://"))
+        .unwrap_or_else(|| panic!("no metrics line:\n{log}"));
+    assert!(
+        line.contains(" INFO ")
+            && line.starts_with("20")
+            && line.contains("inside this process's network namespace"),
+        "{line}"
+    );
     for i in 0..CAS_VERBS {
         cas(&d, TARGET_KEY, 8 * i as u32).unwrap_or_else(|e| panic!("cas {i}: {e:?}"));
     }

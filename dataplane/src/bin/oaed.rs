@@ -61,13 +61,14 @@ fn main() -> ExitCode {
             }
         };
     }
+    oae_dataplane::log::init();
     let Some(path) = args.config else {
         unreachable!("clap requires --config without --completions or --man");
     };
     let config = match Config::load(&path, args.name.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("oaed: {e}");
+            tracing::error!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -83,7 +84,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("oaed: {e}");
+                tracing::error!("{e}");
                 ExitCode::FAILURE
             }
         };
@@ -96,7 +97,7 @@ fn main() -> ExitCode {
         Ok(daemon::Stopped::Asked) => ExitCode::SUCCESS,
         Ok(daemon::Stopped::Readdressed) => start_again(),
         Err(e) => {
-            eprintln!("oaed: {e}");
+            tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }
@@ -111,13 +112,13 @@ fn start_again() -> ExitCode {
     let program = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("oaed: cannot find this program to start it again: {e}");
+            tracing::error!("cannot find this program to start it again: {e}");
             return ExitCode::FAILURE;
         }
     };
     let e = std::process::Command::new(&program)
         .args(std::env::args_os().skip(1))
         .exec();
-    eprintln!("oaed: cannot start {} again: {e}", program.display());
+    tracing::error!("cannot start {} again: {e}", program.display());
     ExitCode::FAILURE
 }

@@ -8,21 +8,25 @@ use oae_client::api::{AppError, Completion};
 use oae_client::control::{Answer, ControlError, ErrorCode, OutputView, VerbAnswer};
 use oae_client::outcome::Outcome;
 use oae_client::stats::PipelineCounters;
-use oae_client::status::QueueInfo;
 use oae_proto::verb::{Output, VerbError};
-use oae_proto::{Nanos, SharedMemory, Store, VerbId};
+use oae_proto::{Nanos, PATH_BASE, SharedMemory, Store, VerbId};
 
 use super::commands::QueueShared;
+use super::discovery::Discovery;
 use super::outcomes::VerbOutcomes;
 use super::receives::Receives;
 use super::transfers::Transfers;
 use super::{ControlWaiter, InFlight, Origin};
 use crate::host::HostPort;
+use crate::log::{QueueLog, Severity};
 use crate::transport::TransportEvent;
 use crate::workload::LinkWorkloads;
 
 pub(super) struct Completer<'p> {
-    pub(super) info: &'p QueueInfo,
+    pub(super) log: &'p mut QueueLog,
+    /// How the queue finds its neighbours, if it does: its vacant links
+    /// have nothing to say.
+    pub(super) discovery: Option<&'p Discovery>,
     pub(super) inflight: &'p mut [Option<InFlight>],
     pub(super) free_ids: &'p mut Vec<u32>,
     pub(super) latency: &'p mut Histogram<u64>,
@@ -42,13 +46,26 @@ impl Completer<'_> {
     pub(super) fn handle(&mut self, event: TransportEvent<'_>, now: Nanos) {
         match event {
             TransportEvent::Completed { id, result } => self.complete(id, result, now),
-            TransportEvent::Notice(what) => notice(self.info, &what),
+            TransportEvent::Notice(severity, what) => self.log.say(now, severity, &what),
+            TransportEvent::NeverHeard(link) => {
+                if self.discovery.is_none_or(|d| !d.is_vacant(link)) {
+                    let kind = if link >= PATH_BASE { "path" } else { "link" };
+                    self.log.say(
+                        now,
+                        Severity::Warn,
+                        &format!(
+                            "{kind} {link} has not heard its peer: is the peer's dataplane \
+                             running, and the wire between them up?"
+                        ),
+                    );
+                }
+            }
             TransportEvent::PeerRestarted {
                 link,
                 node,
                 notice: what,
             } => {
-                notice(self.info, &what);
+                self.log.say(now, Severity::Warn, &what);
                 self.workloads.peer_restarted(link, node);
             }
             TransportEvent::Received { id, len, imm, .. } => {
@@ -59,7 +76,7 @@ impl Completer<'_> {
                     self.counters,
                 );
                 if let Some(what) = unclaimed {
-                    notice(self.info, &what);
+                    self.log.say(now, Severity::Warn, &what);
                 }
             }
         }
@@ -151,9 +168,4 @@ pub(super) fn deliver(
     if shared.completions.push(completion).is_err() {
         counters.app_completions_lost += 1;
     }
-}
-
-/// A line in oaed's log about this queue.
-pub(super) fn notice(info: &QueueInfo, what: &str) {
-    eprintln!("oaed: {} queue {}: {what}", info.iface, info.queue_id);
 }

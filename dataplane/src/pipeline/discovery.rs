@@ -35,6 +35,11 @@ impl Discovery {
         }
     }
 
+    /// Whether `link` waits for a neighbour to be bound to it.
+    pub fn is_vacant(&self, link: LinkId) -> bool {
+        self.neighbours.neighbour(link).is_none()
+    }
+
     /// A frame on port `port` (MAC `local`) from `source`, to which no link
     /// is bound: the link it now goes to, set up for its new neighbour,
     /// or `None` if it goes nowhere (an announcement, or no link vacant).

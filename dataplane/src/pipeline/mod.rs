@@ -42,6 +42,7 @@ use oae_proto::{Nanos, SharedMemory, VerbId};
 use serde::Serialize;
 
 use crate::host::{HostOrigin, HostPort};
+use crate::log::{QueueLog, Severity};
 use crate::transport::Transport;
 use crate::workload::{Aim, LinkWorkloads};
 use complete::Completer;
@@ -165,6 +166,8 @@ pub struct Pipeline<D: Driver, T: Transport> {
     stages: StageClock,
     /// How the queue finds its neighbours, if it lists none.
     discovery: Option<Discovery>,
+    /// Its lines in oaed's log.
+    log: QueueLog,
 }
 
 impl<D: Driver, T: Transport> Pipeline<D, T> {
@@ -181,6 +184,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         let memory = transport.memory().clone();
         let clock = quanta::Clock::new();
         let stages = StageClock::new(clock.clone());
+        let log = QueueLog::new(format!("{} queue {}", info.iface, info.queue_id), 0);
         Pipeline {
             ports,
             transport,
@@ -206,6 +210,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             tap: None,
             stages,
             discovery: None,
+            log,
         }
     }
 
@@ -327,7 +332,7 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
         if timer_due {
             self.transport.handle_timeout(now);
             self.forget_neighbours(now);
-            self.watch_address();
+            self.watch_address(now);
         }
         self.stages.mark(Stage::Timers);
         self.drain_events(now);
@@ -389,19 +394,20 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
                 now,
             );
         }
-        self.tell_discoveries();
+        self.tell_discoveries(now);
     }
 
     /// A lower node id holds this dataplane's address (docs/PROTOCOL.md,
     /// "Addresses", N3): the process is told which address to come back
     /// at, once.
-    fn watch_address(&mut self) {
+    fn watch_address(&mut self, now: Nanos) {
         if self.shared.readdress().is_some() {
             return;
         }
         if let Some((holder, free)) = self.transport.address_yield() {
-            complete::notice(
-                &self.info,
+            self.log.say(
+                now,
+                Severity::Warn,
                 &format!(
                     "node {holder:#x} holds address {} too and has the lower node id: this \
                      dataplane gives the address up and comes back at address {free}",
@@ -426,15 +432,15 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
             &mut self.counters,
             |port, link| ports[usize::from(port)].unbind(link),
         );
-        self.tell_discoveries();
+        self.tell_discoveries(now);
     }
 
-    fn tell_discoveries(&mut self) {
+    fn tell_discoveries(&mut self, now: Nanos) {
         if let Some(d) = &mut self.discovery
             && d.has_notices()
         {
             for line in d.take_notices() {
-                complete::notice(&self.info, &line);
+                self.log.say(now, Severity::Info, &line);
             }
         }
     }
@@ -475,7 +481,8 @@ impl<D: Driver, T: Transport> Pipeline<D, T> {
 
     fn drain_events(&mut self, now: Nanos) {
         let mut completer = Completer {
-            info: &self.info,
+            log: &mut self.log,
+            discovery: self.discovery.as_ref(),
             inflight: &mut self.inflight,
             free_ids: &mut self.free_ids,
             latency: &mut self.latency,
