@@ -14,22 +14,22 @@ mod host_demo;
 mod host_verbs;
 mod numbers;
 mod running;
+mod view;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use failure::Failure;
 use oae_client::control::{Client, ErrorCode, FaultChange, KeyChange, OutputView, VerbSpec};
 use oae_client::stats::DataplaneStats;
-use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueFabric, QueueStatus};
+use oae_client::status::{DataplaneStatus, QueueFabric};
 use oae_config::cli_docs::{self, Shell};
 use oae_config::{CONTROL_DIR, default_control_socket};
 use oae_pmd::xdp::{FaultConfig, FaultScope, apply_fault_setting};
 use oae_swapring::report::ClaimReport;
 use serde::Serialize;
-use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(35);
 
@@ -62,9 +62,16 @@ enum Cmd {
     /// The fabric: the numbered view of live members, routes, paths and
     /// transfers still in doubt, per queue that runs one.
     Members,
-    /// Every counter: link, pipeline, driver, XDP.
-    Stats,
-    /// Latency percentiles of completed verbs.
+    /// Every counter that is not zero, grouped (loop, driver, links,
+    /// verbs, XDP), with its rate per second over --interval; `--json` has
+    /// every counter, at once.
+    Stats {
+        /// Seconds between the two samples the rates come from (0: totals
+        /// only, at once).
+        #[arg(long, default_value_t = 1.0, value_parser = stats_interval)]
+        interval: f64,
+    },
+    /// Latency of completed verbs: percentiles and buckets.
     Hist {
         #[arg(long, default_value_t = 0)]
         queue: u16,
@@ -124,7 +131,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KeyCmd,
     },
-    /// Refreshing view of status and counters.
+    /// Refreshing view of status and counters, with rates since the last
+    /// refresh.
     Watch {
         /// Seconds between refreshes, 0.05 to 3600.
         #[arg(long, default_value_t = 1.0, value_parser = watch_interval)]
@@ -486,6 +494,14 @@ fn swap_ring(path: &std::path::Path, json: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// `stats --interval`: 0 (no rates), or a refresh's seconds.
+fn stats_interval(text: &str) -> Result<f64, String> {
+    if text.parse::<f64>().is_ok_and(|s| s == 0.0) {
+        return Ok(0.0);
+    }
+    watch_interval(text)
+}
+
 /// `watch --interval`: a finite number of seconds a refresh can wait.
 fn watch_interval(text: &str) -> Result<f64, String> {
     let seconds: f64 = text
@@ -591,7 +607,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), Failure> {
             if json {
                 out::json(&status)?;
             } else {
-                print_status(&status);
+                view::print_status(&status);
             }
         }
         Cmd::Members => {
@@ -609,37 +625,39 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), Failure> {
                     .collect();
                 out::json(&fabrics)?;
             } else {
-                print_members(&status);
+                view::print_members(&status);
             }
         }
-        Cmd::Stats => {
+        Cmd::Stats { interval } => {
             let stats = client(socket).stats()?;
             if json {
-                out::json(&stats)?;
-            } else {
-                print_flat(
-                    "",
-                    &serde_json::to_value(&stats).map_err(|e| e.to_string())?,
-                );
+                return Ok(out::json(&stats)?);
             }
+            if *interval == 0.0 {
+                view::print_stats(&stats, None);
+                return Ok(());
+            }
+            let started = Instant::now();
+            std::thread::sleep(Duration::from_secs_f64(*interval));
+            let after = client(socket).stats()?;
+            let rates = view::Rates {
+                before: &stats,
+                seconds: started.elapsed().as_secs_f64(),
+            };
+            view::print_stats(&after, Some(&rates));
         }
         Cmd::Hist { queue } => {
             let h = client(socket).hist(*queue)?;
             if json {
                 return Ok(out::json(&h)?);
             }
-            let l = &h.latency_ns;
-            outln!("verbs completed on queue {}: {}", h.queue, l.count);
-            for (p, ns) in [
-                ("min", l.min),
-                ("p50", l.p50),
-                ("p90", l.p90),
-                ("p99", l.p99),
-                ("p999", l.p999),
-                ("max", l.max),
-            ] {
-                outln!("  {p:>5}: {:>10.3} us", ns as f64 / 1e3);
-            }
+            let stats = client(socket).stats()?;
+            let buckets = stats
+                .queues
+                .iter()
+                .find(|q| q.queue.index == *queue)
+                .map(|q| &q.latency);
+            view::print_hist(h.queue, &h.latency_ns, buckets);
         }
         Cmd::Verb {
             node,
@@ -711,7 +729,9 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), Failure> {
                     if json {
                         return Ok(out::json(&dump)?);
                     }
-                    outln!("{}", dump.data);
+                    let bytes = oae_client::control::from_hex(&dump.data)
+                        .map_err(|e| format!("the dataplane's dump is not hex: {e}"))?;
+                    view::print_dump(&dump, &bytes);
                 }
                 RegionCmd::Add {
                     id,
@@ -815,17 +835,23 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), Failure> {
         }
         Cmd::Watch { interval, count } => {
             let mut n = 0;
+            let mut before: Option<(DataplaneStats, Instant)> = None;
             loop {
                 let status = client(socket).status()?;
                 let stats = client(socket).stats()?;
+                let taken = Instant::now();
                 if json {
                     // One object a line, for programs that follow along.
                     out::json_line(&WatchLine { status, stats })?;
                 } else {
                     out!("\x1b[2J\x1b[H");
-                    print_status(&status);
-                    outln!();
-                    print_watch_counters(&stats);
+                    view::print_status(&status);
+                    let rates = before.as_ref().map(|(b, at)| view::Rates {
+                        before: b,
+                        seconds: taken.duration_since(*at).as_secs_f64(),
+                    });
+                    view::print_stats(&stats, rates.as_ref());
+                    before = Some((stats, taken));
                 }
                 n += 1;
                 if *count != 0 && n >= *count {
@@ -948,169 +974,6 @@ fn describe_output(o: &OutputView) -> String {
         ),
         OutputView::Bswap { data } => format!("bilateral swap: received {data}"),
         OutputView::Send => "sent: the message is in the peer's receive".into(),
-    }
-}
-
-fn print_status(status: &DataplaneStatus) {
-    outln!(
-        "dataplane {} (pid {}, epoch {})",
-        status.name,
-        status.pid,
-        status.epoch
-    );
-    outln!(
-        "{:>3} {:>2} {:<10} {:<17} {:>6} {:<7} {:<12} {:>6} {:>10} {:>6} {:>12} {:>10}",
-        "q",
-        "l",
-        "iface",
-        "peer",
-        "node",
-        "state",
-        "role",
-        "peer-e",
-        "slots",
-        "credit",
-        "rtt",
-        "in-flight"
-    );
-    for (q, l) in status.links() {
-        print_link_status(q, l);
-    }
-}
-
-/// `oaectl members`: each queue's view, routes and paths.
-fn print_members(status: &DataplaneStatus) {
-    for q in &status.queues {
-        let Some(f) = &q.fabric else {
-            outln!(
-                "queue {}: no fabric (fabric = true in its [[queue]])",
-                q.queue.index
-            );
-            continue;
-        };
-        outln!(
-            "queue {}: view {} ({}), {} members, {} transfers in doubt",
-            q.queue.index,
-            f.view,
-            if f.agreed {
-                "agreed with every neighbour"
-            } else {
-                "not yet agreed"
-            },
-            f.members.len(),
-            f.in_doubt
-        );
-        for &(node, epoch) in &f.members {
-            let how = match f.routes.iter().find(|r| r.node == node) {
-                Some(r) => format!("{} hop(s) via link {}", r.hops, r.via),
-                None => "this node".into(),
-            };
-            let path = match f.paths.iter().find(|p| p.node == node) {
-                Some(p) if p.up => format!("path up, rtt {:.1} us", p.srtt_ns as f64 / 1e3),
-                Some(_) => "path down".into(),
-                None => String::new(),
-            };
-            outln!("  node {node:>16} epoch {epoch:>4}  {how:<22} {path}");
-        }
-    }
-}
-
-/// One line of `oaectl status`: a link of a queue.
-fn print_link_status(q: &QueueStatus, l: &LinkStatus) {
-    let node = l
-        .peer_node
-        .map_or_else(|| "?".to_string(), |n| n.to_string());
-    let head = format!(
-        "{:>3} {:>2} {:<10} {:<17} {:>6}",
-        q.queue.index, l.link, q.queue.iface, l.peer_mac, node
-    );
-    match &l.state.protocol {
-        // A queue pair has no roles, epochs or slots to show.
-        ProtocolStatus::RcModel(rc) => {
-            let state = match &rc.qp_failure {
-                Some(why) => format!("QP failed: {why}"),
-                None => "up".into(),
-            };
-            outln!(
-                "{head} {state:<7} RC transport model (not RoCE), {} verbs in flight",
-                rc.in_flight
-            );
-        }
-        ProtocolStatus::Oae(o) => {
-            let state = match (l.state.up, o.unreachable) {
-                (true, _) => "up",
-                (false, true) => "unreach",
-                (false, false) => "down",
-            };
-            outln!(
-                "{head} {state:<7} {:<12} {:>6} {:>10} {:>6} {:>9.1} us {:>10}",
-                o.role,
-                o.peer_epoch,
-                format!("{}/{}", o.credits_in_use, o.active_slots),
-                o.peer_credits,
-                o.srtt_ns as f64 / 1e3,
-                q.in_flight,
-            );
-            if let Some(peer) = &o.peer_identity {
-                outln!("    peer identity {peer}");
-            }
-            if let Some(why) = o.down_line() {
-                outln!("    {why}");
-            }
-        }
-    }
-}
-
-fn print_watch_counters(stats: &DataplaneStats) {
-    for q in &stats.queues {
-        for l in &q.links {
-            outln!(
-                "queue {} link {}: rx {} tx {} frames; applied {} committed {} reversed {}; reversals {} retries {}; malformed {}",
-                q.queue.index,
-                l.link,
-                l.get("rx_frames"),
-                l.get("tx_frames"),
-                l.get("transfers_applied"),
-                l.get("transfers_committed"),
-                l.get("transfers_reversed"),
-                l.get("reversals"),
-                l.get("retries"),
-                l.get("malformed_total")
-            );
-        }
-    }
-    for x in &stats.xdp {
-        let c = |name: &str| x.counters.get(name).copied().unwrap_or(0);
-        outln!(
-            "xdp {}: steered {} passed {} dropped-by-fault {} corrupted-by-fault {}",
-            x.iface,
-            c("steered"),
-            c("passed"),
-            c("dropped_by_fault"),
-            c("corrupted_by_fault")
-        );
-    }
-}
-
-/// Prints nested counters as `path.to.counter value` lines.
-fn print_flat(prefix: &str, v: &Value) {
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                print_flat(&p, x);
-            }
-        }
-        Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                print_flat(&format!("{prefix}[{i}]"), x);
-            }
-        }
-        other => outln!("{prefix} {other}"),
     }
 }
 

@@ -181,9 +181,18 @@ fn a_running_dataplane_bounds_what_control_clients_hold() {
             2 * MAX_DUMP_BYTES as usize
         )
     );
-    let out = ctl(&["region", "dump", "--id", "1", "--offset", "8", "--len", "8"]);
+    // For people, a hex dump: the offset, the bytes, the bytes as text.
+    let out = ctl(&[
+        "region", "dump", "--id", "1", "--offset", "8", "--len", "20",
+    ]);
+    let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(
-        out.success() && out.stdout.trim() == "00".repeat(8),
+        out.success()
+            && lines.len() == 2
+            && lines[0].starts_with("00000008  00 00 00 00 00 00 00 00  00 ")
+            && lines[0].ends_with("|................|")
+            && lines[1].starts_with("00000018  00 00 00 00 ")
+            && lines[1].ends_with("|....|"),
         "{out}"
     );
 

@@ -1293,7 +1293,20 @@ fn ctl_drives_a_running_dataplane() {
         .unwrap_or_else(|e| panic!("stats --json is not its type ({e}): {out}"));
     assert!(stats.queues[0].links[0].get("requests_sent") >= 1, "{out}");
     let out = ctl(&["hist"]);
-    assert!(out.success() && out.stdout.contains("p99"), "{out}");
+    assert!(
+        out.success() && out.stdout.contains("p99") && out.stdout.contains("cumulative"),
+        "{out}"
+    );
+    // Grouped tables of what is not zero, each counter with its rate.
+    let out = ctl(&["stats", "--interval", "0.1"]);
+    assert!(
+        out.success()
+            && ["loop", "links", "verbs ended", "requests_sent", "/s"]
+                .iter()
+                .all(|w| out.stdout.contains(w))
+            && !out.stdout.contains("buckets"),
+        "{out}"
+    );
     let out = ctl(&["watch", "--count", "1"]);
     assert!(out.success() && out.stdout.contains("steered"), "{out}");
     let out = ctl(&[
