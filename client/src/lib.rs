@@ -13,6 +13,7 @@ pub mod control;
 pub mod demo;
 pub mod host;
 pub mod outcome;
+pub mod pair;
 pub mod stats;
 pub mod status;
 

@@ -241,6 +241,16 @@ impl Deployment {
     }
 }
 
+/// The shortest liveness round of links whose polling threads share CPUs
+/// with each other or the rest of the machine: a peer descheduled for a
+/// time slice (milliseconds) must not look dead. The default 20 µs round
+/// assumes polling cores of their own.
+pub const SHARED_CPU_MIN_ROUND_NS: u64 = 2_000_000;
+
+/// Silent rounds before a peer is declared unreachable on shared CPUs: 20,
+/// so 40 ms at the shortest round (the link's default is 8).
+pub const SHARED_CPU_UNREACHABLE_ROUNDS: u32 = 20;
+
 /// Settings applied to every queue of every dataplane of a deployment, for
 /// comparing transports, link widths, pinnings and queue counts on one setup
 /// without editing its file.
@@ -317,6 +327,54 @@ impl Deployment {
             cfg.validate().map_err(ConfigError::invalid)?;
         }
         Ok(())
+    }
+
+    /// Polling threads of every dataplane together: one per queue.
+    pub fn polling_threads(&self) -> usize {
+        self.dataplane.values().map(|d| d.queues.len()).sum()
+    }
+
+    /// Fits the links to a machine of `cpus` CPUs: when the polling threads
+    /// are as many as the CPUs or more, they share them with each other or
+    /// with everything else, so every link gets at least
+    /// [`SHARED_CPU_MIN_ROUND_NS`] and [`SHARED_CPU_UNREACHABLE_ROUNDS`],
+    /// and every queue that spins sleeps when idle instead. Returns what it
+    /// changed, in words, or `None` when the threads have CPUs to spare.
+    pub fn fit_to_cpus(&mut self, cpus: usize) -> Option<String> {
+        let threads = self.polling_threads();
+        if threads < cpus {
+            return None;
+        }
+        let mut changed = Vec::new();
+        for q in self.dataplane.values_mut().flat_map(|d| &mut d.queues) {
+            if q.link
+                .min_round_ns
+                .is_none_or(|ns| ns < SHARED_CPU_MIN_ROUND_NS)
+            {
+                q.link.min_round_ns = Some(SHARED_CPU_MIN_ROUND_NS);
+                q.link.unreachable_after_rounds = Some(
+                    q.link
+                        .unreachable_after_rounds
+                        .unwrap_or(0)
+                        .max(SHARED_CPU_UNREACHABLE_ROUNDS),
+                );
+                changed.push("round");
+            }
+            if q.poll.idle == IdlePolicy::Spin {
+                q.poll.idle = IdlePolicy::Sleep;
+                changed.push("idle");
+            }
+        }
+        if changed.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "{threads} polling threads on {cpus} CPUs share them: links take a round of at \
+             least {} ms and {SHARED_CPU_UNREACHABLE_ROUNDS} silent rounds before a peer is \
+             declared unreachable, and idle cores sleep, so a descheduled peer does not look \
+             dead (give each polling core a CPU of its own to keep the file's settings)",
+            SHARED_CPU_MIN_ROUND_NS / 1_000_000
+        ))
     }
 
     /// The deployment as a file `oaed --config` reads.
@@ -434,6 +492,29 @@ perms = "rw"
 mod tests {
     use super::*;
     use crate::SteerBy;
+
+    const PAIR: &str = include_str!("../../configs/veth-pair.toml");
+
+    #[test]
+    fn polling_threads_as_many_as_the_cpus_get_shared_cpu_links() {
+        let mut d = Deployment::parse(PAIR, Path::new("veth-pair.toml")).unwrap();
+        assert_eq!(d.polling_threads(), 2);
+        assert_eq!(d.fit_to_cpus(3), None, "a CPU to spare: as the file says");
+        let said = d
+            .fit_to_cpus(2)
+            .expect("two threads on two CPUs share them");
+        assert!(said.contains("2 polling threads on 2 CPUs"), "{said}");
+        for q in d.dataplane.values().flat_map(|d| &d.queues) {
+            assert_eq!(q.link.min_round_ns, Some(SHARED_CPU_MIN_ROUND_NS));
+            assert_eq!(
+                q.link.unreachable_after_rounds,
+                Some(SHARED_CPU_UNREACHABLE_ROUNDS)
+            );
+            assert_eq!(q.poll.idle, IdlePolicy::Sleep);
+        }
+        // Already fitted: nothing more to say.
+        assert_eq!(d.fit_to_cpus(2), None);
+    }
 
     #[test]
     fn a_fabric_node_has_a_port_per_neighbour_and_validates() {

@@ -160,18 +160,40 @@ struct Setup {
     _pair: VethPair,
 }
 
-pub fn run(args: &DemoArgs) -> Result<(), Failure> {
-    let (text, path) = match &args.config {
+/// The deployment in `config`, or the embedded configs/veth-pair.toml.
+pub fn load_deployment(config: Option<&Path>) -> Result<Deployment, Failure> {
+    let (text, path) = match config {
         Some(p) => (
             std::fs::read_to_string(p)
                 .map_err(|e| Failure::usage(format!("cannot read {}: {e}", p.display())))?,
-            p.clone(),
+            p.to_path_buf(),
         ),
         None => (
             EMBEDDED.to_string(),
             PathBuf::from("configs/veth-pair.toml (embedded)"),
         ),
     };
+    Deployment::parse(&text, &path).map_err(|e| Failure::usage(e.to_string()))
+}
+
+/// `--oaed`, or the oaed beside this oaectl.
+pub fn oaed_path(given: Option<&Path>) -> Result<PathBuf, Failure> {
+    let oaed = match given {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("oaed"),
+    };
+    if !oaed.exists() {
+        return Err(Failure::usage(format!(
+            "{} not found: build it (cargo build --release) or pass --oaed",
+            oaed.display()
+        )));
+    }
+    Ok(oaed)
+}
+
+pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let overrides = QueueOverrides {
         transport: args.transport.clone(),
         slots: args.slots,
@@ -182,8 +204,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
         kicks: args.kicks,
         busy_poll: args.busy_poll.then_some(true),
     };
-    let mut deployment =
-        Deployment::parse(&text, &path).map_err(|e| Failure::usage(e.to_string()))?;
+    let mut deployment = load_deployment(args.config.as_deref())?;
     deployment
         .apply(&overrides)
         .map_err(|e| Failure::usage(e.to_string()))?;
@@ -243,18 +264,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     settings.validate().map_err(|(field, problem)| {
         Failure::usage(format!("--{} {problem}", field.replace('_', "-")))
     })?;
-    let oaed = match &args.oaed {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| e.to_string())?
-            .with_file_name("oaed"),
-    };
-    if !oaed.exists() {
-        return Err(Failure::usage(format!(
-            "{} not found: build it (cargo build --release) or pass --oaed",
-            oaed.display()
-        )));
-    }
+    let oaed = oaed_path(args.oaed.as_deref())?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -13,6 +13,7 @@ mod fi_demo;
 mod host_demo;
 mod host_verbs;
 mod numbers;
+mod pair;
 mod running;
 mod view;
 
@@ -143,6 +144,13 @@ enum Cmd {
     },
     /// Asks the dataplane to stop (it drains, detaches XDP and exits).
     Shutdown,
+    /// A pair to drive by hand: `pair up` makes two namespaces, a veth
+    /// pair and a dataplane in each and leaves them running; `pair down`
+    /// removes them.
+    Pair {
+        #[command(subcommand)]
+        cmd: pair::PairCmd,
+    },
     /// Two namespaces joined by a veth pair, a dataplane in each, a mixed
     /// verb workload with loss injected, and an exactly-once check.
     Demo(Box<demo::DemoArgs>),
@@ -527,6 +535,7 @@ fn main() -> ExitCode {
     }
     let result = match &cli.command {
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Pair { cmd } => pair::run(cmd, json),
         Cmd::SwapRing { path } => swap_ring(path, json).map_err(Failure::from),
         Cmd::HostVerbs(args) => host_verbs::run(args, json).map_err(Failure::from),
         Cmd::Completions { shell } => completions(*shell, json).map_err(Failure::from),
@@ -869,6 +878,7 @@ fn command(cmd: &Cmd, socket: &Path, json: bool) -> Result<(), Failure> {
         }
         Cmd::Capture(args) => capture::run(args, socket, json)?,
         Cmd::Demo(_)
+        | Cmd::Pair { .. }
         | Cmd::SwapRing { .. }
         | Cmd::HostVerbs(_)
         | Cmd::Completions { .. }

@@ -117,6 +117,72 @@ impl Drop for Supervised {
     }
 }
 
+/// Starts `cmd` to outlive this process (the dataplanes `oaectl pair up`
+/// leaves running), in a process group of its own so that a Ctrl-C at
+/// this terminal does not reach it. Dropping the `Child` leaves it
+/// running; [`end_detached`] ends it later by its PID.
+pub fn start_detached(cmd: &mut Command, name: &str) -> io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0)
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot start {name}: {e}")))
+}
+
+/// How [`end_detached`] found a process.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It was gone already, or its PID is another program's now.
+    Gone,
+    /// It exited within the grace period.
+    Exited,
+    /// It had to be killed.
+    Killed,
+}
+
+/// Ends a process [`start_detached`] left running, by `pid`, if that is
+/// still program `comm` (a PID can be reused): SIGTERM (unless `asked`
+/// says it was asked another way), up to `grace`, then SIGKILL. It is no
+/// longer this process's child, so it is watched through /proc.
+pub fn end_detached(pid: u32, comm: &str, asked: bool, grace: Duration) -> Ended {
+    if !is_running(pid, comm) {
+        return Ended::Gone;
+    }
+    let target = Pid::from_raw(pid as i32);
+    if !asked {
+        let _ = kill(target, Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if !is_running(pid, comm) {
+            return Ended::Exited;
+        }
+        std::thread::sleep(POLL);
+    }
+    let _ = kill(target, Signal::SIGKILL);
+    // SIGKILL cannot be refused; its end is bounded by the kernel.
+    for _ in 0..250 {
+        if !is_running(pid, comm) {
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    Ended::Killed
+}
+
+/// Whether `pid` is program `comm` and not a zombie.
+pub fn is_running(pid: u32, comm: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) state ...": comm may hold spaces and parentheses.
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return false;
+    };
+    let name = &stat[open + 1..close];
+    let state = stat[close + 1..].split_whitespace().next();
+    name == comm && !matches!(state, Some("Z" | "X"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +211,33 @@ mod tests {
         let err =
             Supervised::spawn(&mut Command::new("/nonexistent/oae"), "nothing", grace).unwrap_err();
         assert!(err.to_string().contains("cannot start nothing"), "{err}");
+    }
+
+    #[test]
+    fn a_detached_process_is_ended_by_its_pid_only_while_it_is_that_program() {
+        let mut child = start_detached(Command::new("sleep").arg("60"), "sleep").unwrap();
+        let pid = child.id();
+        // Its own process group: a Ctrl-C here would not reach it.
+        let group = nix::unistd::getpgid(Some(Pid::from_raw(pid as i32))).unwrap();
+        assert_eq!(group.as_raw(), pid as i32);
+        assert!(is_running(pid, "sleep"));
+        assert_eq!(
+            end_detached(pid, "not-sleep", false, Duration::from_secs(5)),
+            Ended::Gone,
+            "another program's PID is left alone"
+        );
+        assert!(is_running(pid, "sleep"));
+        // Reaped here only because this test is its parent; as a zombie it
+        // counts as ended already.
+        let waiter = std::thread::spawn(move || child.wait());
+        assert_eq!(
+            end_detached(pid, "sleep", false, Duration::from_secs(5)),
+            Ended::Exited
+        );
+        assert!(!waiter.join().unwrap().unwrap().success());
+        assert_eq!(
+            end_detached(pid, "sleep", false, Duration::from_secs(5)),
+            Ended::Gone
+        );
     }
 }

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 pub struct PrivateDir {
     path: PathBuf,
+    /// Left in place when dropped.
+    kept: bool,
 }
 
 impl PrivateDir {
@@ -30,7 +32,27 @@ impl PrivateDir {
                 template.display()
             )
         })?;
-        Ok(PrivateDir { path })
+        Ok(PrivateDir { path, kept: false })
+    }
+
+    /// A new directory at `path`, mode 0700, for what outlives the tool
+    /// (`oaectl pair up`): refused, with [`std::io::ErrorKind::AlreadyExists`],
+    /// if anything is there. Removed when dropped unless [`kept`].
+    ///
+    /// [`kept`]: PrivateDir::keep
+    pub fn create_at(path: &Path) -> std::io::Result<PrivateDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(path)?;
+        Ok(PrivateDir {
+            path: path.to_path_buf(),
+            kept: false,
+        })
+    }
+
+    /// Leaves the directory and what it holds in place.
+    pub fn keep(mut self) -> PathBuf {
+        self.kept = true;
+        self.path.clone()
     }
 
     pub fn path(&self) -> &Path {
@@ -73,7 +95,9 @@ pub fn create_new_private(path: &Path) -> Result<File, String> {
 
 impl Drop for PrivateDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if !self.kept {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -95,6 +119,22 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         drop((dir, other));
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn one_made_at_a_path_is_refused_if_taken_and_kept_if_asked() {
+        let parent = PrivateDir::create("oae-private-test-").unwrap();
+        let path = parent.join("pair");
+        let dir = PrivateDir::create_at(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let taken = PrivateDir::create_at(&path).err().unwrap();
+        assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
+        dir.write_file("pids", "1").unwrap();
+        assert_eq!(dir.keep(), path);
+        assert!(path.join("pids").exists(), "kept");
+        drop(PrivateDir::create_at(&parent.join("other")).unwrap());
+        assert!(!parent.join("other").exists(), "not kept: removed");
     }
 
     #[test]

@@ -71,6 +71,40 @@ impl VethPair {
         Ok(pair)
     }
 
+    /// A pair whose namespaces are named `ns`, made to outlive this process
+    /// (`oaectl pair up`): nothing is deleted on drop, and a name that is
+    /// taken is refused. The ends are addressed 10.254.`net`.1 and .2.
+    pub fn create_named(
+        ns: [String; 2],
+        macs: Option<[[u8; 6]; 2]>,
+        queues: u32,
+        net: u8,
+    ) -> io::Result<VethPair> {
+        if let Some(taken) = ns.iter().find(|n| namespace_exists(n)) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("namespace {taken} exists already"),
+            ));
+        }
+        let mut pair = VethPair {
+            ns,
+            ifname: ["oae0".to_string(), "oae1".to_string()],
+            ip: [
+                Ipv4Addr::new(10, 254, net, 1),
+                Ipv4Addr::new(10, 254, net, 2),
+            ],
+            mac: [[0; 6]; 2],
+            cleanup: false,
+        };
+        if let Err(e) = pair.build(macs, queues) {
+            for n in &pair.ns {
+                let _ = delete_namespace(n);
+            }
+            return Err(e);
+        }
+        Ok(pair)
+    }
+
     fn build(&mut self, macs: Option<[[u8; 6]; 2]>, queues: u32) -> io::Result<()> {
         for ns in &self.ns {
             ip(&["netns", "add", ns])?;
@@ -158,6 +192,18 @@ impl VethPair {
     pub fn command(&self, i: usize, program: &str) -> Command {
         command_in(&self.ns[i], program)
     }
+}
+
+/// Whether a named network namespace `name` exists (`ip netns add` makes
+/// its file in /run/netns).
+pub fn namespace_exists(name: &str) -> bool {
+    std::path::Path::new("/run/netns").join(name).exists()
+}
+
+/// Deletes named namespace `name`, and with it its interfaces and their
+/// XDP programs.
+pub fn delete_namespace(name: &str) -> io::Result<()> {
+    ip(&["netns", "delete", name])
 }
 
 impl Drop for VethPair {

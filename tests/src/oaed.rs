@@ -36,18 +36,12 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// The tests' shortest round: 2 ms. Tests of one binary run two at a time,
-/// so four busy-polling dataplanes share this machine's two vCPUs, and a
-/// peer descheduled for a time slice must not look dead (the default 20 µs
-/// round assumes polling cores of their own; `configs/veth-pair.toml`).
-pub const SHARED_CPU_MIN_ROUND_NS: u64 = 2_000_000;
-
-/// The tests' silent rounds before a peer is declared unreachable: 20, so
-/// 40 ms at the shortest round. On a loaded machine (a busy loop on the
-/// other CPU) a polling thread can wait longer than 8 such rounds (the
-/// link's default) for its CPU, and a live peer would look dead. Tests of
-/// how fast a dead peer is noticed set their own.
-pub const SHARED_CPU_UNREACHABLE_ROUNDS: u32 = 20;
+/// The tests' shortest round and silent rounds: tests of one binary run two
+/// at a time, so four busy-polling dataplanes share this machine's two
+/// vCPUs, and a peer descheduled for a time slice (or waiting for a CPU
+/// the other one's busy loop holds) must not look dead. Tests of how fast
+/// a dead peer is noticed set their own.
+pub use oae_config::deployment::{SHARED_CPU_MIN_ROUND_NS, SHARED_CPU_UNREACHABLE_ROUNDS};
 
 /// Held by every `Dataplanes` and `fabric::Fabric` for its life:
 /// the tests of one binary run in parallel, and two sets of busy-polling
