@@ -201,8 +201,8 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
         shared.stop.store(true, Ordering::Relaxed);
         return Err(
             match finish(&shared, threads, &socket, Finish::NeverStarted) {
-                Ok(()) => e,
-                Err(panics) => format!("{e}; {panics}"),
+                Ok(()) => format!("{} did not start: {e}", config.name),
+                Err(panics) => format!("{} did not start: {e}; {panics}", config.name),
             },
         );
     }
@@ -214,8 +214,8 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
             shared.stop.store(true, Ordering::Relaxed);
             return Err(
                 match finish(&shared, threads, &socket, Finish::NeverStarted) {
-                    Ok(()) => e,
-                    Err(panics) => format!("{e}; {panics}"),
+                    Ok(()) => format!("{} did not start: {e}", config.name),
+                    Err(panics) => format!("{} did not start: {e}; {panics}", config.name),
                 },
             );
         }
@@ -376,12 +376,10 @@ fn finish(
         "{}",
         serde_json::to_string_pretty(&summary).unwrap_or_default()
     );
-    match how {
-        Finish::Ran => tracing::info!("{} stopped; XDP detached", shared.name),
-        Finish::NeverStarted => tracing::error!(
-            "{} did not start; what it had set up is removed",
-            shared.name
-        ),
+    // One that never started says why in its error, and leaves nothing
+    // attached either.
+    if let Finish::Ran = how {
+        tracing::info!("{} stopped; XDP detached", shared.name);
     }
     if panics.is_empty() {
         Ok(())

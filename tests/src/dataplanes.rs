@@ -168,6 +168,17 @@ impl Dataplanes {
         d
     }
 
+    /// The namespaces and the configuration, no dataplane started yet:
+    /// [`Dataplanes::launch`] or [`Dataplanes::launch_with`] each.
+    pub fn unstarted(tag: &str, options: &Options) -> Dataplanes {
+        Dataplanes::prepare(tag, options)
+    }
+
+    /// Dataplane `i`'s process, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.children[i].as_ref().and_then(Supervised::id)
+    }
+
     /// The namespaces and the configuration, nothing started.
     fn prepare(tag: &str, options: &Options) -> Dataplanes {
         // A test that failed while holding the turn poisons the lock; the
@@ -205,22 +216,39 @@ impl Dataplanes {
 
     /// Starts dataplane `i` (again).
     pub fn launch(&mut self, i: usize) {
+        let oaed = binary("oaed");
+        self.launch_with(i, &[], &oaed, None);
+    }
+
+    /// Starts dataplane `i` as `oaed` behind `wrapper` (a program and its
+    /// arguments that exec what follows, such as `setpriv --reuid=…`),
+    /// with its socket and state directory in `dir` if given.
+    pub fn launch_with(&mut self, i: usize, wrapper: &[&str], oaed: &Path, dir: Option<&Path>) {
         assert!(self.children[i].is_none(), "dataplane {i} is running");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path(i))
             .expect("log file");
-        let mut cmd = self
-            .pair
-            .command(i, binary("oaed").to_str().expect("utf-8 path"));
+        if let Some(dir) = dir {
+            self.sockets[i] = dir.join(format!("{}.sock", self.names[i]));
+        }
+        let state = state_dir(dir.unwrap_or(&self.dir), self.names[i]);
+        let mut cmd = match wrapper.split_first() {
+            None => self.pair.command(i, oaed.to_str().expect("utf-8 path")),
+            Some((program, args)) => {
+                let mut cmd = self.pair.command(i, program);
+                cmd.args(args).arg(oaed);
+                cmd
+            }
+        };
         cmd.arg("--config")
             .arg(&self.config)
             .args(["--name", self.names[i]])
             .arg("--socket")
             .arg(&self.sockets[i])
             .arg("--state-dir")
-            .arg(state_dir(&self.dir, self.names[i]))
+            .arg(state)
             .stdout(Stdio::null())
             .stderr(log);
         self.children[i] = Some(start_oaed(cmd, &self.sockets[i], &self.log_path(i)));

@@ -121,6 +121,10 @@ const APT_PACKAGES: &[&str] = &[
     "ethtool",
     // `man -l` renders the generated manual pages in the tests.
     "man-db",
+    // oaed without root: setcap and getpcaps give and read its file
+    // capabilities, systemd-analyze checks deploy/oaed@.service.
+    "libcap2-bin",
+    "systemd",
     // The metrics endpoint's tests: promtool's linter, the Python
     // reference client's OpenMetrics parser, Prometheus scraping, curl.
     "prometheus",
