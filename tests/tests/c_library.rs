@@ -26,10 +26,10 @@ fn prefix() -> PathBuf {
     prefix
 }
 
-fn pkg_config(args: &[&str]) -> Vec<String> {
+fn pkg_config(package: &str, args: &[&str]) -> Vec<String> {
     let out = run(Command::new("pkg-config")
         .args(args)
-        .arg("oae")
+        .arg(package)
         .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig")));
     assert!(out.success(), "{out}");
     out.stdout.split_whitespace().map(String::from).collect()
@@ -66,17 +66,30 @@ fn the_c_example_links_with_pkg_config_and_runs_its_verbs_on_a_live_pair() {
         },
     );
     let shared = d.dir.join("verbs-shared");
-    compile(&shared, &pkg_config(&["--cflags", "--libs"]));
-    // Static: the archive itself, then what pkg-config says it needs.
+    compile(&shared, &pkg_config("oae", &["--cflags", "--libs"]));
     let statically = d.dir.join("verbs-static");
-    let mut flags = pkg_config(&["--cflags"]);
-    flags.push(prefix().join("lib/liboae.a").display().to_string());
-    flags.extend(
-        pkg_config(&["--static", "--libs-only-l"])
-            .into_iter()
-            .filter(|f| f != "-loae"),
+    compile(
+        &statically,
+        &pkg_config("oae-static", &["--cflags", "--libs"]),
     );
-    compile(&statically, &flags);
+    // The shared one loads liboae by its SONAME, found through the run
+    // path pkg-config gave; the static one needs no liboae at all.
+    let needed = |program: &Path| run(Command::new("readelf").arg("-d").arg(program)).stdout;
+    assert!(
+        needed(&shared).contains("Shared library: [liboae.so.0]"),
+        "{}",
+        needed(&shared)
+    );
+    assert!(
+        !needed(&statically).contains("liboae"),
+        "{}",
+        needed(&statically)
+    );
+    let library = needed(&prefix().join("lib/liboae.so"));
+    assert!(
+        library.contains("Library soname: [liboae.so.0]") && !library.contains("libelf"),
+        "{library}"
+    );
 
     let ring = host_ring_path(&d.pair);
     for (program, base) in [(&shared, 4096u32), (&statically, 8192)] {
@@ -89,7 +102,7 @@ fn the_c_example_links_with_pkg_config_and_runs_its_verbs_on_a_live_pair() {
             .arg(format!("{TARGET_KEY:#x}"))
             .arg(base.to_string())
             .arg(LOCAL_REGION.to_string())
-            .env("LD_LIBRARY_PATH", prefix().join("lib")));
+            .env_remove("LD_LIBRARY_PATH"));
         assert!(out.success() && out.stdout.contains("PASSED"), "{out}");
         assert!(
             out.stdout

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+mod install_c;
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
@@ -60,7 +62,8 @@ fn main() -> ExitCode {
         Some("fuzz") => setup().and_then(|()| fuzz(&args[1..])),
         Some("setup") => setup(),
         Some("install-cli-docs") => setup().and_then(|()| install_cli_docs(&args[1..])),
-        Some("install-c") => setup().and_then(|()| install_c(&args[1..])),
+        // Only cargo and a C compiler: no toolchain setup.
+        Some("install-c") => install_c::install_c(&args[1..]),
         Some("c-header") => setup().and_then(|()| c_header(&args[1..])),
         Some("vectors") => cargo(
             &[
@@ -173,7 +176,7 @@ fn setup_cbindgen() -> Result<(), String> {
 }
 
 /// The committed header, and how cbindgen makes it.
-const C_HEADER: &str = "liboae/include/oae.h";
+pub(crate) const C_HEADER: &str = "liboae/include/oae.h";
 
 fn generated_header() -> Result<Vec<u8>, String> {
     let out = Command::new("cbindgen")
@@ -216,110 +219,6 @@ fn c_header(extra: &[String]) -> Result<(), String> {
         _ => Err("usage: cargo xtask c-header [--check]".into()),
     }
 }
-
-/// Builds liboae and installs it where pkg-config finds it under `prefix`.
-fn install_c(extra: &[String]) -> Result<(), String> {
-    let mut prefix = PathBuf::from("/usr/local");
-    let mut debug = false;
-    let mut args = extra.iter();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--prefix" => prefix = PathBuf::from(args.next().ok_or("--prefix needs a DIR")?),
-            "--debug" => debug = true,
-            _ => return Err("usage: cargo xtask install-c [--prefix DIR] [--debug]".into()),
-        }
-    }
-    let prefix = std::path::absolute(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
-    let (profile, dir) = if debug {
-        ("test", "target/debug")
-    } else {
-        ("release", "target/release")
-    };
-    cargo(
-        &["build", "--quiet", "--profile", profile, "-p", "liboae"],
-        &[],
-    )?;
-    let lib = prefix.join("lib");
-    let include = prefix.join("include");
-    let pkgconfig = lib.join("pkgconfig");
-    for d in [&lib, &include, &pkgconfig] {
-        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
-    }
-    let copy = |from: &str, to: PathBuf| {
-        std::fs::copy(from, &to).map_err(|e| format!("{from} -> {}: {e}", to.display()))?;
-        eprintln!("xtask: {}", to.display());
-        Ok::<(), String>(())
-    };
-    copy(&format!("{dir}/liboae.so"), lib.join("liboae.so"))?;
-    copy(&format!("{dir}/liboae.a"), lib.join("liboae.a"))?;
-    copy(C_HEADER, include.join("oae.h"))?;
-    build_fi_provider(&lib)?;
-    let pc = pkgconfig.join("oae.pc");
-    std::fs::write(
-        &pc,
-        format!(
-            "prefix={}\nlibdir=${{prefix}}/lib\nincludedir=${{prefix}}/include\n\n\
-             Name: oae\n\
-             Description: Open Atomic Ethernet verbs on a running oaed's host ring\n\
-             Version: {}\n\
-             Libs: -L${{libdir}} -loae\n\
-             Libs.private: {LIBOAE_STATIC_DEPS}\n\
-             Cflags: -I${{includedir}}\n",
-            prefix.display(),
-            env!("CARGO_PKG_VERSION"),
-        ),
-    )
-    .map_err(|e| format!("{}: {e}", pc.display()))?;
-    eprintln!("xtask: {}", pc.display());
-    eprintln!(
-        "xtask: build against it with \
-         `PKG_CONFIG_PATH={} cc prog.c $(pkg-config --cflags --libs oae)`",
-        pkgconfig.display()
-    );
-    Ok(())
-}
-
-/// Builds the libfabric provider on the liboae just installed in `lib`:
-/// `lib/libfabric/liboae-fi.so`, which libfabric loads from a directory
-/// named in `FI_PROVIDER_PATH`.
-fn build_fi_provider(lib: &Path) -> Result<(), String> {
-    let dir = lib.join("libfabric");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let out = dir.join("liboae-fi.so");
-    let lib_text = lib.display().to_string();
-    let rpath = format!("-Wl,-rpath,{lib_text}");
-    let out_text = out.display().to_string();
-    run(
-        "cc",
-        &[
-            "-std=gnu11",
-            "-shared",
-            "-fPIC",
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-I",
-            "liboae/include",
-            FI_PROVIDER_SOURCE,
-            "-L",
-            &lib_text,
-            "-loae",
-            &rpath,
-            "-o",
-            &out_text,
-        ],
-        &[],
-        "build the libfabric provider (needs libfabric-dev)",
-    )?;
-    eprintln!("xtask: {out_text}");
-    Ok(())
-}
-
-const FI_PROVIDER_SOURCE: &str = "liboae/fi/oae_fi.c";
-
-/// What liboae.a needs besides itself (`--print native-static-libs`).
-const LIBOAE_STATIC_DEPS: &str = "-lelf -lz -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc";
 
 fn setup_apt_packages() -> Result<(), String> {
     install_apt_packages("apt packages", APT_PACKAGES)
@@ -650,7 +549,7 @@ fn bench(extra: &[String]) -> Result<(), String> {
         &[],
     )?;
     // The libfabric experiment loads the provider from target/oae-c.
-    install_c(&["--prefix".into(), "target/oae-c".into()])?;
+    install_c::install_c(&["--prefix".into(), "target/oae-c".into()])?;
     let mut args = vec!["suite"];
     args.extend(extra.iter().map(String::as_str));
     run("target/release/oae-perf", &args, &[], "the benchmark suite")
@@ -698,7 +597,7 @@ fn test() -> Result<(), String> {
     // liboae as a C program meets it: the committed header, installed with
     // its pkg-config file where tests/tests/c_library.rs looks.
     c_header(&["--check".into()])?;
-    install_c(&["--prefix".into(), "target/oae-c".into(), "--debug".into()])?;
+    install_c::install_c(&["--prefix".into(), "target/oae-c".into(), "--debug".into()])?;
     // OAE against raw AF_XDP in quick mode: checks that every part of the
     // comparison runs on real links; the figures mean nothing this short.
     run(
