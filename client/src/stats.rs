@@ -235,6 +235,12 @@ pub struct PipelineCounters {
     #[serde(default)]
     pub no_vacant_link: u64,
     pub tx_frames: u64,
+    /// Bytes of the frames received and sent, Ethernet header included
+    /// (no FCS).
+    #[serde(default)]
+    pub rx_bytes: u64,
+    #[serde(default)]
+    pub tx_bytes: u64,
     /// Iterations whose transmit burst found the ring full.
     pub tx_ring_full: u64,
     pub app_submitted: u64,

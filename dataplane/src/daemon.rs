@@ -223,11 +223,9 @@ pub fn run(config: Config, overrides: Overrides) -> Result<Stopped, String> {
             tracing::info!(
                 "metrics at http://{}/metrics{}",
                 m.addr,
-                if oae_os::netns::in_the_hosts() == Some(false) {
-                    " (inside this process's network namespace, not the host's)"
-                } else {
-                    ""
-                }
+                oae_os::netns::named().map_or_else(String::new, |ns| format!(
+                    " (inside network namespace {ns}: `ip netns exec {ns} curl …`)"
+                ))
             );
             Some(m)
         }

@@ -12,4 +12,5 @@ pub mod memory;
 pub mod netns;
 pub mod pin;
 pub mod private_dir;
+pub mod process;
 pub mod tcp;

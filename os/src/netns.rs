@@ -1,10 +1,16 @@
 //! Which network namespace this process is in.
 
-/// Whether this process shares the network namespace of PID 1 (the
-/// host's, outside containers); `None` if that cannot be read (PID 1's
-/// namespace is root's to read).
-pub fn in_the_hosts() -> Option<bool> {
-    let mine = std::fs::read_link("/proc/self/ns/net").ok()?;
-    let hosts = std::fs::read_link("/proc/1/ns/net").ok()?;
-    Some(mine == hosts)
+use std::os::unix::fs::MetadataExt;
+
+/// The name of the network namespace this process is in, if it is one
+/// `ip netns add` named (a file in /run/netns bound to it): what `ip netns
+/// identify` says.
+pub fn named() -> Option<String> {
+    let mine = std::fs::metadata("/proc/self/ns/net").ok()?;
+    std::fs::read_dir("/run/netns").ok()?.find_map(|entry| {
+        let entry = entry.ok()?;
+        let theirs = std::fs::metadata(entry.path()).ok()?;
+        (theirs.dev() == mine.dev() && theirs.ino() == mine.ino())
+            .then(|| entry.file_name().to_string_lossy().into_owned())
+    })
 }

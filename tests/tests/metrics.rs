@@ -1,7 +1,9 @@
 //! `oaed`'s metrics endpoint on a live pair: the Prometheus text passes
 //! `promtool check metrics`, the OpenMetrics text parses with the Python
-//! reference client's strict parser, Prometheus itself scrapes it, and the
-//! figures are the verbs the test ran.
+//! reference client's strict parser, Prometheus itself scrapes it and
+//! evaluates the alert rules and the dashboard's queries, and the figures
+//! are the verbs the test ran. The alert rules pass `promtool check rules`
+//! and their unit tests.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -15,6 +17,66 @@ use oae_tests::dataplanes::{Dataplanes, Options, TARGET_KEY, TARGET_REGION};
 use oae_tests::{CommandOutput, SCAPY_PYTHON, poll_until, run};
 
 const CAS_VERBS: u64 = 20;
+
+const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+
+/// Families only some dataplanes have: a fabric's, an authenticated
+/// link's.
+const CONDITIONAL: [&str; 2] = ["oae_fabric_", "oae_link_auth_"];
+
+/// Every metric family the alert rules and the dashboard name.
+fn families_used() -> Vec<String> {
+    let rules = std::fs::read_to_string(format!("{DEPLOY}/prometheus/oae-alerts.yml"))
+        .expect("the alert rules");
+    let mut used: Vec<String> = queries()
+        .iter()
+        .map(String::as_str)
+        .chain([rules.as_str()])
+        .flat_map(|text| {
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("oae_") || w.starts_with("process_"))
+                .map(|w| w.strip_suffix("_bucket").unwrap_or(w).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    used.sort();
+    used.dedup();
+    used
+}
+
+/// The dashboard's queries, its `$dataplane` variable meaning every one.
+fn queries() -> Vec<String> {
+    let text = std::fs::read_to_string(format!("{DEPLOY}/grafana/oae-dashboard.json"))
+        .expect("the dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("the dashboard's JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .map(|t| {
+            t["expr"]
+                .as_str()
+                .expect("a query")
+                .replace("$dataplane", ".*")
+        })
+        .collect()
+}
+
+#[test]
+fn the_alert_rules_pass_promtool_and_their_unit_tests() {
+    let check = run(Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(format!("{DEPLOY}/prometheus/oae-alerts.yml")));
+    assert!(
+        check.success() && check.stdout.contains("SUCCESS"),
+        "{check}"
+    );
+    let test = run(Command::new("promtool")
+        .args(["test", "rules", "oae-alerts.test.yml"])
+        .current_dir(format!("{DEPLOY}/prometheus")));
+    assert!(test.success() && test.stdout.contains("SUCCESS"), "{test}");
+}
 
 /// Python's `prometheus_client` OpenMetrics parser (Debian's
 /// python3-prometheus-client): reads stdin, prints every sample as JSON
@@ -118,7 +180,7 @@ fn a_live_dataplane_serves_metrics_prometheus_and_promtool_accept() {
     assert!(
         line.contains(" INFO ")
             && line.starts_with("20")
-            && line.contains("inside this process's network namespace"),
+            && line.contains(&format!("inside network namespace {}", d.pair.ns[0])),
         "{line}"
     );
     for i in 0..CAS_VERBS {
@@ -178,6 +240,59 @@ fn a_live_dataplane_serves_metrics_prometheus_and_promtool_accept() {
         )) == 0.0
     );
     assert!(text.contains("oae_xdp_"), "XDP counters: {text}");
+    // Bytes as well as frames, each counted once; the build and the
+    // process; every counter with a HELP of its own.
+    assert!(
+        get(&format!("oae_queue_rx_bytes_total{{{q}}}"))
+            >= 64.0 * get(&format!("oae_queue_rx_frames_total{{{q}}}")).min(1.0)
+    );
+    assert!(
+        get(&format!("oae_queue_tx_bytes_total{{{q}}}"))
+            > get(&format!("oae_queue_tx_frames_total{{{q}}}"))
+    );
+    for twice in [
+        "oae_driver_rx_packets",
+        "oae_driver_tx_packets",
+        "oae_idle_idle_",
+    ] {
+        assert!(!text.contains(twice), "{twice}: {text}");
+    }
+    let build = format!(
+        r#"oae_build_info{{dataplane="a",version="{}",commit="#,
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(text.contains(&build), "{build}: {text}");
+    for process in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(get(process) > 0.0, "{process}");
+    }
+    let generic: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("# HELP"))
+        .filter(|l| {
+            ["queue", "idle", "driver", "host", "link", "xdp", "fabric"]
+                .iter()
+                .any(|g| l.contains(&format!(" {g} counter ")))
+        })
+        .collect();
+    assert!(
+        generic.is_empty(),
+        "HELP texts that only repeat the name: {generic:?}"
+    );
+    // What the dashboard and the alerts read is there.
+    for family in families_used() {
+        if CONDITIONAL.iter().any(|c| family.starts_with(c)) {
+            continue;
+        }
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "the dashboard or an alert reads {family}, which is not exported:\n{text}"
+        );
+    }
 
     // OpenMetrics, as Prometheus asks for it, through the strict parser.
     let (head, om) = split(&scrape(
@@ -219,7 +334,9 @@ fn prometheus_scrapes(d: &Dataplanes) {
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: oaed\n    \
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files: [\"{DEPLOY}/prometheus/oae-alerts.yml\"]\n\
+             scrape_configs:\n  - job_name: oaed\n    \
              static_configs:\n      - targets: [\"{}\"]\n",
             d.metrics_addr(0)
         ),
@@ -258,4 +375,43 @@ fn prometheus_scrapes(d: &Dataplanes) {
         },
         || format!("last answer: {}\nprometheus log:\n{}", query(), log_text()),
     );
+    // Every alert rule evaluated against the live dataplane, without error.
+    let api = |path: &str, args: &[&str]| {
+        let mut curl = d.pair.command(0, "curl");
+        curl.args(["-sS", "--max-time", "5", "-G"]);
+        for a in args {
+            curl.args(["--data-urlencode", a]);
+        }
+        let out = run(curl.arg(format!("http://{web}{path}")));
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap_or_default()
+    };
+    poll_until(
+        Duration::from_secs(60),
+        "Prometheus to have evaluated every alert rule",
+        || {
+            let rules = api("/api/v1/rules", &[]);
+            let rules: Vec<&serde_json::Value> = rules["data"]["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+                .collect();
+            rules.len() == 11
+                && rules
+                    .iter()
+                    .all(|r| r["health"] == "ok" && r["lastEvaluation"] != "0001-01-01T00:00:00Z")
+        },
+        || {
+            format!(
+                "{}\nprometheus log:\n{}",
+                api("/api/v1/rules", &[]),
+                log_text()
+            )
+        },
+    );
+    // And every query of the dashboard.
+    for q in queries() {
+        let answer = api("/api/v1/query", &[&format!("query={q}")]);
+        assert_eq!(answer["status"], "success", "{q}: {answer}");
+    }
 }

@@ -35,6 +35,8 @@ pub struct Port<D: Driver> {
     tx_next: usize,
     rx: Burst<D::Buf>,
     tx: Burst<D::Buf>,
+    /// Bytes of the frames in `tx`, counted as sent once they are.
+    tx_filled_bytes: u64,
     spare: Burst<D::Buf>,
     adaptive_kicks: bool,
     /// Frames the last receive burst brought, and the one before.
@@ -63,6 +65,7 @@ impl<D: Driver> Port<D> {
             tx_next: 0,
             rx: Burst::new(),
             tx: Burst::new(),
+            tx_filled_bytes: 0,
             spare: Burst::new(),
             adaptive_kicks,
             received: 0,
@@ -154,6 +157,7 @@ impl<D: Driver> Port<D> {
         counters.rx_frames += n as u64;
         for buf in &self.rx {
             let frame = self.driver.frame(buf);
+            counters.rx_bytes += frame.len() as u64;
             let Some(payload) = eth::oae_payload(frame) else {
                 counters.rx_not_oae += 1;
                 continue;
@@ -234,6 +238,7 @@ impl<D: Driver> Port<D> {
             return;
         };
         let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
+        self.tx_filled_bytes += frame.len() as u64;
         eth::write_header(frame, ANNOUNCE_MAC, self.mac);
         if let Some((tap, port)) = tap {
             tap.record(port, true, frame, now);
@@ -297,6 +302,7 @@ impl<D: Driver> Port<D> {
                 // temporary, they were stored in halves and read back
                 // whole, which stalls the load.
                 let mut buffers = Buffers {
+                    filled_bytes: &mut self.tx_filled_bytes,
                     driver: &mut self.driver,
                     spare: &mut self.spare,
                     tx: &mut self.tx,
@@ -318,6 +324,18 @@ impl<D: Driver> Port<D> {
             let queued = self.tx.len();
             let sent = self.driver.tx_burst(&mut self.tx);
             counters.tx_frames += sent as u64;
+            // The bytes filled since the last burst, less those of the
+            // frames still queued (only when the ring was full).
+            let left: u64 = if sent == queued {
+                0
+            } else {
+                self.tx
+                    .iter()
+                    .map(|b| self.driver.frame(b).len() as u64)
+                    .sum()
+            };
+            counters.tx_bytes += self.tx_filled_bytes - left;
+            self.tx_filled_bytes = left;
             self.unkicked += sent;
             if sent < queued {
                 // Ring full: the rest goes out with the next burst.
@@ -338,6 +356,8 @@ struct Buffers<'a, D: Driver> {
     driver: &'a mut D,
     spare: &'a mut Burst<D::Buf>,
     tx: &'a mut Burst<D::Buf>,
+    /// Bytes of the frames filled and not yet counted as sent.
+    filled_bytes: &'a mut u64,
     /// Destination and source MAC.
     peer: &'a [u8; 6],
     mac: &'a [u8; 6],
@@ -360,6 +380,7 @@ impl<D: Driver> TransmitBuffers for Buffers<'_, D> {
     fn filled(&mut self, len: usize) {
         let mut buf = self.spare.pop().expect("a buffer was lent");
         let frame = self.driver.frame_mut(&mut buf, ETH_HEADER_LEN + len);
+        *self.filled_bytes += frame.len() as u64;
         eth::write_header(frame, *self.peer, *self.mac);
         if let Some((tap, port, now)) = self.tap.as_mut() {
             tap.record(*port, true, frame, *now);

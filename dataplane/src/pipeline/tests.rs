@@ -257,6 +257,18 @@ fn verbs_complete_exactly_once_between_two_cores_in_memory() {
         assert_eq!(olds(&done), want);
     }
     assert_eq!(cores[0].counters.app_submitted, 400);
+    // Bytes as well as frames: every frame at least a header and an OAE
+    // header, and what one core sent the other received, byte for byte,
+    // once the wire is empty.
+    let (a, b) = (cores[0].counters, cores[1].counters);
+    for c in [a, b] {
+        assert!(
+            c.tx_bytes >= c.tx_frames * 30 && c.rx_bytes >= c.rx_frames * 30,
+            "{c:?}"
+        );
+    }
+    assert_eq!(a.tx_frames, b.rx_frames, "{a:?} {b:?}");
+    assert_eq!(a.tx_bytes, b.rx_bytes, "{a:?} {b:?}");
 }
 
 #[test]

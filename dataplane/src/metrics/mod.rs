@@ -15,6 +15,13 @@ use serde::Serialize;
 
 use oae_client::stats::{Counters, DataplaneStats, LatencyBuckets};
 use oae_client::status::{DataplaneStatus, ProtocolStatus};
+use oae_os::process::ProcessStats;
+
+mod help;
+
+/// Driver counters the queue counts already (`oae_queue_*`): exported
+/// once, there.
+const COUNTED_BY_THE_QUEUE: [&str; 3] = ["rx_packets", "tx_packets", "tx_ring_full"];
 
 /// The two text formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,14 +94,21 @@ impl Exposition {
             .push((text, suffix, value));
     }
 
-    /// Every counter of a group, as `{prefix}_{name}_total`. Counters kept
-    /// in nanoseconds or seconds (`_ns`, `_s`) are given in seconds.
-    fn counters(&mut self, prefix: &str, what: &str, counters: &Counters, labels: &Labels) {
+    /// Every counter of `group`, as `oae_{group}_{name}_total` (the
+    /// group said once: `idle_iterations` of `idle` is
+    /// `oae_idle_iterations_total`), with its HELP text. Counters kept in
+    /// nanoseconds or seconds (`_ns`, `_s`) are given in seconds.
+    fn counters(&mut self, group: &str, counters: &Counters, labels: &Labels) {
         for (name, &n) in counters {
             let (name, value) = in_base_units(name, n as f64);
-            let help = format!("{what}: {name}");
+            let help = help::help(group, &name)
+                .map_or_else(|| format!("{group} counter {name}"), str::to_string);
+            let short = name
+                .strip_prefix(group)
+                .and_then(|n| n.strip_prefix('_'))
+                .unwrap_or(&name);
             self.sample(
-                &format!("{prefix}_{name}"),
+                &format!("oae_{group}_{short}"),
                 Kind::Counter,
                 &help,
                 labels,
@@ -216,6 +230,18 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
     let mut e = Exposition::default();
     let dataplane = Labels::default().with("dataplane", &stats.name);
     e.sample(
+        "oae_build_info",
+        Kind::Gauge,
+        "1, labelled with the release and the git commit oaed was built from",
+        &dataplane
+            .with("version", env!("CARGO_PKG_VERSION"))
+            .with("commit", oae_version::COMMIT),
+        1.0,
+    );
+    if let Some(p) = ProcessStats::read() {
+        process(&mut e, &p);
+    }
+    e.sample(
         "oae_dataplane_epoch",
         Kind::Gauge,
         "this incarnation's epoch (grows at every start)",
@@ -224,9 +250,11 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
     );
     for q in &stats.queues {
         let queue = dataplane.with("queue", &q.queue.index.to_string());
-        e.counters("oae_queue", "polling loop", &fields(&q.pipeline), &queue);
-        e.counters("oae_idle", "idle policy", &fields(&q.idle), &queue);
-        e.counters("oae_driver", "driver queue", &q.driver, &queue);
+        e.counters("queue", &fields(&q.pipeline), &queue);
+        e.counters("idle", &fields(&q.idle), &queue);
+        let mut driver = q.driver.clone();
+        driver.retain(|name, _| !COUNTED_BY_THE_QUEUE.contains(&name.as_str()));
+        e.counters("driver", &driver, &queue);
         e.sample(
             "oae_cpu_seconds",
             Kind::Counter,
@@ -255,7 +283,7 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
             let mut host = fields(&h.counters);
             let waiting = host.remove("completions_waiting").unwrap_or(0);
             let ring = queue.with("ring", &h.ring);
-            e.counters("oae_host", "host ring port", &host, &ring);
+            e.counters("host", &host, &ring);
             e.sample(
                 "oae_host_completions_waiting",
                 Kind::Gauge,
@@ -272,7 +300,7 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
             // Its reasons follow as one family.
             counters.remove("malformed_total");
             counters.remove("auth_dropped_total");
-            e.counters("oae_link", "link", &counters, &link);
+            e.counters("link", &counters, &link);
             for (reason, &n) in &l.auth_dropped {
                 e.sample(
                     "oae_link_auth_dropped_frames",
@@ -302,7 +330,7 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
     link_state(&mut e, status, &dataplane);
     for x in &stats.xdp {
         let iface = dataplane.with("iface", &x.iface);
-        e.counters("oae_xdp", "XDP program", &x.counters, &iface);
+        e.counters("xdp", &x.counters, &iface);
         e.sample(
             "oae_xdp_fault_link_down",
             Kind::Gauge,
@@ -312,6 +340,47 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
         );
     }
     e.render(format)
+}
+
+/// The process, under the names Prometheus' own process collectors use.
+fn process(e: &mut Exposition, p: &ProcessStats) {
+    let none = Labels::default();
+    e.sample(
+        "process_cpu_seconds",
+        Kind::Counter,
+        "user and system CPU time of every thread of oaed",
+        &none,
+        p.cpu_seconds,
+    );
+    for (name, help, value) in [
+        (
+            "process_resident_memory_bytes",
+            "resident memory of oaed",
+            p.resident_bytes as f64,
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "virtual memory of oaed",
+            p.virtual_bytes as f64,
+        ),
+        (
+            "process_open_fds",
+            "file descriptors oaed holds open",
+            p.open_fds as f64,
+        ),
+        (
+            "process_max_fds",
+            "the most file descriptors oaed may open",
+            p.max_fds as f64,
+        ),
+        (
+            "process_start_time_seconds",
+            "when oaed started, seconds since the Unix epoch",
+            p.start_time_seconds,
+        ),
+    ] {
+        e.sample(name, Kind::Gauge, help, &none, value);
+    }
 }
 
 /// Gauges of each link's state, and each fabric's counters.
@@ -403,7 +472,7 @@ fn link_state(e: &mut Exposition, status: &DataplaneStatus, dataplane: &Labels) 
         ] {
             e.sample(name, Kind::Gauge, help, &queue, value);
         }
-        e.counters("oae_fabric", "fabric", &f.counters, &queue);
+        e.counters("fabric", &f.counters, &queue);
     }
 }
 
