@@ -23,6 +23,7 @@ use serde::Serialize;
 pub mod link;
 pub mod raw;
 pub mod suite;
+pub mod sweep;
 
 // ----- counting allocator ---------------------------------------------------
 
@@ -478,12 +479,17 @@ fn unexpected(id: VerbId, value: u64, got: Option<Event>) -> ! {
 
 // ----- statistics -----------------------------------------------------------
 
-/// Median, minimum and maximum of a set of per-batch figures.
+/// A set of per-repetition figures as perftest users read them: median,
+/// minimum, maximum, mean, sample standard deviation and how many.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Summary {
     pub median: f64,
     pub min: f64,
     pub max: f64,
+    pub mean: f64,
+    /// Sample standard deviation (n - 1); 0 for one value.
+    pub stddev: f64,
+    pub count: usize,
 }
 
 impl Summary {
@@ -500,10 +506,19 @@ impl Summary {
         } else {
             (s[n / 2 - 1] + s[n / 2]) / 2.0
         };
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let stddev = if n > 1 {
+            (s.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
         Some(Summary {
             median,
             min: s[0],
             max: s[n - 1],
+            mean,
+            stddev,
+            count: n,
         })
     }
 
@@ -514,6 +529,9 @@ impl Summary {
             median: round_to(self.median, decimals),
             min: round_to(self.min, decimals),
             max: round_to(self.max, decimals),
+            mean: round_to(self.mean, decimals),
+            stddev: round_to(self.stddev, decimals),
+            count: self.count,
         }
     }
 }
@@ -655,11 +673,16 @@ mod tests {
         assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
         assert_eq!(Summary::of(&[1.0, 4.0]).unwrap().median, 2.5);
         assert!(Summary::of(&[]).is_none());
+        // Mean 5, sample standard deviation sqrt(32 / 7).
+        let s = Summary::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+        assert_eq!((s.mean, s.count), (5.0, 8));
+        assert!((s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12, "{s:?}");
+        assert_eq!(Summary::of(&[3.0]).unwrap().stddev, 0.0);
         let r = Summary::of(&[1.23456, 2.0, 9.87654]).unwrap().rounded(3);
         assert_eq!((r.median, r.min, r.max), (2.0, 1.235, 9.877));
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
-            r#"{"median":2.0,"min":1.235,"max":9.877}"#
+            r#"{"median":2.0,"min":1.235,"max":9.877,"mean":4.37,"stddev":4.784,"count":3}"#
         );
     }
 

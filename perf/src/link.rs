@@ -37,17 +37,17 @@ pub struct OaeRun {
 /// The link key of authenticated runs (both ends).
 const BENCH_KEY: &str = "0b0e0a0c0d0e0f00112233445566778899aabbccddeeff00112233445566778f";
 
-/// Runs `lanes` CAS streams (one verb in flight each) from side 0 to side
-/// 1 for `seconds`, side `i` pinned to `cores[i]`; with `auth`, over
-/// authenticated links (`[queue.auth]`).
-pub fn cas_workload(
+/// One embedded dataplane in each namespace of `pair`, side `i` pinned to
+/// `cores[i]`, each with two regions of `len` bytes (1: `rwa`, key 1; 2:
+/// `rw`, key 2), over links of `slots` slots; with `auth`, authenticated.
+/// Returns once both links are up.
+pub fn start_pair(
     pair: &VethPair,
     slots: u16,
-    lanes: u32,
-    seconds: f64,
+    len: usize,
     cores: [usize; 2],
     auth: bool,
-) -> Result<OaeRun, String> {
+) -> Result<Vec<EmbeddedQueue>, String> {
     let mut queues: Vec<EmbeddedQueue> = Vec::new();
     for (i, &core) in cores.iter().enumerate() {
         let text = format!(
@@ -76,7 +76,6 @@ perms = "rw"
             node = i + 1,
             iface = pair.ifname[i],
             peer = format_mac(pair.mac[1 - i]),
-            len = (lanes as usize * 64).max(4096),
             auth = if auth {
                 format!("[queue.auth]\nkey = \"{BENCH_KEY}\"")
             } else {
@@ -86,14 +85,33 @@ perms = "rw"
         let cfg = Config::from_toml(&text).map_err(|e| e.to_string())?;
         queues.push(EmbeddedQueue::start(&cfg, 0, 1, Some(&pair.ns[i]))?);
     }
-    let result = (|| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !queues.iter().all(EmbeddedQueue::link_up) {
-            if Instant::now() > deadline {
-                return Err("the OAE link did not come up".to_string());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !queues.iter().all(EmbeddedQueue::link_up) {
+        if Instant::now() > deadline {
+            for q in queues {
+                q.stop();
             }
-            std::thread::sleep(Duration::from_millis(20));
+            return Err("the OAE link did not come up".to_string());
         }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(queues)
+}
+
+/// Runs `lanes` CAS streams (one verb in flight each) from side 0 to side
+/// 1 for `seconds`, side `i` pinned to `cores[i]`; with `auth`, over
+/// authenticated links (`[queue.auth]`).
+pub fn cas_workload(
+    pair: &VethPair,
+    slots: u16,
+    lanes: u32,
+    seconds: f64,
+    cores: [usize; 2],
+    auth: bool,
+) -> Result<OaeRun, String> {
+    let len = (lanes as usize * 64).max(4096);
+    let queues = start_pair(pair, slots, len, cores, auth)?;
+    let result = (|| {
         queues[0].workload_start(
             WorkloadSpec {
                 queue: 0,

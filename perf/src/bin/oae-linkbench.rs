@@ -261,14 +261,14 @@ fn text(o: &Options, reps: &[Rep], f: &Figures) -> String {
     let m = machine_facts();
     let row = |name: &str, s: Summary, unit: &str| {
         format!(
-            "  {name:<40} {:>12.2} {unit:<8} ({:.2} .. {:.2})\n",
-            s.median, s.min, s.max
+            "  {name:<40} {:>12.2} {unit:<8} ({:.2} .. {:.2})  {:.2} ± {:.2}  n={}\n",
+            s.median, s.min, s.max, s.mean, s.stddev, s.count
         )
     };
     let mut out = format!(
         "OAE vs raw AF_XDP on a veth pair: {} repetition(s) of {:.1} s; side a pinned to core \
          {}, side b to core {}\nmachine: {} CPUs, {}, kernel {}, load {}\ndriver: {} / {}\n\n\
-         median (min .. max)\n",
+         median (min .. max)  mean ± standard deviation  n repetitions\n",
         reps.len(),
         o.secs,
         o.cores[0],
@@ -483,6 +483,9 @@ mod tests {
             median: 2.0,
             min: 1.0004,
             max: 3.0,
+            mean: 2.0,
+            stddev: 1.0,
+            count: 3,
         };
         let f = Figures {
             raw_pp_p50_us: one,
@@ -551,7 +554,9 @@ mod tests {
         );
         assert!(
             line.contains(r#""oae_failed":7,"#)
-                && line.ends_with(r#""auth_latency_ratio":{"median":2.0,"min":1.0,"max":3.0}}"#),
+                && line.ends_with(
+                    r#""auth_latency_ratio":{"median":2.0,"min":1.0,"max":3.0,"mean":2.0,"stddev":1.0,"count":3}}"#
+                ),
             "{line}"
         );
     }

@@ -54,6 +54,9 @@ enum Cmd {
     /// libfabric's fi_pingpong over the oae provider against libfabric's
     /// tcp and udp providers, on the same cores.
     Libfabric(RunArgs),
+    /// WRITE and READ from 64 to 960 bytes over AF_XDP: verbs/s, Mpps and
+    /// Gb/s per size, as perftest's `-a` sweeps.
+    Sizes(RunArgs),
     /// Checks that a results directory is complete and well formed.
     Check { dir: PathBuf },
     /// Writes a results directory's report and plots again from its
@@ -177,6 +180,7 @@ fn main() -> ExitCode {
         Cmd::Scale(a) => (a, vec![Experiment::Scale]),
         Cmd::Fabric(a) => (a, vec![Experiment::Fabric]),
         Cmd::Libfabric(a) => (a, vec![Experiment::Libfabric]),
+        Cmd::Sizes(a) => (a, vec![Experiment::Sizes]),
         Cmd::Doc { file, run } => {
             let written = std::fs::read_to_string(file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))

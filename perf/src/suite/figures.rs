@@ -30,6 +30,7 @@ pub(super) fn fmt_fig(f: Option<&Figure>, scale: f64, digits: usize) -> String {
             min: Some(lo),
             max: Some(hi),
             values,
+            ..
         }) if values.len() > 1 => format!(
             "{:.digits$} [{:.digits$}–{:.digits$}]",
             m / scale,
@@ -41,4 +42,37 @@ pub(super) fn fmt_fig(f: Option<&Figure>, scale: f64, digits: usize) -> String {
         }) => format!("{:.digits$}", m / scale),
         _ => "–".into(),
     }
+}
+
+/// Every figure of every measurement with its count, minimum, mean,
+/// median, maximum and standard deviation over the repetitions: what a
+/// perftest user looks for beside the medians of the tables.
+pub(super) fn statistics(out: &mut String, ms: &[Measurement]) {
+    use std::fmt::Write as _;
+    out.push_str(
+        "## Every figure\n\nOver the repetitions that produced it: n, minimum, mean, median, \
+         maximum and sample standard deviation.\n\n\
+         | experiment | subject | setting | figure | n | min | mean | median | max | sd |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let num = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+    for m in ms {
+        let setting: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        for (name, f) in &m.metrics {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {name} | {} | {} | {} | {} | {} | {} |",
+                m.experiment.name(),
+                m.subject,
+                setting.join(" "),
+                f.values.len(),
+                num(f.min),
+                num(f.mean),
+                num(f.median),
+                num(f.max),
+                num(f.stddev),
+            );
+        }
+    }
+    out.push('\n');
 }

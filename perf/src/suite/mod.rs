@@ -27,6 +27,7 @@ pub mod plan;
 pub mod raw_xdp;
 pub mod redis;
 pub mod report;
+pub mod sizes;
 pub mod sockperf;
 mod stages;
 pub mod svg;
@@ -60,10 +61,12 @@ pub enum Experiment {
     /// libfabric's fi_pingpong over the oae provider against libfabric's
     /// tcp and udp providers.
     Libfabric,
+    /// WRITE and READ from 64 to 960 bytes: verbs/s, Mpps and Gb/s.
+    Sizes,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 7] = [
+    pub const ALL: [Experiment; 8] = [
         Experiment::LineRate,
         Experiment::Latency,
         Experiment::Failure,
@@ -71,6 +74,7 @@ impl Experiment {
         Experiment::Scale,
         Experiment::Fabric,
         Experiment::Libfabric,
+        Experiment::Sizes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +86,7 @@ impl Experiment {
             Experiment::Scale => "scale",
             Experiment::Fabric => "fabric",
             Experiment::Libfabric => "libfabric",
+            Experiment::Sizes => "sizes",
         }
     }
 }
@@ -199,6 +204,11 @@ pub struct Figure {
     pub median: Option<f64>,
     pub min: Option<f64>,
     pub max: Option<f64>,
+    /// Mean and sample standard deviation of `values`.
+    #[serde(default)]
+    pub mean: Option<f64>,
+    #[serde(default)]
+    pub stddev: Option<f64>,
 }
 
 impl Figure {
@@ -208,6 +218,8 @@ impl Figure {
         self.median = s.map(|s| s.median);
         self.min = s.map(|s| s.min);
         self.max = s.map(|s| s.max);
+        self.mean = s.map(|s| s.mean);
+        self.stddev = s.map(|s| s.stddev);
     }
 }
 

@@ -13,6 +13,7 @@ use super::ipu::{HOST_RING_WINDOWS, host_ring_subject};
 use super::redis::RedisTrial;
 use super::trial::Trial;
 use super::{Experiment, Options};
+use crate::sweep::SweepVerb;
 
 /// One subject under one setting, run once per repetition.
 #[derive(Clone, Debug)]
@@ -100,6 +101,7 @@ pub fn plan(opts: &Options, experiments: &[Experiment]) -> Vec<PlanItem> {
             Experiment::Scale => scale(opts, &mut items),
             Experiment::Fabric => fabric(opts, &mut items),
             Experiment::Libfabric => libfabric(&mut items),
+            Experiment::Sizes => sizes(&mut items),
         }
     }
     items
@@ -207,6 +209,19 @@ fn line_rate(opts: &Options, items: &mut Vec<PlanItem>) {
 }
 
 /// fi_pingpong over each provider and size, one run a repetition.
+fn sizes(items: &mut Vec<PlanItem>) {
+    for verb in [SweepVerb::Write, SweepVerb::Read] {
+        for bytes in crate::sweep::SIZES {
+            items.push(PlanItem::new(
+                Experiment::Sizes,
+                "oae",
+                &[("verb", verb.name().into()), ("bytes", bytes.to_string())],
+                Trial::Sweep { verb, bytes },
+            ));
+        }
+    }
+}
+
 fn libfabric(items: &mut Vec<PlanItem>) {
     for bytes in SIZES {
         for provider in PROVIDERS {

@@ -618,7 +618,8 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
          are several; repetitions are the outer loop, so the subjects of a table ran \
          minutes apart at most. Line-rate and latency trials ran {} s each, failure \
          trials {} s with the faults in the middle third. The whole run took {:.0} s. \
-         Raw figures and every repetition's values are in `results.json`.\n",
+         Raw figures and every repetition's values are in `results.json`; the last \
+         section gives every figure's count, mean and standard deviation.\n",
         r.machine.nproc,
         r.machine.cpu_model,
         r.machine.kernel,
@@ -940,6 +941,9 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
     if r.experiments.contains(&Experiment::Libfabric) {
         super::fi_pingpong::section(&mut out, ms);
     }
+    if r.experiments.contains(&Experiment::Sizes) {
+        super::sizes::section(&mut out, ms);
+    }
     let failed: Vec<String> = ms
         .iter()
         .flat_map(|m| {
@@ -963,6 +967,7 @@ pub fn markdown(r: &Results, plots: &[&str]) -> String {
             failed.join("\n")
         );
     }
+    super::figures::statistics(&mut out, ms);
     if !plots.is_empty() {
         out.push_str("## Plots\n\n");
         for p in plots {

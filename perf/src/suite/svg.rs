@@ -555,6 +555,29 @@ pub fn plots(r: &Results) -> Vec<(String, String)> {
             out.push(("failure-p999-oae-vs-tcp.svg".into(), svg));
         }
     }
+    if r.experiments.contains(&Experiment::Sizes) {
+        let bars: Vec<Bar> = r
+            .measurements
+            .iter()
+            .filter(|m| m.experiment == Experiment::Sizes)
+            .filter_map(|m| {
+                let label = format!(
+                    "{} {} B",
+                    m.param("verb").unwrap_or("?").to_uppercase(),
+                    m.param("bytes").unwrap_or("?")
+                );
+                bar(label, Some(m), "payload_gbps")
+            })
+            .collect();
+        if let Some(svg) = bar_chart(
+            "Payload moved by WRITE and READ, by message size",
+            "Gb/s",
+            Scale::Linear,
+            &bars,
+        ) {
+            out.push(("sizes-gbps.svg".into(), svg));
+        }
+    }
     if r.experiments.contains(&Experiment::Scale) {
         let bars: Vec<Bar> = r
             .measurements

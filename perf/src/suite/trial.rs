@@ -48,6 +48,11 @@ pub enum Trial {
         variant: Variant,
         read_ns: u64,
     },
+    /// WRITEs or READs of `bytes`, a window in flight (the size sweep).
+    Sweep {
+        verb: crate::sweep::SweepVerb,
+        bytes: usize,
+    },
     /// A host program's verbs through dataplane a's host ring in `mode`,
     /// `window` in flight (`oaectl demo --host-ring`).
     HostRing {
@@ -73,5 +78,6 @@ pub fn run(trial: &Trial, opts: &Options, log: &Path, rep: usize) -> Result<Outc
         Trial::TestpmdPair { in_flight } => testpmd_pair(opts, log, *in_flight),
         Trial::Sockperf(p) => sockperf(opts, *p, log),
         Trial::FiPingpong { provider, bytes } => fi_pingpong(opts, provider, *bytes, log),
+        Trial::Sweep { verb, bytes } => super::sizes::trial(opts, *verb, *bytes),
     }
 }
