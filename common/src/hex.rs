@@ -35,38 +35,31 @@ impl std::error::Error for HexError {}
 
 /// Lower-case hex, two digits a byte.
 pub fn encode(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    s
+    hex::encode(bytes)
 }
 
-/// Hex digits, two a byte, after an optional `0x`. Works on characters,
-/// not byte offsets, so no text (multi-byte UTF-8 included) can make it
-/// slice inside a character; signs and spaces are refused like any other
-/// non-digit.
+/// Hex digits, two a byte, after an optional `0x`. Each character is
+/// checked first, so the error names the character and its position
+/// (multi-byte UTF-8 included, never sliced inside) and signs and spaces
+/// are refused like any other non-digit; the `hex` crate then converts.
 pub fn decode(text: &str) -> Result<Vec<u8>, HexError> {
     let digits = text.strip_prefix("0x").unwrap_or(text);
-    let mut out = Vec::with_capacity(digits.len() / 2);
-    let mut high: Option<u8> = None;
-    let mut count = 0;
-    for (position, c) in digits.chars().enumerate() {
-        let value = c
-            .to_digit(16)
-            .ok_or(HexError::NotADigit { position, found: c })? as u8;
-        match high.take() {
-            None => high = Some(value),
-            Some(h) => out.push(h << 4 | value),
-        }
-        count = position + 1;
+    if let Some((position, found)) = digits
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !c.is_ascii_hexdigit())
+    {
+        return Err(HexError::NotADigit { position, found });
     }
-    if high.is_some() {
-        return Err(HexError::OddLength { digits: count });
+    // Every character is an ASCII digit: bytes and characters agree.
+    if digits.len() % 2 == 1 {
+        return Err(HexError::OddLength {
+            digits: digits.len(),
+        });
     }
-    Ok(out)
+    hex::decode(digits).map_err(|_| HexError::OddLength {
+        digits: digits.len(),
+    })
 }
 
 #[cfg(test)]

@@ -209,7 +209,7 @@ pub fn parse(bytes: &[u8]) -> Result<Received, String> {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    oae_common::hex::encode(bytes)
 }
 
 #[cfg(test)]

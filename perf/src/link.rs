@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use oae_client::control::{Percentiles, WorkloadSpec};
 use oae_common::mac::format_mac;
 use oae_config::Config;
+use oae_config::deployment::{SHARED_CPU_MIN_ROUND_NS, SHARED_CPU_UNREACHABLE_ROUNDS};
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_dataplane::pipeline::FinalReport;
 use oae_dataplane::workload::Aim;
@@ -37,16 +38,27 @@ pub struct OaeRun {
 /// The link key of authenticated runs (both ends).
 const BENCH_KEY: &str = "0b0e0a0c0d0e0f00112233445566778899aabbccddeeff00112233445566778f";
 
+/// How the pair's links are set.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PairLinks {
+    /// Authenticated (`[queue.auth]`).
+    pub auth: bool,
+    /// A third thread (an application issuing verbs) shares the polling
+    /// cores' CPUs: the shared-CPU round, so a descheduled peer does not
+    /// look dead.
+    pub shared_cpus: bool,
+}
+
 /// One embedded dataplane in each namespace of `pair`, side `i` pinned to
 /// `cores[i]`, each with two regions of `len` bytes (1: `rwa`, key 1; 2:
-/// `rw`, key 2), over links of `slots` slots; with `auth`, authenticated.
-/// Returns once both links are up.
+/// `rw`, key 2), over links of `slots` slots set as `links` says. Returns
+/// once both links are up.
 pub fn start_pair(
     pair: &VethPair,
     slots: u16,
     len: usize,
     cores: [usize; 2],
-    auth: bool,
+    links: PairLinks,
 ) -> Result<Vec<EmbeddedQueue>, String> {
     let mut queues: Vec<EmbeddedQueue> = Vec::new();
     for (i, &core) in cores.iter().enumerate() {
@@ -61,6 +73,7 @@ core = {core}
 [queue.link]
 slots = {slots}
 credits = {slots}
+{round}
 {auth}
 [[region]]
 id = 1
@@ -76,7 +89,15 @@ perms = "rw"
             node = i + 1,
             iface = pair.ifname[i],
             peer = format_mac(pair.mac[1 - i]),
-            auth = if auth {
+            round = if links.shared_cpus {
+                format!(
+                    "min_round_ns = {SHARED_CPU_MIN_ROUND_NS}\n\
+                     unreachable_after_rounds = {SHARED_CPU_UNREACHABLE_ROUNDS}"
+                )
+            } else {
+                String::new()
+            },
+            auth = if links.auth {
                 format!("[queue.auth]\nkey = \"{BENCH_KEY}\"")
             } else {
                 String::new()
@@ -110,7 +131,16 @@ pub fn cas_workload(
     auth: bool,
 ) -> Result<OaeRun, String> {
     let len = (lanes as usize * 64).max(4096);
-    let queues = start_pair(pair, slots, len, cores, auth)?;
+    let queues = start_pair(
+        pair,
+        slots,
+        len,
+        cores,
+        PairLinks {
+            auth,
+            shared_cpus: false,
+        },
+    )?;
     let result = (|| {
         queues[0].workload_start(
             WorkloadSpec {

@@ -7,12 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use oae_client::api::{AppError, Submission};
+use oae_client::api::Submission;
+use oae_client::outcome::Outcome;
 use oae_dataplane::embed::EmbeddedQueue;
 use oae_pmd::netns::VethPair;
 use oae_proto::verb::{Block, MAX_BLOCK, RegionRef, Verb};
 
-use crate::link::start_pair;
+use crate::link::{PairLinks, start_pair};
 
 /// The sizes swept: payload bytes a verb carries, up to the most one frame
 /// holds ([`MAX_BLOCK`]).
@@ -44,6 +45,8 @@ impl SweepVerb {
 pub struct SweepRun {
     pub verbs: u64,
     pub failed: u64,
+    /// The outcome of the first verb that failed.
+    pub first_failure: Option<&'static str>,
     pub seconds: f64,
     /// Frames and bytes side a's queue sent and received.
     pub frames: u64,
@@ -86,7 +89,11 @@ pub fn run(
     }
     let slots = window.clamp(1, 4096) as u16;
     let span = window * size.next_multiple_of(64);
-    let queues = start_pair(pair, slots, span.max(4096), cores, false)?;
+    let links = PairLinks {
+        auth: false,
+        shared_cpus: true,
+    };
+    let queues = start_pair(pair, slots, span.max(4096), cores, links)?;
     let result = drive(&queues[0], verb, size, window, seconds);
     let reports: Vec<_> = queues.into_iter().filter_map(EmbeddedQueue::stop).collect();
     let a = reports.first().ok_or("side a's queue gave no report")?;
@@ -147,6 +154,7 @@ fn drive(
     let started = Instant::now();
     let stop = started + Duration::from_secs_f64(seconds);
     let (mut verbs, mut failed, mut in_flight) = (0u64, 0u64, window);
+    let mut first_failure = None;
     let give_up = stop + Duration::from_secs(20);
     while in_flight > 0 {
         let Some(c) = q.poll_completion() else {
@@ -156,9 +164,12 @@ fn drive(
             std::thread::sleep(NAP);
             continue;
         };
-        match c.result {
+        match &c.result {
             Ok(_) => verbs += 1,
-            Err(AppError::Verb(_) | AppError::NotSubmitted(_)) => failed += 1,
+            Err(_) => {
+                failed += 1;
+                first_failure.get_or_insert(Outcome::of(&c.result).name());
+            }
         }
         if Instant::now() < stop {
             submit(c.id as usize)?;
@@ -169,6 +180,7 @@ fn drive(
     Ok(SweepRun {
         verbs,
         failed,
+        first_failure,
         seconds: started.elapsed().as_secs_f64(),
         frames: 0,
         bytes: 0,

@@ -22,7 +22,11 @@ pub(super) fn trial(opts: &Options, verb: SweepVerb, bytes: usize) -> Result<Out
     let pair = VethPair::create("sizes").map_err(|e| format!("creating the veth pair: {e}"))?;
     let r = sweep::run(&pair, verb, bytes, WINDOW, opts.secs, opts.cores)?;
     if r.failed > 0 {
-        return Err(format!("{} of the verbs failed", r.failed));
+        return Err(format!(
+            "{} of the verbs failed, the first {}",
+            r.failed,
+            r.first_failure.unwrap_or("?")
+        ));
     }
     let mut o = Outcome::default();
     o.set("verbs_per_s", r.verbs_per_s());

@@ -15,15 +15,11 @@ pub const READ_ONLY: RegionRef = RegionRef { id: 2, key: 7 };
 pub const REGION_LEN: u32 = 64;
 
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    oae_common::hex::encode(bytes)
 }
 
 pub fn unhex(s: &str) -> Vec<u8> {
-    assert!(s.len().is_multiple_of(2), "odd number of hex digits: {s}");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or_else(|_| panic!("not hex: {s}")))
-        .collect()
+    oae_common::hex::decode(s).unwrap_or_else(|e| panic!("{e}: {s}"))
 }
 
 /// `cas offset=O expected=E new=N` or `faa offset=O add=A`, on region 1,
