@@ -370,10 +370,12 @@ fn finish(
         queues: reports,
         xdp,
     };
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).unwrap_or_default()
-    );
+    // A reader that has gone (`oaed … | head`) loses the report, and the
+    // dataplane still stops cleanly: no panic on a broken pipe.
+    let report = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    if let Err(e) = writeln!(std::io::stdout().lock(), "{report}") {
+        tracing::warn!("the final counters were not written to standard output: {e}");
+    }
     // One that never started says why in its error, and leaves nothing
     // attached either.
     if let Finish::Ran = how {
