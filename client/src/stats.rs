@@ -14,6 +14,11 @@ use crate::status::QueueInfo;
 /// grow while the process lives.
 pub type Counters = BTreeMap<String, u64>;
 
+/// Driver counters that count what the queue's own counters do (its
+/// frames, its full transmit rings): shown and exported once, as the
+/// queue's.
+pub const DRIVER_COUNTED_BY_THE_QUEUE: [&str; 3] = ["rx_packets", "tx_packets", "tx_ring_full"];
+
 /// Counters from `(name, count)` pairs.
 pub fn named_counters<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> Counters {
     pairs.into_iter().map(|(n, c)| (n.to_string(), c)).collect()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use comfy_table::{CellAlignment, Table, presets};
 use oae_client::control::RegionDump;
-use oae_client::stats::{DataplaneStats, LatencyBuckets, QueueStats};
+use oae_client::stats::{DRIVER_COUNTED_BY_THE_QUEUE, DataplaneStats, LatencyBuckets, QueueStats};
 use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
 use serde::Serialize;
 use serde_json::Value;
@@ -227,7 +227,14 @@ fn print_queue(q: &QueueStats, before: Option<(&QueueStats, f64)>) {
     for (heading, (now, then)) in [
         ("loop", pair(&|q| counters_of(&q.pipeline))),
         ("idle", pair(&|q| counters_of(&q.idle))),
-        ("driver", pair(&|q| counters_of(&q.driver))),
+        (
+            "driver",
+            pair(&|q| {
+                let mut own = q.driver.clone();
+                own.retain(|name, _| !DRIVER_COUNTED_BY_THE_QUEUE.contains(&name.as_str()));
+                own
+            }),
+        ),
         (
             "host ring",
             pair(&|q| {

@@ -13,15 +13,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use oae_client::stats::{Counters, DataplaneStats, LatencyBuckets};
+use oae_client::stats::{Counters, DRIVER_COUNTED_BY_THE_QUEUE, DataplaneStats, LatencyBuckets};
 use oae_client::status::{DataplaneStatus, ProtocolStatus};
 use oae_os::process::ProcessStats;
 
 mod help;
-
-/// Driver counters the queue counts already (`oae_queue_*`): exported
-/// once, there.
-const COUNTED_BY_THE_QUEUE: [&str; 3] = ["rx_packets", "tx_packets", "tx_ring_full"];
 
 /// The two text formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,7 +249,7 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
         e.counters("queue", &fields(&q.pipeline), &queue);
         e.counters("idle", &fields(&q.idle), &queue);
         let mut driver = q.driver.clone();
-        driver.retain(|name, _| !COUNTED_BY_THE_QUEUE.contains(&name.as_str()));
+        driver.retain(|name, _| !DRIVER_COUNTED_BY_THE_QUEUE.contains(&name.as_str()));
         e.counters("driver", &driver, &queue);
         e.sample(
             "oae_cpu_seconds",
