@@ -92,7 +92,8 @@ fn link_row(q: &QueueStatus, l: &LinkStatus) -> (Vec<String>, Option<String>) {
             row.push("RC model".into());
             row.extend(["", "", "", ""].map(String::from));
             row.push(rc.in_flight.to_string());
-            (row, None)
+            // Says what it is, lest its figures be taken for RoCE's.
+            (row, Some("the RC transport model (not RoCE)".into()))
         }
         ProtocolStatus::Oae(o) => {
             let state = match (l.state.up, o.unreachable) {

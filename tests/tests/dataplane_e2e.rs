@@ -185,7 +185,7 @@ fn rc_model_runs_the_rc_verbs_end_to_end() {
         .arg(&d.sockets[0])
         .arg("status"));
     assert!(
-        out.success() && out.stdout.contains("RC transport model"),
+        out.success() && out.stdout.contains("RC transport model (not RoCE)"),
         "{out}"
     );
 }
@@ -1563,5 +1563,18 @@ fn a_send_fills_a_receive_posted_through_the_control_socket() {
         !out.success() && out.stderr.contains("the receive was withdrawn"),
         "{out}"
     );
+    // The same with --json: one error report, timed out, exit status 6.
+    let out = run(Command::new(binary("oaectl"))
+        .arg("--socket")
+        .arg(&d.sockets[1])
+        .args([
+            "--json",
+            "recv",
+            "--region",
+            &TARGET_REGION.to_string(),
+            "--timeout",
+            "0.2",
+        ]));
+    json_failure(&out, ErrorCode::Timeout, 6);
     assert_eq!(d.oae_link(1).1.posted_receives, 0);
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use oae_client::api::{
     AppError, Completion, Destination, LocalSubmission, LocalVerb, NotSubmitted, Submission,
 };
-use oae_client::control::{OutputView, VerbSpec};
+use oae_client::control::{ErrorCode, OutputView, VerbSpec};
 use oae_client::host::load::LoadReport;
 use oae_client::host::{AttachError, HostQueue, MAX_WRITE, RegionError};
 use oae_proto::verb::MAX_BLOCK;
@@ -524,10 +524,11 @@ fn held_ring_refuses(tag: &str, settings: &'static str, why: &str) {
     }
     let (d, host) = start(tag, "zero", settings);
     let out = oae_tests::run(&mut host_verbs(&d, 10, 1));
-    assert!(!out.success(), "{out}");
-    assert!(out.stderr.contains(why), "{out}");
+    // With --json the refusal is one error report on standard output.
+    let refusal = oae_tests::json_failure(&out, ErrorCode::Failed, 1).error;
+    assert!(refusal.contains(why), "{out}");
     assert!(
-        out.stderr.contains(&std::process::id().to_string()),
+        refusal.contains(&std::process::id().to_string()),
         "names the holder: {out}"
     );
     drop(host);
@@ -742,9 +743,9 @@ fn a_cost_scribbled_into_the_header_stalls_no_one() {
         .arg(argv.get_program())
         .args(argv.get_args());
     let out = oae_tests::run(&mut refused);
-    assert!(!out.success(), "{out}");
+    let refusal = oae_tests::json_failure(&out, ErrorCode::Failed, 1).error;
     assert!(
-        out.stderr.contains("cost model") && out.stderr.contains("1 ms"),
+        refusal.contains("cost model") && refusal.contains("1 ms"),
         "{out}"
     );
     scribble(0);
