@@ -19,6 +19,19 @@ pub type Counters = BTreeMap<String, u64>;
 /// queue's.
 pub const DRIVER_COUNTED_BY_THE_QUEUE: [&str; 3] = ["rx_packets", "tx_packets", "tx_ring_full"];
 
+/// The whole-number fields of a serde struct of counters, by field name
+/// (others, such as CPU seconds, left out): how `oaectl stats` and the
+/// metrics endpoint read a counter struct by its names.
+pub fn counters_of(v: &impl Serialize) -> Counters {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::Object(m)) => m
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_u64()?)))
+            .collect(),
+        _ => Counters::new(),
+    }
+}
+
 /// Counters from `(name, count)` pairs.
 pub fn named_counters<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> Counters {
     pairs.into_iter().map(|(n, c)| (n.to_string(), c)).collect()
@@ -403,6 +416,22 @@ pub struct HostPortCounters {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn counters_are_the_whole_numbers_of_a_serde_value() {
+        #[derive(serde::Serialize)]
+        struct S {
+            frames: u64,
+            seconds: f64,
+            name: &'static str,
+        }
+        let c = counters_of(&S {
+            frames: 7,
+            seconds: 1.5,
+            name: "x",
+        });
+        assert_eq!(c.into_iter().collect::<Vec<_>>(), [("frames".into(), 7)]);
+    }
     use super::*;
 
     #[test]

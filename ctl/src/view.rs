@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use comfy_table::{CellAlignment, Table, presets};
 use oae_client::control::RegionDump;
-use oae_client::stats::{DRIVER_COUNTED_BY_THE_QUEUE, DataplaneStats, LatencyBuckets, QueueStats};
+use oae_client::stats::{
+    DRIVER_COUNTED_BY_THE_QUEUE, DataplaneStats, LatencyBuckets, QueueStats, counters_of,
+};
 use oae_client::status::{DataplaneStatus, LinkStatus, ProtocolStatus, QueueStatus};
-use serde::Serialize;
-use serde_json::Value;
 
 /// A table with a header line and right-aligned numbers from column
 /// `numbers_from` on.
@@ -190,9 +190,9 @@ pub fn print_stats(stats: &DataplaneStats, rates: Option<&Rates<'_>>) {
     for x in &stats.xdp {
         let before = rates.and_then(|r| {
             let b = r.before.xdp.iter().find(|b| b.iface == x.iface)?;
-            Some((counters_of(&b.counters), r.seconds))
+            Some((b.counters.clone(), r.seconds))
         });
-        let t = counter_table(&counters_of(&x.counters), before.as_ref());
+        let t = counter_table(&x.counters, before.as_ref());
         let f = &x.faults;
         print_table(
             &format!(
@@ -384,18 +384,6 @@ fn rate(now: u64, before: u64, seconds: f64) -> String {
     }
 }
 
-/// The whole-number fields of a serde value, by name; others (CPU seconds,
-/// names) are shown elsewhere.
-fn counters_of(v: &impl Serialize) -> BTreeMap<String, u64> {
-    match serde_json::to_value(v) {
-        Ok(Value::Object(m)) => m
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v.as_u64()?)))
-            .collect(),
-        _ => BTreeMap::new(),
-    }
-}
-
 fn prefixed<'a>(
     prefix: &'a str,
     counters: &'a BTreeMap<String, u64>,
@@ -490,21 +478,5 @@ mod tests {
         assert_eq!(rate(10, 5, 2.0), "2.5");
         // A counter that went back (the dataplane restarted) has no rate.
         assert_eq!(rate(5, 10, 1.0), "0");
-    }
-
-    #[test]
-    fn counters_are_the_whole_numbers_of_a_serde_value() {
-        #[derive(Serialize)]
-        struct S {
-            frames: u64,
-            seconds: f64,
-            name: &'static str,
-        }
-        let c = counters_of(&S {
-            frames: 7,
-            seconds: 1.5,
-            name: "x",
-        });
-        assert_eq!(c.into_iter().collect::<Vec<_>>(), [("frames".into(), 7)]);
     }
 }

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use oae_client::stats::{Counters, DRIVER_COUNTED_BY_THE_QUEUE, DataplaneStats, LatencyBuckets};
+use oae_client::stats::{
+    Counters, DRIVER_COUNTED_BY_THE_QUEUE, DataplaneStats, LatencyBuckets, counters_of,
+};
 use oae_client::status::{DataplaneStatus, ProtocolStatus};
 use oae_os::process::ProcessStats;
 
@@ -210,17 +210,6 @@ fn in_base_units(name: &str, value: f64) -> (String, f64) {
     }
 }
 
-/// A serde struct of counters (every field a number), by field name.
-fn fields<T: Serialize>(t: &T) -> Counters {
-    match serde_json::to_value(t) {
-        Ok(serde_json::Value::Object(o)) => o
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v.as_u64()?)))
-            .collect(),
-        _ => Counters::new(),
-    }
-}
-
 /// The exposition of a dataplane's counters and status.
 pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) -> String {
     let mut e = Exposition::default();
@@ -246,8 +235,8 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
     );
     for q in &stats.queues {
         let queue = dataplane.with("queue", &q.queue.index.to_string());
-        e.counters("queue", &fields(&q.pipeline), &queue);
-        e.counters("idle", &fields(&q.idle), &queue);
+        e.counters("queue", &counters_of(&q.pipeline), &queue);
+        e.counters("idle", &counters_of(&q.idle), &queue);
         let mut driver = q.driver.clone();
         driver.retain(|name, _| !DRIVER_COUNTED_BY_THE_QUEUE.contains(&name.as_str()));
         e.counters("driver", &driver, &queue);
@@ -276,7 +265,7 @@ pub fn render(stats: &DataplaneStats, status: &DataplaneStatus, format: Format) 
             );
         }
         if let Some(h) = &q.host {
-            let mut host = fields(&h.counters);
+            let mut host = counters_of(&h.counters);
             let waiting = host.remove("completions_waiting").unwrap_or(0);
             let ring = queue.with("ring", &h.ring);
             e.counters("host", &host, &ring);
